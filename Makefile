@@ -1,0 +1,26 @@
+# The two set-up commands: `make test` and `make demo`. Both create/refresh .venv first.
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: setup test demo lint format clean
+
+setup:
+	@bash scripts/bootstrap.sh
+
+test: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) -m pytest -q
+
+demo: setup
+	$(PY) -m seneca.cli demo
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+format: setup
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) data/demo .pytest_cache .ruff_cache

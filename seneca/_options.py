@@ -1,0 +1,57 @@
+"""Validation of SenecaLoader's own options; errors name the option."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import socket
+from collections.abc import Mapping, Sequence
+
+from seneca import defaults
+from seneca.errors import ConfigError
+from seneca.keys import TIERS
+
+_ORDER = ("encoded", "decoded", "augmented")
+_counter = itertools.count()
+
+
+def parse_split(split: Mapping[str, float] | Sequence[float] | None) -> dict[str, float]:
+    """``split`` as {encoded, decoded, augmented} fractions that sum to 1.
+
+    Accepts a mapping with those keys (missing keys are 0) or a 3-sequence in E, D, A order.
+    """
+    if split is None:
+        return dict(defaults.SPLIT)
+    if isinstance(split, Mapping):
+        unknown = set(split) - set(TIERS)
+        if unknown:
+            raise ConfigError(
+                f"split: unknown tier {sorted(unknown)[0]!r}; tiers are {', '.join(_ORDER)}"
+            )
+        values = {t: split.get(t, 0.0) for t in _ORDER}
+    elif isinstance(split, Sequence) and not isinstance(split, str) and len(split) == 3:
+        values = dict(zip(_ORDER, split, strict=True))
+    else:
+        raise ConfigError(
+            "split: expected {'encoded': e, 'decoded': d, 'augmented': a} or (e, d, a), "
+            f"got {split!r}"
+        )
+    for tier, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise ConfigError(f"split: {tier} must be a number, got {v!r}")
+        if v < 0 or v > 1:
+            raise ConfigError(f"split: {tier} must be between 0 and 1, got {v!r}")
+    total = sum(values.values())
+    if not math.isclose(total, 1.0, abs_tol=1e-6):
+        raise ConfigError(f"split: fractions must sum to 1, got {total:g} ({values})")
+    return {t: float(v) for t, v in values.items()}
+
+
+def resolve_job(job: str | None) -> str:
+    """The job name: given, or unique per loader (host, pid, counter)."""
+    if job is None:
+        return f"{socket.gethostname()}:{os.getpid()}:{next(_counter)}"
+    if not isinstance(job, str) or not job or len(job) > 200:
+        raise ConfigError(f"job: expected a non-empty name of at most 200 characters, got {job!r}")
+    return job

@@ -1,0 +1,47 @@
+"""Every default Seneca uses, in one place.
+
+Sizes are in bytes, times in seconds. Change behaviour through the public options
+(``SenecaLoader(...)``, CLI flags); this module only documents what you get when you don't.
+"""
+
+from __future__ import annotations
+
+#: Key prefix of everything Seneca writes into Redis.
+KEY_PREFIX = "seneca"
+#: Number of hash-tagged key groups a dataset is spread over. Every key of one group shares a
+#: Redis Cluster slot, so the Lua scripts stay single-slot. 1 keeps a batch in one round trip.
+KEY_SHARDS = 1
+
+#: Cache size used when ``cache_size`` is not given (embedded cache and budgets).
+CACHE_SIZE = 1_000_000_000
+#: Fractions of the cache given to the encoded / decoded / augmented tiers when ``split`` is not
+#: given. ``mdp plan`` computes a better split for a given cluster.
+SPLIT = {"encoded": 0.5, "decoded": 0.3, "augmented": 0.2}
+#: Bytes charged per cached entry on top of its value, for Redis' own per-key overhead.
+ENTRY_OVERHEAD = 96
+
+#: Fail-fast socket timeouts for cache connections.
+CONNECT_TIMEOUT = 0.25
+SOCKET_TIMEOUT = 5.0
+#: After a failed cache call, read from storage only for this long before trying the cache again.
+CACHE_RETRY_AFTER = 5.0
+
+#: A job not seen for this long stops counting as a live job of its dataset.
+JOB_LEASE = 10.0
+#: Job name used when ``job`` is not given (jobs with the same name count as one job).
+JOB_NAME = None  # None: "<host>:<pid>:<n>", unique per loader
+
+#: Embedded cache: name of the shared server when ``cache=None``, and how often its watchdog
+#: checks whether any user process is still alive.
+EMBEDDED_NAME = "default"
+EMBEDDED_POLL = 0.2
+EMBEDDED_START_TIMEOUT = 10.0
+
+#: Standalone cache node (``seneca cache-node``).
+CACHE_NODE_PORT = 6379
+CACHE_NODE_BIND = "127.0.0.1"
+
+#: Synthetic dataset (``seneca make-dataset``).
+DATASET_SIZE = (500, 375)
+DATASET_QUALITY = 90
+DATASET_SEED = 0

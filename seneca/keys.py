@@ -1,0 +1,58 @@
+"""Redis key names.
+
+Every key of one dataset shard carries the same hash tag ``{<dataset>.<shard>}``, so a Redis
+Cluster keeps the shard in one slot and the per-batch Lua scripts stay single-slot::
+
+    seneca:{<dataset>.<shard>}:e:<index>            encoded tier (string)
+    seneca:{<dataset>.<shard>}:d:<index>            decoded tier (string)
+    seneca:{<dataset>.<shard>}:a.<transform>:<index> augmented tier (hash: v, n, j:<job>)
+    seneca:{<dataset>.<shard>}:used                 bytes used per tier in this shard (hash)
+    seneca:{<dataset>.<shard>}:jobs                 live jobs and their lease expiry (zset)
+    seneca:{<dataset>.0}:config                     per-dataset settings (hash)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from seneca import defaults
+
+__all__ = ["TIERS", "KeySpace"]
+
+#: Tier names, cheapest-to-use first; their single-letter key codes are the first letters.
+TIERS = ("augmented", "decoded", "encoded")
+
+
+@dataclass(frozen=True)
+class KeySpace:
+    """Key names of one dataset (and one transform, for the augmented tier)."""
+
+    dataset: str
+    transform: str = "none"
+    shards: int = defaults.KEY_SHARDS
+    prefix: str = defaults.KEY_PREFIX
+
+    def shard_of(self, index: int) -> int:
+        return index % self.shards
+
+    def base(self, shard: int) -> str:
+        return f"{self.prefix}:{{{self.dataset}.{shard}}}"
+
+    def sample(self, tier: str, index: int) -> str:
+        base = self.base(self.shard_of(index))
+        if tier == "augmented":
+            return f"{base}:a.{self.transform}:{index}"
+        return f"{base}:{tier[0]}:{index}"
+
+    def used(self, shard: int) -> str:
+        return f"{self.base(shard)}:used"
+
+    def jobs(self, shard: int) -> str:
+        return f"{self.base(shard)}:jobs"
+
+    def config(self) -> str:
+        return f"{self.base(0)}:config"
+
+    def pattern(self) -> str:
+        """A SCAN pattern matching every key of this dataset."""
+        return f"{self.prefix}:{{{self.dataset}.*}}:*"

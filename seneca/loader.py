@@ -1,0 +1,155 @@
+"""SenecaLoader: torch's DataLoader over a shared Redis cache of encoded, decoded and augmented
+samples."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import redis
+from torch.utils.data import DataLoader
+
+from seneca import defaults
+from seneca._options import parse_split, resolve_job
+from seneca._units import parse_size
+from seneca.connection import CacheClient
+from seneca.dataset import CachedDataset
+from seneca.embedded import acquire_embedded
+from seneca.errors import CacheUnavailableError
+from seneca.keys import TIERS, KeySpace
+from seneca.stats import Counters
+from seneca.tiers import CacheTiers
+
+__all__ = ["SenecaLoader"]
+
+
+def _server_maxmemory(client: CacheClient) -> int | None:
+    try:
+        value = int(client.redis.config_get("maxmemory").get("maxmemory", 0))
+    except (redis.RedisError, ValueError):
+        return None
+    return value or None
+
+
+class SenecaLoader(DataLoader):
+    """A drop-in replacement for :class:`torch.utils.data.DataLoader` that caches samples.
+
+    Positional and keyword arguments are DataLoader's (same names, defaults and validation
+    errors). ``dataset`` must expose ``samples`` as ``torchvision.datasets.ImageFolder`` does.
+    Seneca's own options are keyword-only:
+
+    Args:
+        cache: ``redis://[:password@]host:port``, ``rediss://...`` or ``unix:///path.sock``;
+            None (default) starts or joins the embedded cache shared by this machine's jobs.
+        cache_size: bytes the tiers may fill ("2GB", "512MiB" or an int). Default: the
+            server's ``maxmemory`` for a URL, ``defaults.CACHE_SIZE`` for the embedded cache.
+        split: fractions of ``cache_size`` for the encoded, decoded and augmented tiers, as a
+            mapping or an (e, d, a) tuple summing to 1. Default ``defaults.SPLIT``.
+        job: name of the training job; loaders with the same name count as one job.
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: int | None = 1,
+        shuffle: bool | None = None,
+        sampler: Any = None,
+        batch_sampler: Any = None,
+        num_workers: int = 0,
+        collate_fn: Any = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Any = None,
+        multiprocessing_context: Any = None,
+        generator: Any = None,
+        *,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
+        pin_memory_device: str = "",
+        in_order: bool = True,
+        cache: str | None = None,
+        cache_size: int | str | None = None,
+        split: Mapping[str, float] | Sequence[float] | None = None,
+        job: str | None = None,
+    ) -> None:
+        fractions = parse_split(split)
+        job_name = resolve_job(job)
+        size = parse_size(cache_size, "cache_size") if cache_size is not None else None
+        client = CacheClient(cache) if cache is not None else None
+        counters = Counters(
+            rows=max(0, int(num_workers)) + 1 if isinstance(num_workers, int) else 1
+        )
+        wrapped = CachedDataset(dataset, None, counters)
+        if client is None:
+            size = size or defaults.CACHE_SIZE
+            client = CacheClient(acquire_embedded(size))
+        try:
+            client.ping()
+        except CacheUnavailableError as err:
+            warnings.warn(f"{err}; training reads from storage", RuntimeWarning, stacklevel=2)
+            wrapped._warned = True  # one warning, not one more per worker
+            size = size or defaults.CACHE_SIZE
+        else:
+            size = size or _server_maxmemory(client) or defaults.CACHE_SIZE
+        budgets = {t: int(fractions[t] * size) for t in TIERS}
+        keys = KeySpace(wrapped.storage.fingerprint(), wrapped.transform.fingerprint)
+        tiers = CacheTiers(client, keys, budgets, job_name)
+        wrapped.tiers = tiers
+        self.cache_url = client.redacted
+        self.cache_size = size
+        self.split = fractions
+        self.job = job_name
+        self._counters = counters
+        super().__init__(
+            wrapped,
+            batch_size,
+            shuffle,
+            sampler,
+            batch_sampler,
+            num_workers,
+            collate_fn,
+            pin_memory,
+            drop_last,
+            timeout,
+            worker_init_fn,
+            multiprocessing_context,
+            generator,
+            prefetch_factor=prefetch_factor,
+            persistent_workers=persistent_workers,
+            pin_memory_device=pin_memory_device,
+            in_order=in_order,
+        )
+
+    @property
+    def tiers(self) -> CacheTiers:
+        """The cache tiers this loader reads and fills."""
+        return self.dataset.tiers
+
+    def stats(self) -> dict[str, Any]:
+        """This job's counters, summed over the loader process and its workers.
+
+        Returns ``samples``; per tier (``augmented``, ``decoded``, ``encoded``) its ``hits``,
+        ``misses``, ``hit_rate`` and ``admitted``; ``storage_reads``, ``decodes``,
+        ``transforms``, ``bytes_storage``, ``bytes_cache`` and ``cache_errors``.
+        """
+        c = self._counters.snapshot()
+        out: dict[str, Any] = {"samples": c["samples"]}
+        for t in TIERS:
+            hits, misses = c[f"hits_{t}"], c[f"misses_{t}"]
+            out[t] = {
+                "hits": hits,
+                "misses": misses,
+                "hit_rate": hits / (hits + misses) if hits + misses else 0.0,
+                "admitted": c[f"admitted_{t}"],
+                "full": c[f"full_{t}"],
+            }
+        for name in ("storage_reads", "decodes", "transforms", "bytes_storage", "bytes_cache"):
+            out[name] = c[name]
+        out["cache_errors"] = c["cache_errors"]
+        return out
+
+    def reset_stats(self) -> None:
+        """Set every counter of :meth:`stats` back to zero."""
+        self._counters.reset()

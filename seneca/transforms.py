@@ -1,0 +1,126 @@
+"""Splitting a transform into a cached head and a cheap deterministic tail.
+
+The augmented tier stores the output of the *head* of a sample transform; the *tail* runs after
+every fetch. Keeping dtype conversion and normalisation in the tail keeps cached values compact
+(uint8 images instead of float32 tensors, 4x smaller) and lets them be shared by jobs that only
+differ in normalisation.
+
+How the split is found, for a ``Compose`` (torchvision v1 or v2):
+
+* an explicit :class:`CacheBoundary` marker splits there: everything after it is the tail;
+* otherwise the longest run of trailing steps of known deterministic types (``ToTensor``,
+  ``PILToTensor``, ``ToImage``, ``ToDtype``, ``ConvertImageDtype``, ``Normalize``,
+  ``ToPureTensor``) becomes the tail.
+
+Example::
+
+    transform = v2.Compose([
+        v2.RandomResizedCrop(224), v2.RandomHorizontalFlip(), v2.PILToTensor(),
+        seneca.CacheBoundary(),          # cache uint8 CHW tensors ...
+        v2.ToDtype(torch.float32, scale=True), v2.Normalize(mean, std),   # ... and do this after
+    ])
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["DETERMINISTIC_TAIL", "CacheBoundary", "SplitTransform", "split_transform"]
+
+#: Class names (in torchvision.transforms and .v2) that are moved to the tail automatically.
+DETERMINISTIC_TAIL = frozenset(
+    {
+        "ToTensor",
+        "PILToTensor",
+        "ToImage",
+        "ToImageTensor",
+        "ToPureTensor",
+        "ToDtype",
+        "ConvertImageDtype",
+        "Normalize",
+    }
+)
+
+
+class CacheBoundary:
+    """Marker inside a ``Compose``: steps before it are cached, steps after it run per fetch."""
+
+    def __call__(self, x: Any) -> Any:
+        return x
+
+    def __repr__(self) -> str:
+        return "CacheBoundary()"
+
+
+def _is_torchvision_tail(step: Any) -> bool:
+    cls = type(step)
+    return (
+        cls.__module__.startswith("torchvision.transforms") and cls.__name__ in DETERMINISTIC_TAIL
+    )
+
+
+class _Chain:
+    """Steps applied in order (a picklable stand-in for a partial Compose)."""
+
+    def __init__(self, steps: list[Callable]) -> None:
+        self.steps = steps
+
+    def __call__(self, x: Any) -> Any:
+        for step in self.steps:
+            x = step(x)
+        return x
+
+    def __repr__(self) -> str:
+        return f"_Chain({self.steps!r})"
+
+
+def _chain(steps: list[Callable]) -> Callable | None:
+    if not steps:
+        return None
+    return steps[0] if len(steps) == 1 else _Chain(steps)
+
+
+class SplitTransform:
+    """A transform as ``head`` (cached in the augmented tier) and ``tail`` (run per fetch).
+
+    Either part may be None. ``fingerprint`` names the head in cache keys, so jobs with different
+    random transforms never share augmented copies.
+    """
+
+    def __init__(self, head: list[Callable], tail: list[Callable]) -> None:
+        self.head_steps = head
+        self.tail_steps = tail
+        self.head = _chain(head)
+        self.tail = _chain(tail)
+        text = "|".join(repr(s) for s in head)
+        self.fingerprint = hashlib.sha1(text.encode()).hexdigest()[:10] if head else "none"
+
+    def __call__(self, x: Any) -> Any:
+        if self.head is not None:
+            x = self.head(x)
+        return self.tail(x) if self.tail is not None else x
+
+
+def split_transform(transform: Callable | None) -> SplitTransform:
+    """Split ``transform`` as described in the module docs."""
+    if transform is None:
+        return SplitTransform([], [])
+    steps = getattr(transform, "transforms", None)
+    if not isinstance(steps, list | tuple):
+        if isinstance(transform, CacheBoundary):
+            return SplitTransform([], [])
+        if _is_torchvision_tail(transform):
+            return SplitTransform([], [transform])
+        return SplitTransform([transform], [])
+    steps = list(steps)
+    marks = [i for i, s in enumerate(steps) if isinstance(s, CacheBoundary)]
+    if marks:
+        cut = marks[-1]
+        head = [s for s in steps[:cut] if not isinstance(s, CacheBoundary)]
+        return SplitTransform(head, steps[cut + 1 :])
+    cut = len(steps)
+    while cut > 0 and _is_torchvision_tail(steps[cut - 1]):
+        cut -= 1
+    return SplitTransform(steps[:cut], steps[cut:])
