@@ -74,6 +74,8 @@ def _header(kind: Kind, dtype_code: int, shape: tuple[int, ...]) -> bytes:
 
 def _tensor_bytes(t: torch.Tensor) -> memoryview:
     t = t.detach().to("cpu").contiguous()
+    if t.numel() == 0:
+        return memoryview(b"")
     if t.dtype == torch.bfloat16:  # numpy has no bfloat16; same bytes as int16
         t = t.view(torch.int16)
     return memoryview(t.numpy()).cast("B")

@@ -1,0 +1,89 @@
+"""Fixtures: real redis-server processes on unix sockets or free ports, a tiny dataset."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from seneca.synthetic import make_dataset
+
+REDIS_SERVER = shutil.which("redis-server")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisProcess:
+    """A redis-server child process; ``url`` connects to it."""
+
+    def __init__(self, *args: str, port: int | None = None, password: str | None = None) -> None:
+        assert REDIS_SERVER, "redis-server must be installed (make test installs it)"
+        self.dir = Path(tempfile.mkdtemp(prefix="sn-redis-"))
+        self.sock = self.dir / "redis.sock"
+        self.port = port
+        cmd = [REDIS_SERVER, "--port", str(port or 0), "--unixsocket", str(self.sock)]
+        cmd += ["--save", "", "--appendonly", "no", "--dir", str(self.dir), *args]
+        if password:
+            cmd += ["--requirepass", password]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.url = f"unix://{self.sock}" + (f"?password={password}" if password else "")
+        client = redis.Redis(unix_socket_path=str(self.sock), password=password)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError("redis-server did not start") from None
+                time.sleep(0.01)
+        self.client = client
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def redis_proc():
+    server = RedisProcess()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_proc) -> str:
+    return redis_proc.url
+
+
+@pytest.fixture
+def free_port() -> int:
+    return _free_port()
+
+
+@pytest.fixture(autouse=True)
+def runtime_dir(monkeypatch):
+    """Each test gets its own embedded-cache directory (short path: unix sockets are <108)."""
+    path = Path(tempfile.mkdtemp(prefix="sn-rt-"))
+    monkeypatch.setenv("SENECA_RUNTIME_DIR", str(path))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory) -> Path:
+    """48 small JPEGs in 3 classes."""
+    root = tmp_path_factory.mktemp("tiny") / "data"
+    make_dataset(root, 48, 3, size=(64, 48), progress=False, workers=2)
+    return root

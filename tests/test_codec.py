@@ -1,0 +1,102 @@
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from seneca import codec
+from seneca.errors import CodecError, SenecaError
+
+DTYPES = [
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.bool,
+]
+SHAPES = [(), (0,), (7,), (3, 224, 224), (2, 3, 4, 5), (1, 0, 3)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_tensor_round_trip(dtype, shape):
+    t = (torch.rand(shape) * 100).to(dtype)
+    back = codec.decode(codec.encode(t))
+    assert back.dtype == dtype and tuple(back.shape) == shape
+    assert torch.equal(back, t)
+
+
+def test_non_contiguous_and_numpy_inputs():
+    t = torch.arange(24, dtype=torch.int32).reshape(4, 6).t()
+    assert torch.equal(codec.decode(codec.encode(t)), t)
+    a = np.arange(10, dtype=np.float32)
+    assert torch.equal(codec.decode(codec.encode(a)), torch.from_numpy(a))
+
+
+@pytest.mark.parametrize("mode", ["L", "RGB", "RGBA"])
+def test_image_round_trip(mode):
+    rng = np.random.default_rng(0)
+    shape = (5, 7) if mode == "L" else (5, 7, len(mode))
+    img = Image.fromarray(rng.integers(0, 255, shape, dtype=np.uint8))
+    back = codec.decode(codec.encode(img), expect=codec.Kind.IMAGE)
+    assert back.mode == mode and back.size == img.size
+    assert np.array_equal(np.asarray(back), np.asarray(img))
+
+
+def test_raw_bytes_round_trip_is_a_view():
+    value = codec.encode(b"\xff\xd8jpeg bytes")
+    view = codec.decode(value, expect=codec.Kind.RAW)
+    assert isinstance(view, memoryview) and bytes(view) == b"\xff\xd8jpeg bytes"
+    assert view.obj is value
+
+
+def test_tensor_decode_is_zero_copy():
+    buf = bytearray(codec.encode(torch.zeros(4, dtype=torch.float32)))
+    t = codec.decode(buf)
+    buf[-4:] = np.float32(2.5).tobytes()  # write through the buffer ...
+    assert t[-1].item() == 2.5  # ... and the tensor sees it: no copy was made
+
+
+def test_payload_is_8_byte_aligned():
+    for ndim in range(0, 6):
+        value = codec.encode(torch.zeros((1,) * ndim, dtype=torch.float64))
+        assert (len(value) - 8) % 8 == 0
+
+
+def test_truncated_values():
+    value = codec.encode(torch.arange(10))
+    for cut in (0, 3, 8, len(value) - 1):
+        with pytest.raises(CodecError, match="truncated"):
+            codec.decode(value[:cut])
+
+
+def test_foreign_value():
+    with pytest.raises(CodecError, match="foreign"):
+        codec.decode(b"\x80\x04\x95pickle-like" + bytes(40))
+
+
+def test_other_format_version():
+    value = bytearray(codec.encode(torch.arange(3)))
+    value[4] = codec.FORMAT_VERSION + 1
+    with pytest.raises(CodecError, match="format version"):
+        codec.decode(bytes(value))
+
+
+def test_mismatched_length_and_kind():
+    value = codec.encode(torch.arange(3))
+    with pytest.raises(CodecError, match="mismatched"):
+        codec.decode(value + b"\0" * 8)
+    with pytest.raises(CodecError, match="expected a IMAGE"):
+        codec.decode(value, expect=codec.Kind.IMAGE)
+
+
+def test_errors_are_seneca_errors_and_unencodable_types():
+    assert issubclass(CodecError, SenecaError)
+    with pytest.raises(CodecError, match="cannot encode"):
+        codec.encode({"a": 1})
+    with pytest.raises(CodecError, match="dtype"):
+        codec.encode(torch.zeros(2, dtype=torch.complex64))

@@ -1,0 +1,171 @@
+import inspect
+import pickle
+import shutil
+import warnings
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+from torchvision import transforms as T
+from torchvision.datasets import ImageFolder
+
+from seneca import CacheBoundary, SenecaLoader
+from seneca.errors import ConfigError, DatasetError
+
+DET = T.Compose([T.Resize((24, 32)), T.ToTensor(), T.Normalize([0.5] * 3, [0.25] * 3)])
+RANDOM = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.ToTensor()])
+
+
+def _batches(loader):
+    return [(x.clone(), y.clone()) for x, y in loader]
+
+
+def test_signature_matches_dataloader():
+    ours = inspect.signature(SenecaLoader.__init__).parameters
+    theirs = inspect.signature(DataLoader.__init__).parameters
+    for name, p in theirs.items():
+        assert name in ours, name
+        assert ours[name].default == p.default and ours[name].kind == p.kind, name
+    extra = [n for n in ours if n not in theirs]
+    assert extra == ["cache", "cache_size", "split", "job"]
+    assert all(ours[n].kind is inspect.Parameter.KEYWORD_ONLY for n in extra)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"num_workers": -1},
+        {"shuffle": True, "sampler": [0, 1]},
+        {"batch_size": None, "drop_last": True},
+        {"timeout": -1},
+        {"prefetch_factor": 2},
+    ],
+)
+def test_dataloader_validation_errors_are_identical(tiny_dataset, redis_url, kwargs):
+    ds = ImageFolder(str(tiny_dataset))
+    with pytest.raises(Exception) as theirs:
+        DataLoader(ds, **kwargs)
+    with pytest.raises(type(theirs.value)) as ours:
+        SenecaLoader(ds, cache=redis_url, **kwargs)
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_option_errors_name_the_option(tiny_dataset, redis_url):
+    ds = ImageFolder(str(tiny_dataset))
+    with pytest.raises(ConfigError, match="split"):
+        SenecaLoader(ds, cache=redis_url, split=(0.5, 0.6, 0.0))
+    with pytest.raises(ConfigError, match="cache_size"):
+        SenecaLoader(ds, cache=redis_url, cache_size="lots")
+    with pytest.raises(ConfigError, match="cache: URL scheme"):
+        SenecaLoader(ds, cache="http://:pw@host:1")
+    with pytest.raises(TypeError, match="cache_sise"):
+        SenecaLoader(ds, cache=redis_url, cache_sise="1GB")
+    with pytest.raises(DatasetError, match="samples"):
+        SenecaLoader(list(range(10)), cache=redis_url)
+
+
+def test_batches_equal_dataloader_and_second_epoch_hits(tiny_dataset, redis_url):
+    ds = ImageFolder(str(tiny_dataset), transform=DET)
+    order = list(torch.randperm(len(ds), generator=torch.Generator().manual_seed(0)))
+    expected = _batches(DataLoader(ds, batch_size=8, sampler=order))
+    loader = SenecaLoader(ds, batch_size=8, sampler=order, cache=redis_url, cache_size="50MB")
+    for epoch in range(3):
+        got = _batches(loader)
+        assert len(got) == len(expected)
+        for (x, y), (ex, ey) in zip(got, expected, strict=True):
+            assert x.dtype == ex.dtype and x.shape == ex.shape
+            assert torch.equal(y, ey)
+            assert torch.equal(x, ex), f"epoch {epoch}"
+        s = loader.stats()
+        if epoch == 0:
+            assert s["decodes"] == len(ds) and s["storage_reads"] == len(ds)
+        else:
+            assert s["storage_reads"] == 0 and s["decodes"] == 0  # all served decoded
+            assert s["decoded"]["hit_rate"] == 1.0 and s["bytes_cache"] > 0
+        loader.reset_stats()
+
+
+def test_random_transform_shapes_and_labels(tiny_dataset, redis_url):
+    ds = ImageFolder(str(tiny_dataset), transform=RANDOM)
+    loader = SenecaLoader(ds, batch_size=10, shuffle=True, cache=redis_url, split=(1, 0, 0))
+    labels = []
+    for x, y in loader:
+        assert x.shape[1:] == (3, 24, 24) and x.dtype == torch.float32
+        labels += y.tolist()
+    assert sorted(labels) == sorted(t for _, t in ds.samples)
+    for _ in loader:
+        pass
+    s = loader.stats()
+    assert s["encoded"]["hits"] == len(ds) and s["decodes"] == 2 * len(ds)
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_workers(tiny_dataset, redis_url, context):
+    ds = ImageFolder(str(tiny_dataset), transform=DET)
+    expected = _batches(DataLoader(ds, batch_size=6))
+    loader = SenecaLoader(
+        ds, batch_size=6, num_workers=2, multiprocessing_context=context, cache=redis_url
+    )
+    for _ in range(2):
+        got = _batches(loader)
+        assert all(torch.equal(a[0], b[0]) for a, b in zip(got, expected, strict=True))
+    s = loader.stats()
+    assert s["samples"] == 2 * len(ds)  # counted across worker processes
+    assert s["decoded"]["hits"] + s["encoded"]["hits"] == len(ds)
+
+
+def test_loader_and_dataset_pickle(tiny_dataset, redis_url):
+    ds = ImageFolder(str(tiny_dataset), transform=RANDOM)
+    loader = SenecaLoader(ds, batch_size=4, cache=redis_url)
+    next(iter(loader))  # a live client must not leak into the pickle
+    copy = pickle.loads(pickle.dumps(loader))
+    x, y = next(iter(copy))
+    assert x.shape == (4, 3, 24, 24)
+    assert pickle.loads(pickle.dumps(loader.dataset)).classes == ds.classes
+
+
+def test_unreachable_cache_warns_once_and_trains(tiny_dataset, free_port):
+    ds = ImageFolder(str(tiny_dataset), transform=DET)
+    url = f"redis://:hunter2@127.0.0.1:{free_port}"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loader = SenecaLoader(ds, batch_size=8, cache=url)
+        got = _batches(loader)
+    relevant = [w for w in caught if "unreachable" in str(w.message) or "failed" in str(w.message)]
+    assert len(relevant) == 1
+    assert f"127.0.0.1:{free_port}" in str(relevant[0].message)
+    assert "hunter2" not in str(relevant[0].message)
+    assert len(got) == 6 and loader.stats()["storage_reads"] == len(ds)
+
+
+def test_cache_boundary_keeps_cached_values_compact(tiny_dataset, redis_proc):
+    tf = T.Compose(
+        [
+            T.RandomResizedCrop(24),
+            T.PILToTensor(),
+            CacheBoundary(),
+            T.ConvertImageDtype(torch.float32),
+        ]
+    )
+    ds = ImageFolder(str(tiny_dataset), transform=tf)
+    a = SenecaLoader(ds, batch_size=8, cache=redis_proc.url, job="a", split=(0, 0, 1))
+    b = SenecaLoader(ds, batch_size=8, cache=redis_proc.url, job="b", split=(0, 0, 1))
+    next(iter(b))  # b is live
+    for x, _ in a:
+        assert x.dtype == torch.float32
+    assert a.stats()["augmented"]["admitted"] > 0
+    sizes = [redis_proc.client.hstrlen(k, "v") for k in redis_proc.client.scan_iter(match="*:a.*")]
+    assert sizes and max(sizes) < 24 * 24 * 3 + 64  # uint8, not float32
+    xs = [x for x, _ in b]
+    assert all(x.dtype == torch.float32 for x in xs)
+    assert b.stats()["augmented"]["hits"] > 0
+
+
+def test_corrupt_image_names_the_file(tmp_path, tiny_dataset, redis_url):
+    root = tmp_path / "d"
+    shutil.copytree(tiny_dataset, root)
+    bad = sorted((root / "class_000").iterdir())[0]
+    bad.write_bytes(b"this is not a jpeg")
+    ds = ImageFolder(str(root), transform=DET)
+    with pytest.raises(DatasetError, match=bad.name):
+        list(SenecaLoader(ds, batch_size=4, cache=redis_url))

@@ -1,0 +1,61 @@
+import os
+import shutil
+
+import pytest
+from torchvision.datasets import ImageFolder
+
+from seneca.errors import DatasetError
+from seneca.storage import Storage
+
+
+def test_from_folder_matches_imagefolder(tiny_dataset):
+    ours = Storage.from_folder(tiny_dataset)
+    theirs = ImageFolder(str(tiny_dataset))
+    assert ours.samples == theirs.samples
+    assert ours.classes == theirs.classes
+    assert Storage(theirs.samples).samples == theirs.samples
+
+
+def test_read_returns_file_bytes(tiny_dataset):
+    s = Storage.from_folder(tiny_dataset)
+    path, _ = s.samples[5]
+    assert s.read(5) == open(path, "rb").read()
+
+
+def test_missing_directory(tmp_path):
+    with pytest.raises(DatasetError, match=str(tmp_path / "nope")):
+        Storage.from_folder(tmp_path / "nope")
+
+
+def test_empty_class_folder(tmp_path, tiny_dataset):
+    root = tmp_path / "d"
+    shutil.copytree(tiny_dataset, root)
+    (root / "zzz_empty").mkdir()
+    with pytest.raises(DatasetError, match="empty class folder: .*zzz_empty"):
+        Storage.from_folder(root)
+
+
+def test_non_image_file(tmp_path, tiny_dataset):
+    root = tmp_path / "d"
+    shutil.copytree(tiny_dataset, root)
+    (root / "class_001" / "notes.txt").write_text("hello")
+    with pytest.raises(DatasetError, match="not an image file.*notes.txt"):
+        Storage.from_folder(root)
+
+
+def test_unreadable_sample_names_path(tmp_path, tiny_dataset):
+    root = tmp_path / "d"
+    shutil.copytree(tiny_dataset, root)
+    s = Storage.from_folder(root)
+    gone = s.samples[0][0]
+    os.unlink(gone)
+    with pytest.raises(DatasetError, match=gone):
+        s.read(0)
+
+
+def test_fingerprint_ignores_mount_point(tmp_path, tiny_dataset):
+    copy = tmp_path / "elsewhere" / "data"
+    shutil.copytree(tiny_dataset, copy)
+    a, b = Storage.from_folder(tiny_dataset), Storage.from_folder(copy)
+    assert a.fingerprint() == b.fingerprint()
+    assert Storage(a.samples[:-1]).fingerprint() != a.fingerprint()

@@ -1,0 +1,99 @@
+import multiprocessing as mp
+import random
+
+import pytest
+
+from seneca import defaults
+from seneca.connection import CacheClient
+from seneca.keys import KeySpace
+from seneca.tiers import CacheTiers
+
+BUDGETS = {"encoded": 20_000, "decoded": 30_000, "augmented": 10_000}
+
+
+def _tiers(url, job="job-a", budgets=BUDGETS):
+    return CacheTiers(CacheClient(url), KeySpace("ds1", "tf1"), budgets, job)
+
+
+def test_lookup_finds_the_cheapest_tier(redis_url):
+    t = _tiers(redis_url)
+    assert t.lookup([0, 1]).tiers == [None, None]
+    t.admit([(0, "encoded", b"E0"), (1, "encoded", b"E1"), (1, "decoded", b"D1")])
+    found = t.lookup([0, 1, 2])
+    assert found.tiers == ["encoded", "decoded", None]
+    assert found.values == [b"E0", b"D1", None]
+    assert found.used["encoded"] == 2 * (2 + defaults.ENTRY_OVERHEAD)
+
+
+def test_admission_is_idempotent_and_budgeted(redis_url):
+    t = _tiers(redis_url)
+    r = t.admit([(0, "encoded", b"x" * 100), (0, "encoded", b"y" * 100)])
+    assert r.admitted["encoded"] == 1
+    assert t.lookup([0]).values == [b"x" * 100]
+    r = t.admit([(1, "encoded", b"z" * 30_000)])
+    assert r.full["encoded"] == 1 and t.lookup([1]).tiers == [None]
+
+
+def _admitter(url, seed, n):
+    rng = random.Random(seed)
+    t = _tiers(url, job=f"w{seed}")
+    for _ in range(n):
+        batch = [
+            (rng.randrange(400), rng.choice(["encoded", "decoded"]), b"v" * rng.randrange(50, 900))
+            for _ in range(8)
+        ]
+        t.admit(batch)
+
+
+def test_budgets_hold_with_concurrent_processes(redis_proc):
+    procs = [mp.Process(target=_admitter, args=(redis_proc.url, s, 40)) for s in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0
+    t = _tiers(redis_proc.url)
+    used = t.usage()
+    r = redis_proc.client
+    for tier, code in (("encoded", "e"), ("decoded", "d")):
+        assert 0 < used[tier] <= BUDGETS[tier]
+        keys = list(r.scan_iter(match=f"*:{code}:*"))
+        actual = sum(r.strlen(k) + defaults.ENTRY_OVERHEAD for k in keys)
+        assert actual == used[tier]  # the counter is exact, not just an upper bound
+        assert used[tier] > BUDGETS[tier] - 1000  # and the tier did fill up
+
+
+def test_augmented_copy_served_once_per_job_and_never_to_its_maker(redis_url):
+    a, b, c = (_tiers(redis_url, job=j) for j in ("a", "b", "c"))
+    a.lookup([0])  # single live job: augmented copies are not admitted (no one to share with)
+    assert a.admit([(0, "augmented", b"AUG")]).full["augmented"] == 1
+    b.lookup([0])
+    c.lookup([0])  # three live jobs now
+    assert a.admit([(0, "augmented", b"AUG")]).admitted["augmented"] == 1
+    assert a.lookup([0]).tiers == [None]  # the maker never gets its own copy back
+    assert b.lookup([0]).values == [b"AUG"]
+    assert b.lookup([0]).tiers == [None]  # each job at most once
+    assert c.lookup([0]).values == [b"AUG"]  # last live job: copy is used up and deleted
+    assert a.usage()["augmented"] == 0
+    assert a.lookup([0]).tiers == [None]
+
+
+def test_batch_lookup_and_admit_take_one_script_call_each(redis_proc):
+    t = _tiers(redis_proc.url, budgets={k: 10**9 for k in BUDGETS})
+    r = redis_proc.client
+    t.lookup([0])  # loads the scripts
+    r.config_resetstat()
+    t.admit([(i, "encoded", b"x" * 10) for i in range(64)])
+    found = t.lookup(list(range(64)))
+    assert found.tiers == ["encoded"] * 64
+    stats = r.info("commandstats")
+    assert stats["cmdstat_evalsha"]["calls"] == 2
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+def test_keys_carry_one_hash_tag_per_shard(shards):
+    ks = KeySpace("abc", "t", shards=shards)
+    for i in range(20):
+        tag = ks.sample("decoded", i).split("{")[1].split("}")[0]
+        assert tag == f"abc.{i % shards}"
+        assert ks.used(i % shards).startswith(f"seneca:{{{tag}}}")
