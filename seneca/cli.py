@@ -52,8 +52,8 @@ def _parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="two concurrent training jobs, Seneca vs DataLoader")
     d.add_argument("--data", default="data/demo", help="dataset directory (made if missing)")
-    d.add_argument("--images", type=int, default=3000)
-    d.add_argument("--iterations", type=int, default=300, help="training steps per job")
+    d.add_argument("--images", type=int, default=2000)
+    d.add_argument("--iterations", type=int, default=150, help="training steps per job")
     return p
 
 

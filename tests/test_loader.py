@@ -119,7 +119,7 @@ def test_loader_and_dataset_pickle(tiny_dataset, redis_url):
     loader = SenecaLoader(ds, batch_size=4, cache=redis_url)
     next(iter(loader))  # a live client must not leak into the pickle
     copy = pickle.loads(pickle.dumps(loader))
-    x, y = next(iter(copy))
+    x, _ = next(iter(copy))
     assert x.shape == (4, 3, 24, 24)
     assert pickle.loads(pickle.dumps(loader.dataset)).classes == ds.classes
 

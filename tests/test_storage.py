@@ -19,7 +19,8 @@ def test_from_folder_matches_imagefolder(tiny_dataset):
 def test_read_returns_file_bytes(tiny_dataset):
     s = Storage.from_folder(tiny_dataset)
     path, _ = s.samples[5]
-    assert s.read(5) == open(path, "rb").read()
+    with open(path, "rb") as f:
+        assert s.read(5) == f.read()
 
 
 def test_missing_directory(tmp_path):
