@@ -40,16 +40,25 @@ fi
 [ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
 PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
 say "installing Python packages (first run takes a few minutes)"
-$PIP install -e '.[dev]'
+if ! $PIP install -e '.[dev]' >/tmp/seneca-pip.log 2>&1; then
+  grep -v 'is ignored: it is neither a file nor a directory' /tmp/seneca-pip.log | tail -30 >&2
+  echo "error: pip install failed (full log: /tmp/seneca-pip.log)" >&2
+  exit 1
+fi
 
-if ! "$VENV/bin/python" -c "import PIL, sys; sys.exit(0 if 'post' in PIL.__version__ else 1)" 2>/dev/null; then
-  say "building pillow-simd (about a minute)"
-  if $PIP uninstall -y pillow >/dev/null 2>&1 && CC="cc -mavx2" $PIP install --no-cache-dir pillow-simd==12.1.1.post0 >/tmp/seneca-pillow-simd.log 2>&1; then
+# pillow and pillow-simd share the PIL/ directory: always remove both before installing one.
+simd_ok() { "$VENV/bin/python" -c "import PIL.Image, sys; sys.exit('post' not in PIL.__version__)" 2>/dev/null; }
+if ! simd_ok || $PIP show pillow >/dev/null 2>&1; then
+  say "building pillow-simd (about a minute the first time)"
+  $PIP uninstall -y pillow pillow-simd >/dev/null 2>&1 || true
+  if CC="cc -mavx2" $PIP install --no-deps pillow-simd==12.1.1.post0 >/tmp/seneca-pillow-simd.log 2>&1 && simd_ok; then
     say "pillow-simd installed"
   else
     echo "WARNING: pillow-simd failed to build (log: /tmp/seneca-pillow-simd.log); using plain pillow, JPEG decode will be slower." >&2
-    $PIP install 'pillow' >/dev/null
+    $PIP uninstall -y pillow-simd >/dev/null 2>&1 || true
+    $PIP install --force-reinstall --no-deps pillow >/dev/null
   fi
 fi
+"$VENV/bin/python" -c "import PIL.Image, torch, torchvision, redis" || { echo "error: .venv is incomplete" >&2; exit 1; }
 echo "$want" > "$STAMP"
 say "environment ready"
