@@ -8,15 +8,15 @@ setup:
 	@bash scripts/bootstrap.sh
 
 test: setup
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check --no-cache .
+	$(VENV)/bin/ruff format --check --no-cache .
 	$(PY) -m pytest -q
 
 demo: setup
 	$(PY) -m seneca.cli demo
 
 lint: setup
-	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff check --no-cache .
 
 format: setup
 	$(VENV)/bin/ruff format .

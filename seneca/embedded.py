@@ -165,23 +165,33 @@ def _watchdog(state: Path) -> int:
         )
         server.stdin.write(config.encode())
         server.stdin.close()
-    while True:
-        time.sleep(defaults.EMBEDDED_POLL)
-        with _locked(state):
-            crashed = server.poll() is not None
-            if crashed or _live_users(state) == 0:
-                if not crashed:
-                    server.terminate()
-                    try:
-                        server.wait(timeout=5)
-                    except subprocess.TimeoutExpired:
-                        server.kill()
-                        server.wait()
-                (state / "redis.sock").unlink(missing_ok=True)
-                (state / "watchdog.pid").unlink(missing_ok=True)
-                if crashed:
+    try:
+        while True:
+            time.sleep(defaults.EMBEDDED_POLL)
+            with _locked(state):
+                if server.poll() is not None:
                     print(f"redis-server exited with status {server.returncode}", flush=True)
-                return 1 if crashed else 0
+                    (state / "watchdog.pid").unlink(missing_ok=True)
+                    return 1
+                if _live_users(state) == 0:
+                    _stop(server)
+                    (state / "redis.sock").unlink(missing_ok=True)
+                    (state / "watchdog.pid").unlink(missing_ok=True)
+                    return 0
+    except OSError as e:  # the state directory is gone or unusable: nobody can join any more
+        print(f"stopping: {e}", flush=True)
+        _stop(server)
+        return 1
+
+
+def _stop(server: subprocess.Popen) -> None:
+    if server.poll() is None:
+        server.terminate()
+        try:
+            server.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
 if __name__ == "__main__":

@@ -140,3 +140,12 @@ def test_cache_node_bad_password_file(tmp_path):
         text=True,
     )
     assert r.returncode == 2 and "missing" in r.stderr
+
+
+def test_server_stops_when_its_state_directory_is_removed(runtime_dir):
+    import shutil
+
+    acquire_embedded(10_000_000)
+    assert _servers(runtime_dir)
+    shutil.rmtree(runtime_dir)
+    assert _wait_gone(runtime_dir), "watchdog left redis-server behind"
