@@ -7,7 +7,7 @@ import sys
 
 from seneca import defaults
 from seneca._units import parse_size
-from seneca.errors import ConfigError, SenecaError
+from seneca.errors import SenecaError
 
 __all__ = ["main"]
 
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             from seneca.demo import run_demo
 
             run_demo(args.data, images=args.images, iterations=args.iterations)
-    except (ConfigError, SenecaError) as e:
+    except SenecaError as e:
         print(f"seneca {args.command}: error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -29,7 +29,7 @@ from PIL import Image
 
 from seneca.errors import CodecError
 
-__all__ = ["FORMAT_VERSION", "MAGIC", "Kind", "decode", "encode", "peek_kind"]
+__all__ = ["FORMAT_VERSION", "MAGIC", "Kind", "decode", "encode"]
 
 MAGIC = b"SNCA"
 FORMAT_VERSION = 1
@@ -125,11 +125,6 @@ def _parse(buf: bytes | memoryview) -> tuple[Kind, torch.dtype, tuple[int, ...],
             f"needs {expected}"
         )
     return Kind(kind), dtype, shape, offset
-
-
-def peek_kind(buf: bytes | memoryview) -> Kind:
-    """The kind of a value, after checking its header."""
-    return _parse(buf)[0]
 
 
 def decode(

@@ -165,6 +165,7 @@ class CachedDataset(torch.utils.data.Dataset):
                 return False
             data = codec.encode(value)
             if room[tier] < len(data) + overhead:
+                room[tier] = 0  # full for this batch: don't encode more values just to drop them
                 return False
             room[tier] -= len(data) + overhead
             admit.append((index, tier, data))

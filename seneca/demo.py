@@ -110,7 +110,7 @@ def _run(kind: str, data: str, iterations: int, cache_url: str | None, jobs: int
     return sorted(results, key=lambda r: r["rank"])
 
 
-def _table(rows: list[dict], images: int) -> str:
+def _table(rows: list[dict]) -> str:
     head = (
         f"{'loader':<11}{'job':>4}{'samples/s':>11}{'hit aug':>9}{'hit dec':>9}"
         f"{'hit enc':>9}{'decodes/sample':>16}{'final loss':>12}"
@@ -155,7 +155,7 @@ def run_demo(data: str = "data/demo", images: int = 2000, iterations: int = 150)
         rows += _run(kind, str(root), iterations, url if kind == "seneca" else None)
         print(f"{kind}: both jobs done in {time.perf_counter() - t:.0f} s")
     print()
-    print(_table(rows, n))
+    print(_table(rows))
     agg = {
         k: sum(r["samples"] / r["seconds"] for r in rows if r["kind"] == k)
         for k in ("pytorch", "seneca")

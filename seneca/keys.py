@@ -8,7 +8,6 @@ Cluster keeps the shard in one slot and the per-batch Lua scripts stay single-sl
     seneca:{<dataset>.<shard>}:a.<transform>:<index> augmented tier (hash: v, n, j:<job>)
     seneca:{<dataset>.<shard>}:used                 bytes used per tier in this shard (hash)
     seneca:{<dataset>.<shard>}:jobs                 live jobs and their lease expiry (zset)
-    seneca:{<dataset>.0}:config                     per-dataset settings (hash)
 """
 
 from __future__ import annotations
@@ -49,9 +48,6 @@ class KeySpace:
 
     def jobs(self, shard: int) -> str:
         return f"{self.base(shard)}:jobs"
-
-    def config(self) -> str:
-        return f"{self.base(0)}:config"
 
     def pattern(self) -> str:
         """A SCAN pattern matching every key of this dataset."""

@@ -29,6 +29,8 @@ class Storage:
             raise DatasetError(f"no samples in dataset{f' at {root}' if root else ''}")
         self.samples = [(os.fspath(p), int(y)) for p, y in samples]
         self.root = root
+        #: Class names when scanned with from_folder (index = label), else None.
+        self.classes: list[str] | None = None
 
     @classmethod
     def from_folder(cls, root: str | os.PathLike) -> Storage:

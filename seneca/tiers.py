@@ -21,6 +21,8 @@ from seneca.keys import TIERS, KeySpace
 
 __all__ = ["TIER_CODE", "AdmitResult", "CacheTiers", "Lookup"]
 
+#: Order of the per-tier usage fields and limits in the Lua scripts (e, d, a).
+_SCRIPT_ORDER = ("encoded", "decoded", "augmented")
 #: Codes the scripts use: 0 means storage.
 TIER_CODE = {"encoded": 1, "decoded": 2, "augmented": 3}
 _CODE_TIER = {v: k for k, v in TIER_CODE.items()}
@@ -106,10 +108,10 @@ class CacheTiers:
             calls.append(("lookup", keys, [len(positions), self.job, self.lease_ms, self.overhead]))
         tiers: list[str | None] = [None] * len(indices)
         values: list[bytes | None] = [None] * len(indices)
-        used = dict.fromkeys(("encoded", "decoded", "augmented"), 0)
+        used = dict.fromkeys(_SCRIPT_ORDER, 0)
         live = 0
         for (_, positions), reply in zip(groups.items(), self._run(calls), strict=True):
-            for k, name in enumerate(("encoded", "decoded", "augmented")):
+            for k, name in enumerate(_SCRIPT_ORDER):
                 used[name] += int(reply[k])
             live = max(live, int(reply[3]))
             for j, p in enumerate(positions):
@@ -124,7 +126,7 @@ class CacheTiers:
             return result
         groups = self._by_shard([i for i, _, _ in items])
         share = self.keys.shards
-        limits = [self.budgets[t] // share for t in ("encoded", "decoded", "augmented")]
+        limits = [self.budgets[t] // share for t in _SCRIPT_ORDER]
         calls = []
         for shard, positions in groups.items():
             keys = [self.keys.sample(items[p][1], items[p][0]) for p in positions]
@@ -147,10 +149,9 @@ class CacheTiers:
         r = self.client.redis
         total = dict.fromkeys(TIERS, 0)
         for shard in range(self.keys.shards):
-            e, d, a = r.hmget(self.keys.used(shard), "e", "d", "a")
-            total["encoded"] += int(e or 0)
-            total["decoded"] += int(d or 0)
-            total["augmented"] += int(a or 0)
+            values = r.hmget(self.keys.used(shard), "e", "d", "a")
+            for name, value in zip(_SCRIPT_ORDER, values, strict=True):
+                total[name] += int(value or 0)
         return total
 
     def clear(self) -> int:

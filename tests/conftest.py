@@ -23,6 +23,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_for_ping(client: redis.Redis, proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    """Return once ``client`` gets an answer; fail if ``proc`` exits or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.ping()
+            return
+        except redis.ConnectionError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"server {proc.args[:3]} did not start") from None
+            time.sleep(0.02)
+
+
 class RedisProcess:
     """A redis-server child process; ``url`` connects to it."""
 
@@ -37,17 +50,8 @@ class RedisProcess:
             cmd += ["--requirepass", password]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"unix://{self.sock}" + (f"?password={password}" if password else "")
-        client = redis.Redis(unix_socket_path=str(self.sock), password=password)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError("redis-server did not start") from None
-                time.sleep(0.01)
-        self.client = client
+        self.client = redis.Redis(unix_socket_path=str(self.sock), password=password)
+        wait_for_ping(self.client, self.proc)
 
     def stop(self) -> None:
         self.proc.terminate()

@@ -8,6 +8,7 @@ import time
 import psutil
 import pytest
 import redis
+from conftest import wait_for_ping
 
 from seneca.embedded import acquire_embedded
 
@@ -106,14 +107,7 @@ def test_cache_node_with_password_file(tmp_path, free_port):
     )
     try:
         ok = redis.Redis(port=free_port, password="s3cret-pass", socket_connect_timeout=0.2)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                ok.ping()
-                break
-            except redis.ConnectionError:
-                assert time.monotonic() < deadline and node.poll() is None
-                time.sleep(0.05)
+        wait_for_ping(ok, node)
         assert ok.config_get("maxmemory")["maxmemory"] == "64000000"
         assert ok.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
         with pytest.raises(redis.AuthenticationError):
