@@ -5,20 +5,45 @@ Change one line::
 
     loader = SenecaLoader(ImageFolder(root, transform=t), batch_size=256, shuffle=True,
                           num_workers=8, cache="redis://cache-node:6379")
+
+Public names are imported on first use, so ``seneca.errors`` and ``seneca.defaults`` (used by
+the pure-math ``mdp`` package) load without torch or redis.
 """
 
-from seneca.codec import decode, encode
-from seneca.errors import (
-    CacheError,
-    CacheUnavailableError,
-    CodecError,
-    ConfigError,
-    DatasetError,
-    SenecaError,
-)
-from seneca.loader import SenecaLoader
-from seneca.storage import Storage
-from seneca.transforms import CacheBoundary
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from seneca.codec import decode, encode
+    from seneca.errors import (
+        CacheError,
+        CacheUnavailableError,
+        CodecError,
+        ConfigError,
+        DatasetError,
+        SenecaError,
+        SpecError,
+    )
+    from seneca.loader import SenecaLoader
+    from seneca.storage import Storage
+    from seneca.transforms import CacheBoundary
+
+_HOMES = {
+    "CacheBoundary": "seneca.transforms",
+    "CacheError": "seneca.errors",
+    "CacheUnavailableError": "seneca.errors",
+    "CodecError": "seneca.errors",
+    "ConfigError": "seneca.errors",
+    "DatasetError": "seneca.errors",
+    "SenecaError": "seneca.errors",
+    "SenecaLoader": "seneca.loader",
+    "SpecError": "seneca.errors",
+    "Storage": "seneca.storage",
+    "decode": "seneca.codec",
+    "encode": "seneca.codec",
+}
 
 __all__ = [
     "CacheBoundary",
@@ -29,8 +54,22 @@ __all__ = [
     "DatasetError",
     "SenecaError",
     "SenecaLoader",
+    "SpecError",
     "Storage",
     "decode",
     "encode",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'seneca' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOMES))

@@ -9,6 +9,7 @@ __all__ = [
     "ConfigError",
     "DatasetError",
     "SenecaError",
+    "SpecError",
 ]
 
 
@@ -18,6 +19,10 @@ class SenecaError(Exception):
 
 class ConfigError(SenecaError, ValueError):
     """A bad option value; the message names the option."""
+
+
+class SpecError(ConfigError):
+    """A bad cluster spec for ``mdp`` (TOML); the message names the file and the key."""
 
 
 class DatasetError(SenecaError):

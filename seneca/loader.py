@@ -3,6 +3,7 @@ samples."""
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -11,12 +12,12 @@ import redis
 from torch.utils.data import DataLoader
 
 from seneca import defaults
-from seneca._options import parse_split, resolve_job
+from seneca._options import load_plan, parse_split, resolve_job
 from seneca._units import parse_size
 from seneca.connection import CacheClient
 from seneca.dataset import CachedDataset
 from seneca.embedded import acquire_embedded
-from seneca.errors import CacheUnavailableError
+from seneca.errors import CacheUnavailableError, ConfigError
 from seneca.keys import TIERS, KeySpace
 from seneca.stats import Counters
 from seneca.tiers import CacheTiers
@@ -46,6 +47,8 @@ class SenecaLoader(DataLoader):
             server's ``maxmemory`` for a URL, ``defaults.CACHE_SIZE`` for the embedded cache.
         split: fractions of ``cache_size`` for the encoded, decoded and augmented tiers, as a
             mapping or an (e, d, a) tuple summing to 1. Default ``defaults.SPLIT``.
+        plan: a plan from ``mdp plan SPEC --out plan.json`` (its path, or the loaded JSON):
+            its split, and its cache size when ``cache_size`` is not given. Not with ``split``.
         job: name of the training job; loaders with the same name count as one job.
     """
 
@@ -72,16 +75,26 @@ class SenecaLoader(DataLoader):
         cache: str | None = None,
         cache_size: int | str | None = None,
         split: Mapping[str, float] | Sequence[float] | None = None,
+        plan: str | os.PathLike | Mapping[str, Any] | None = None,
         job: str | None = None,
     ) -> None:
-        fractions = parse_split(split)
-        job_name = resolve_job(job)
         size = parse_size(cache_size, "cache_size") if cache_size is not None else None
+        if plan is not None:
+            if split is not None:
+                raise ConfigError("give either plan= or split=, not both")
+            chosen = load_plan(plan)
+            fractions = chosen.split
+            planned_size = chosen.cache_bytes
+        else:
+            fractions = parse_split(split)
+            planned_size = None
+        job_name = resolve_job(job)
         client = CacheClient(cache) if cache is not None else None
         counters = Counters(
             rows=max(0, int(num_workers)) + 1 if isinstance(num_workers, int) else 1
         )
         wrapped = CachedDataset(dataset, None, counters)
+        size = size or planned_size
         if client is None:
             size = size or defaults.CACHE_SIZE
             client = CacheClient(acquire_embedded(size))
@@ -92,7 +105,15 @@ class SenecaLoader(DataLoader):
             wrapped._warned = True  # one warning, not one more per worker
             size = size or defaults.CACHE_SIZE
         else:
-            size = size or _server_maxmemory(client) or defaults.CACHE_SIZE
+            maxmemory = _server_maxmemory(client)
+            if size and maxmemory and size > maxmemory:
+                warnings.warn(
+                    f"cache_size {size:,} B is larger than the maxmemory {maxmemory:,} B of "
+                    f"{client.redacted}; admissions stop when the server is full",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+            size = size or maxmemory or defaults.CACHE_SIZE
         budgets = {t: int(fractions[t] * size) for t in TIERS}
         keys = KeySpace(wrapped.storage.fingerprint(), wrapped.transform.fingerprint)
         tiers = CacheTiers(client, keys, budgets, job_name)

@@ -27,7 +27,18 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["DETERMINISTIC_TAIL", "CacheBoundary", "SplitTransform", "split_transform"]
+__all__ = [
+    "DETERMINISTIC_TAIL",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "CacheBoundary",
+    "SplitTransform",
+    "default_train_transform",
+    "split_transform",
+]
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
 
 #: Class names (in torchvision.transforms and .v2) that are moved to the tail automatically.
 DETERMINISTIC_TAIL = frozenset(
@@ -124,3 +135,20 @@ def split_transform(transform: Callable | None) -> SplitTransform:
     while cut > 0 and _is_torchvision_tail(steps[cut - 1]):
         cut -= 1
     return SplitTransform(steps[:cut], steps[cut:])
+
+
+def default_train_transform(size: int = 224) -> Callable[[Any], Any]:
+    """The standard ImageNet training transform (what ``mdp profile`` times): random resized
+    crop, horizontal flip, then uint8 -> float32 and normalisation (the uncached tail)."""
+    import torch
+    from torchvision.transforms import v2
+
+    return v2.Compose(
+        [
+            v2.RandomResizedCrop(size, antialias=True),
+            v2.RandomHorizontalFlip(),
+            v2.PILToTensor(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+        ]
+    )

@@ -1,0 +1,208 @@
+"""The planner: evaluate the DSI model on every cache split and pick the best one.
+
+Splits are whole percentages ``(E, D, A)`` of the cache for the encoded, decoded and augmented
+tiers, ``E + D + A = 100``, each 0-100: 5,151 splits on the 1% grid, all evaluated at once.
+
+Ties (splits whose predicted throughput is within a relative 1e-9 of the best, or within
+``tolerance`` when one is given) are broken deterministically, in this order:
+
+1. the split that caches the most samples (more of the dataset off storage);
+2. the least augmented, then the least decoded percentage, i.e. the most encoded: the compact,
+   epoch-independent form is preferred when the model sees no gain from preprocessing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mdp.model import (
+    SHARED_RESOURCES,
+    TIERS,
+    Params,
+    counts,
+    overall_paper,
+    overall_shared,
+    tier_dsi,
+)
+from mdp.spec import Spec
+from seneca.errors import ConfigError
+
+__all__ = [
+    "MODELS",
+    "SPLIT_TIERS",
+    "Prediction",
+    "TierResult",
+    "evaluate",
+    "parse_split",
+    "plan",
+    "predict",
+    "split_grid",
+    "sweep",
+]
+
+#: ``paper`` is Eq. 9; ``shared`` is the shared-resource model (see :mod:`mdp.model`).
+MODELS = ("paper", "shared")
+#: Order of the numbers in a split ``E-D-A``.
+SPLIT_TIERS = ("encoded", "decoded", "augmented")
+#: Relative tolerance under which two predicted throughputs count as a tie.
+TIE_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class TierResult:
+    """One tier of a prediction: its DSI (samples/s), the component that bounds that DSI, and
+    the samples and bytes it holds."""
+
+    dsi: float
+    samples: int
+    bytes: int
+    bound: str
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The model's output for one split.
+
+    ``bound`` is the overall bottleneck under the ``shared`` model (None under ``paper``, whose
+    throughput mixes four separately bounded paths).
+    """
+
+    model: str
+    split: tuple[int, int, int]
+    throughput: float
+    tiers: dict[str, TierResult]
+    bound: str | None
+    cache_bytes: int
+
+    def split_text(self) -> str:
+        """``E-D-A``, as the paper writes splits."""
+        return "-".join(str(v) for v in self.split)
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan as JSON data (what ``mdp plan --json`` prints and the loader reads)."""
+        return {
+            "split": dict(zip(SPLIT_TIERS, self.split, strict=True)),
+            "throughput": self.throughput,
+            "tiers": {
+                t: {"dsi": r.dsi, "samples": r.samples, "bytes": r.bytes, "bound": r.bound}
+                for t, r in self.tiers.items()
+            },
+            "model": self.model,
+            "bound": self.bound,
+            "cache_bytes": self.cache_bytes,
+        }
+
+
+def split_grid(step: int = 1) -> np.ndarray:
+    """All splits ``(E, D, A)`` in percent on a ``step``% grid, shape (k, 3), int.
+
+    Ordered by A ascending, then D ascending (so E descending): the tie-break order.
+    """
+    if step <= 0 or 100 % step:
+        raise ConfigError(f"step: must divide 100, got {step!r}")
+    rows = [(100 - a - d, d, a) for a in range(0, 101, step) for d in range(0, 101 - a, step)]
+    return np.array(rows, dtype=np.int64)
+
+
+def _check_model(model: str) -> None:
+    if model not in MODELS:
+        raise ConfigError(f"model: expected one of {', '.join(MODELS)}, got {model!r}")
+
+
+def evaluate(
+    p: Params, splits: np.ndarray, model: str = "paper"
+) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray | None]:
+    """Throughput of each split (rows of ``(E, D, A)`` percent), the samples per tier, and under
+    the ``shared`` model the index into :data:`SHARED_RESOURCES` of each split's bound."""
+    _check_model(model)
+    x = np.asarray(splits, dtype=np.float64) / 100.0
+    n = counts(p, x[:, 0], x[:, 1], x[:, 2])
+    if model == "paper":
+        return np.asarray(overall_paper(p, n), dtype=np.float64), n, None
+    thr, worst = overall_shared(p, n)
+    return thr, n, worst
+
+
+def _pick(p: Params, model: str, splits: np.ndarray, i: int) -> Prediction:
+    """The :class:`Prediction` for row ``i`` of ``splits``."""
+    split = splits[i]
+    thr, n, worst = evaluate(p, splits[i : i + 1], model)
+    n = {t: v[0] for t, v in n.items()}
+    dsi = tier_dsi(p)
+    tiers = {
+        t: TierResult(
+            dsi=float(dsi[t][0]),
+            samples=round(float(n[t])),
+            bytes=round(float(n[t]) * p.sample_bytes(t)),
+            bound=dsi[t][1],
+        )
+        for t in TIERS
+    }
+    bound = None if worst is None else SHARED_RESOURCES[int(worst[0])]
+    return Prediction(
+        model=model,
+        split=(int(split[0]), int(split[1]), int(split[2])),
+        throughput=float(thr[0]),
+        tiers=tiers,
+        bound=bound,
+        cache_bytes=round(p.s_cache),
+    )
+
+
+def parse_split(text: str) -> tuple[int, int, int]:
+    """``"E-D-A"`` (whole percentages summing to 100) as a tuple."""
+    m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*-\s*(\d+)\s*", str(text))
+    if not m:
+        raise ConfigError(f"--split: expected E-D-A in whole percent such as 40-59-1, got {text!r}")
+    split = (int(m[1]), int(m[2]), int(m[3]))
+    if sum(split) != 100:
+        raise ConfigError(f"--split: percentages must sum to 100, got {text!r} ({sum(split)})")
+    return split
+
+
+def predict(spec: Spec, split: Sequence[int] | str, model: str = "paper") -> Prediction:
+    """The model's prediction for one split ``(E, D, A)`` in percent (or ``"E-D-A"``)."""
+    if isinstance(split, str):
+        split = parse_split(split)
+    p = Params.from_spec(spec)
+    return _pick(p, model, np.array([split], dtype=np.int64), 0)
+
+
+def _best_index(thr: np.ndarray, cached: np.ndarray, tolerance: float) -> int:
+    best = thr.max()
+    candidates = thr >= best * (1 - max(tolerance, TIE_TOLERANCE))
+    most = cached[candidates].max()
+    candidates &= cached >= most * (1 - TIE_TOLERANCE)
+    return int(np.flatnonzero(candidates)[0])  # grid order: least augmented, least decoded
+
+
+def plan(spec: Spec, model: str = "paper", step: int = 1, tolerance: float = 0.0) -> Prediction:
+    """The best split on the ``step``% grid.
+
+    Splits whose throughput is within the relative ``tolerance`` of the best (default: only
+    float-equal ones) are ties, broken as the module docstring says.
+    """
+    if not 0 <= tolerance < 1:
+        raise ConfigError(f"--tolerance: expected a fraction in [0, 1), got {tolerance!r}")
+    p = Params.from_spec(spec)
+    grid = split_grid(step)
+    thr, n, _ = evaluate(p, grid, model)
+    return _pick(p, model, grid, _best_index(thr, p.n_total - n["storage"], tolerance))
+
+
+def sweep(
+    spec: Spec, param: str, values: Iterable[Any], model: str = "paper", tolerance: float = 0.0
+) -> list[tuple[Any, Prediction]]:
+    """The best split and its prediction for each value of ``param`` (``section.key``)."""
+    out = []
+    for value in values:
+        varied = spec.replace(param, value)
+        out.append((varied.get(param), plan(varied, model, tolerance=tolerance)))
+    if not out:
+        raise ConfigError("--values: give at least one value")
+    return out
