@@ -1,7 +1,37 @@
-"""MDP: the model-driven partitioner (paper §5.1). Pure math: numpy/scipy, no Redis or torch.
+"""MDP: the model-driven partitioner of the Seneca paper (§5.1). Pure math: numpy, no Redis or
+torch.
 
-The performance model and ``mdp plan`` arrive with issue #3; this package is importable now so
-the layout and console script exist.
+Given a cluster spec (:mod:`mdp.spec`), the DSI performance model (:mod:`mdp.model`, Eq. 1-9,
+plus a shared-resource variant) predicts the training input throughput for a split of the cache
+between encoded, decoded and augmented samples, and the planner (:mod:`mdp.planner`) picks the
+best of the 5,151 splits on the 1% grid::
+
+    from mdp import load_spec, plan
+    best = plan(load_spec("inhouse-x2"))
+    best.split, best.throughput          # (100, 0, 0), 4264.0
+
+Command line: ``mdp plan | predict | sweep | profile | bench | examples``.
 """
 
-__all__: list[str] = []
+from mdp.model import BOUND_LABELS, TIERS, Params
+from mdp.planner import MODELS, Prediction, TierResult, parse_split, plan, predict, sweep
+from mdp.spec import FIELDS, Spec, example_names, load_spec, parse_spec, spec_toml
+
+__all__ = [
+    "BOUND_LABELS",
+    "FIELDS",
+    "MODELS",
+    "TIERS",
+    "Params",
+    "Prediction",
+    "Spec",
+    "TierResult",
+    "example_names",
+    "load_spec",
+    "parse_spec",
+    "parse_split",
+    "plan",
+    "predict",
+    "spec_toml",
+    "sweep",
+]

@@ -1,4 +1,4 @@
-"""``mdp`` command line: plan, predict, sweep, profile, examples.
+"""``mdp`` command line: plan, predict, sweep, profile, bench, examples.
 
 Exit status: 0 on success, 2 for a bad option, spec or data (the message names it).
 """
@@ -74,6 +74,10 @@ def _parser() -> argparse.ArgumentParser:
     pf.add_argument("--seconds", type=float, default=None, help="time per measurement")
     pf.add_argument("--sample-count", type=int, default=None, help="images to measure with")
 
+    b = sub.add_parser("bench", help="time planning (goal: well under 1 s per spec)")
+    b.add_argument("specs", nargs="*", help="specs to time (default: the shipped examples)")
+    b.add_argument("--repeat", type=int, default=20, help="plan() runs per spec and model")
+
     sub.add_parser("examples", help="list the example specs shipped with mdp")
     return p
 
@@ -109,6 +113,13 @@ def _run(args: argparse.Namespace) -> None:
         for name in example_names():
             title = example_text(name).splitlines()[0].lstrip("# ")
             print(f"{name:<18} {title}")
+        return
+    if args.command == "bench":
+        from mdp.bench import run_bench
+
+        if args.repeat <= 0:
+            raise ConfigError(f"--repeat: must be positive, got {args.repeat}")
+        run_bench(args.specs or example_names(), args.repeat)
         return
     if args.command == "profile":
         from seneca.profile import profile_command

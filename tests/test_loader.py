@@ -27,7 +27,7 @@ def test_signature_matches_dataloader():
         assert name in ours, name
         assert ours[name].default == p.default and ours[name].kind == p.kind, name
     extra = [n for n in ours if n not in theirs]
-    assert extra == ["cache", "cache_size", "split", "job"]
+    assert extra == ["cache", "cache_size", "split", "plan", "job"]
     assert all(ours[n].kind is inspect.Parameter.KEYWORD_ONLY for n in extra)
 
 
@@ -169,3 +169,53 @@ def test_corrupt_image_names_the_file(tmp_path, tiny_dataset, redis_url):
     ds = ImageFolder(str(root), transform=DET)
     with pytest.raises(DatasetError, match=bad.name):
         list(SenecaLoader(ds, batch_size=4, cache=redis_url))
+
+
+def test_plan_option_uses_the_planned_split_and_cache_size(tiny_dataset, redis_proc, tmp_path):
+    from mdp.cli import main
+
+    redis_url = redis_proc.url
+    redis_proc.client.config_set("maxmemory", 100_000_000)
+    ds = ImageFolder(str(tiny_dataset), transform=RANDOM)
+    plan_file = tmp_path / "plan.json"
+    assert main(["plan", "inhouse-x2", "--out", str(plan_file)]) == 0  # 100-0-0, 64 GB
+    with pytest.warns(RuntimeWarning, match="larger than the maxmemory"):
+        loader = SenecaLoader(ds, cache=redis_url, plan=plan_file)
+    assert loader.split == {"encoded": 1.0, "decoded": 0.0, "augmented": 0.0}
+    assert loader.cache_size == 64_000_000_000
+    planned = {"split": {"encoded": 20, "decoded": 30, "augmented": 50}}
+    loader = SenecaLoader(ds, cache=redis_url, plan=planned, cache_size="10MB")
+    assert loader.split == {"encoded": 0.2, "decoded": 0.3, "augmented": 0.5}
+    assert loader.tiers.budgets == {
+        "encoded": 2_000_000,
+        "decoded": 3_000_000,
+        "augmented": 5_000_000,
+    }
+    assert len(_batches(loader)) == len(loader)
+
+
+@pytest.mark.parametrize(
+    ("plan", "message"),
+    [
+        ("missing.json", "cannot read"),
+        ("{not json", "not a JSON plan"),
+        ('{"throughput": 1}', "expected an object with a 'split'"),
+        ('{"split": {"encoded": 50, "decoded": 50}}', "split must have exactly"),
+        ('{"split": {"encoded": 50, "decoded": 40, "augmented": 0}}', "sum to 100"),
+        ('{"split": {"encoded": 0.5, "decoded": 0.5, "augmented": 0}}', "whole percent"),
+        (
+            '{"split": {"encoded": 100, "decoded": 0, "augmented": 0}, "cache_bytes": -1}',
+            "cache_bytes",
+        ),
+    ],
+)
+def test_bad_plans_name_the_file(tiny_dataset, redis_url, tmp_path, plan, message):
+    ds = ImageFolder(str(tiny_dataset))
+    path = tmp_path / "plan.json"
+    if plan != "missing.json":
+        path.write_text(plan)
+    with pytest.raises(ConfigError, match=message) as err:
+        SenecaLoader(ds, cache=redis_url, plan=path)
+    assert str(path) in str(err.value)
+    with pytest.raises(ConfigError, match="plan= or split="):
+        SenecaLoader(ds, cache=redis_url, plan=path, split=(1, 0, 0))
