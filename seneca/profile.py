@@ -94,9 +94,18 @@ def _setup(kind: str, payload: dict[str, Any]) -> tuple[Any, Any]:
     transform = default_train_transform()
     blobs = [Path(p).read_bytes() for p in payload["paths"]]
     if kind == "decode_augment":
-        return blobs, lambda b: (transform(pil_decode(b)), 1)[1]
-    values = [codec.encode(pil_decode(b)) for b in blobs]
-    return values, lambda v: (transform(codec.decode(v)), 1)[1]
+
+        def decode_augment(blob: bytes) -> int:
+            transform(pil_decode(blob))
+            return 1
+
+        return blobs, decode_augment
+
+    def augment(value: bytes) -> int:
+        transform(codec.decode(value))
+        return 1
+
+    return [codec.encode(pil_decode(b)) for b in blobs], augment
 
 
 def _worker(kind: str, payload: dict[str, Any], seconds: float, barrier: Any, out: Any) -> None:
