@@ -1,0 +1,246 @@
+"""OdsStore: one dataset's ODS metadata in Redis, and the atomic calls that read and change it.
+
+Every call is one EVALSHA of ``ods/lua/ods.lua``, so each decision is atomic and takes one
+round trip. Per sample the store keeps which forms are cached (three bitmaps) and, for the
+``paper`` policy, a one-byte reference count; per job a seen bitmap, the augmented copies it
+used, an optional membership bitmap and a lease in the job registry.
+
+Policies:
+
+* ``paper``: a hit increments the sample's reference count; at the number of live jobs the
+  sample is evicted (once no fetch of it is in flight) and the caller refills the room with
+  random samples; misses are admitted only while there is room.
+* ``seneca`` (demand-aware): entries stay while there is room; under pressure an admission
+  evicts the probed entry with the least remaining demand (live jobs that still need it this
+  epoch), and only if that demand is lower than the new sample's. An augmented copy is dropped
+  once every live job has used it.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+
+import redis
+
+from seneca.errors import ConfigError
+
+__all__ = ["POLICIES", "TIER_CODES", "Decision", "OdsStore"]
+
+POLICIES = ("seneca", "paper")
+#: Tier names and the letters the script uses.
+TIER_CODES = {"augmented": "a", "decoded": "d", "encoded": "e"}
+_NAMES = {v: k for k, v in TIER_CODES.items()}
+_SCRIPT = (resources.files("ods") / "lua" / "ods.lua").read_text()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One batch for one job: sample indices and, per index, the tier to read (None: storage).
+
+    ``served`` is the job's count of samples served this epoch after this batch; ``epoch`` the
+    epoch the batch belongs to; ``substitutions`` how many misses were replaced by hits.
+    """
+
+    epoch: int
+    served: int
+    substitutions: int
+    indices: list[int]
+    tiers: list[str | None]
+
+    @property
+    def hits(self) -> int:
+        return sum(t is not None for t in self.tiers)
+
+
+class OdsStore:
+    """The ODS metadata of one dataset of ``samples`` samples.
+
+    Args:
+        client: a redis-py client (decode_responses must be False).
+        dataset: dataset id (a fingerprint); keys share the hash tag ``{<dataset>.0}``.
+        samples: number of samples in the dataset.
+        policy: ``"seneca"`` or ``"paper"`` (see the module docstring).
+        capacity: per tier (``augmented``/``decoded``/``encoded``) the units it may hold:
+            bytes when values are stored, entries when payload-free.
+        data_prefixes: per tier the key prefix of stored values (value key = prefix + index);
+            None for payload-free use (``ods simulate``).
+        overhead: units charged per stored value on top of its length.
+        lease: seconds a job stays live without a call; pin_lease: seconds a decision keeps its
+            hits from eviction unless released earlier.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        dataset: str,
+        samples: int,
+        *,
+        policy: str = "seneca",
+        capacity: Mapping[str, int] | None = None,
+        data_prefixes: Mapping[str, str] | None = None,
+        overhead: int = 0,
+        lease: float = 10.0,
+        pin_lease: float = 60.0,
+        prefix: str = "seneca",
+        seed: int | None = None,
+    ) -> None:
+        if policy not in POLICIES:
+            raise ConfigError(f"policy: expected one of {', '.join(POLICIES)}, got {policy!r}")
+        if isinstance(samples, bool) or not isinstance(samples, int) or samples <= 0:
+            raise ConfigError(f"samples: expected a positive integer, got {samples!r}")
+        capacity = dict(capacity or {})
+        unknown = set(capacity) - set(TIER_CODES)
+        if unknown:
+            raise ConfigError(f"capacity: unknown tier {sorted(unknown)[0]!r}")
+        self.client = client
+        self.samples = samples
+        self.policy = policy
+        self.capacity = {t: int(capacity.get(t, 0)) for t in TIER_CODES}
+        self.data_prefixes = {t: (data_prefixes or {}).get(t, "") for t in TIER_CODES}
+        self.overhead = int(overhead)
+        self.lease_ms = int(lease * 1000)
+        self.pin_lease_ms = int(pin_lease * 1000)
+        self.prefix = f"{prefix}:{{{dataset}.0}}:o:"
+        self._script = client.register_script(_SCRIPT)
+        self._rng = random.Random(seed)
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _call(self, cmd: str, job: str, *args: object) -> object:
+        now = int(time.time() * 1000)
+        return self._script(args=[cmd, self.prefix, job, now, *args])
+
+    def _seed(self) -> int:
+        return self._rng.randrange(1, 2**31)
+
+    def _prefixes(self) -> list[str]:
+        return [self.data_prefixes[t] for t in TIER_CODES]
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def join(self, job: str, indices: Sequence[int] | None = None) -> tuple[int, int]:
+        """Register ``job`` (or renew it); ``indices``: the samples it trains on (default all).
+
+        Returns the job's (epoch, served) so a restarted job resumes; epoch is -1 before its
+        first :meth:`start_epoch`.
+        """
+        count = self.samples
+        if indices is not None:
+            members = sorted({int(i) for i in indices})
+            if not members or members[0] < 0 or members[-1] >= self.samples:
+                raise ConfigError(
+                    f"indices: expected a non-empty subset of 0..{self.samples - 1}, "
+                    f"got {len(members)} indices"
+                )
+            bits = bytearray((self.samples + 7) // 8)
+            for i in members:
+                bits[i >> 3] |= 0x80 >> (i & 7)  # Redis bit order: most significant first
+            self.client.set(self.prefix + "m:" + job, bytes(bits))
+            count = len(members)
+        n, epoch, served = self._call("join", job, self.lease_ms, count, self.samples)
+        return int(epoch), int(served)
+
+    def leave(self, job: str) -> None:
+        """Remove ``job`` and its state; it stops counting at once."""
+        self._call("leave", job)
+
+    def start_epoch(self, job: str, epoch: int) -> tuple[int, int]:
+        """Start ``epoch`` for ``job`` unless it (e.g. another rank) already did.
+
+        Returns (epoch, served) as now stored.
+        """
+        e, served = self._call("epoch", job, int(epoch))
+        return int(e), int(served)
+
+    # -- batches ----------------------------------------------------------------------------
+
+    def decide(self, job: str, batch: int, substitute: bool = True) -> Decision:
+        """The next batch of at most ``batch`` samples the job has not seen this epoch.
+
+        Misses are replaced by cached samples the job has not seen (unless ``substitute`` is
+        False); the displaced misses stay unseen and come in a later batch. Hits are pinned
+        until :meth:`release`. An empty batch means the epoch is complete.
+        """
+        epoch, served, subs, picked, tiers = self._call(
+            "decide",
+            job,
+            int(batch),
+            self.lease_ms,
+            self._seed(),
+            self.samples,
+            1 if substitute else 0,
+            self.policy,
+            self.pin_lease_ms,
+        )
+        return Decision(
+            epoch=int(epoch),
+            served=int(served),
+            substitutions=int(subs),
+            indices=[int(i) for i in picked],
+            tiers=[_NAMES.get(t.decode() if isinstance(t, bytes) else t) for t in tiers],
+        )
+
+    def release(self, job: str, decision: Decision) -> list[int]:
+        """Unpin the hits of ``decision`` (their fetch is done); returns samples evicted now."""
+        hits = [i for i, t in zip(decision.indices, decision.tiers, strict=True) if t]
+        if not hits:
+            return []
+        out = self._call("release", job, self.policy, self.overhead, *self._prefixes(), *hits)
+        return [int(i) for i in out]
+
+    def admit(self, job: str, items: Sequence[tuple[int, str, int, bytes]]) -> list[int]:
+        """Offer samples to the cache: (index, tier, size in units, value or b"").
+
+        Returns per item 1 (admitted), 2 (already cached in that form) or 0 (refused).
+        """
+        if not items:
+            return []
+        flat: list[object] = []
+        for index, tier, size, value in items:
+            flat += [int(index), TIER_CODES[tier], int(size), value]
+        caps = [self.capacity[t] for t in TIER_CODES]
+        out = self._call(
+            "admit",
+            job,
+            self.policy,
+            self.overhead,
+            *self._prefixes(),
+            *caps,
+            self._seed(),
+            4,
+            *flat,
+        )
+        return [int(v) for v in out]
+
+    # -- inspection -------------------------------------------------------------------------
+
+    def state(self) -> dict[str, object]:
+        """Entries and units held per tier, and the number of live jobs."""
+        vals = [int(v) for v in self._call("state", "")]
+        out: dict[str, object] = {}
+        for k, tier in enumerate(TIER_CODES):
+            out[tier] = {"entries": vals[2 * k], "units": vals[2 * k + 1]}
+        out["live_jobs"] = vals[-1]
+        return out
+
+    def memory(self) -> int:
+        """Bytes Redis uses for this dataset's ODS metadata (MEMORY USAGE of its keys)."""
+        total = 0
+        for key in self.client.scan_iter(match=_glob(self.prefix) + "*", count=1000):
+            total += int(self.client.memory_usage(key, samples=0) or 0)
+        return total
+
+    def clear(self) -> None:
+        """Delete this dataset's ODS metadata."""
+        keys = list(self.client.scan_iter(match=_glob(self.prefix) + "*", count=1000))
+        for k in range(0, len(keys), 500):
+            self.client.delete(*keys[k : k + 500])
+
+
+def _glob(text: str) -> str:
+    """``text`` with SCAN glob characters escaped."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
