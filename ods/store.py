@@ -50,6 +50,7 @@ class Decision:
     substitutions: int
     indices: list[int]
     tiers: list[str | None]
+    pin_bucket: int = 0
 
     @property
     def hits(self) -> int:
@@ -153,7 +154,7 @@ class OdsStore:
 
         Returns (epoch, served) as now stored.
         """
-        e, served = self._call("epoch", job, int(epoch))
+        e, served = self._call("epoch", job, int(epoch), self.samples)
         return int(e), int(served)
 
     # -- batches ----------------------------------------------------------------------------
@@ -165,7 +166,7 @@ class OdsStore:
         False); the displaced misses stay unseen and come in a later batch. Hits are pinned
         until :meth:`release`. An empty batch means the epoch is complete.
         """
-        epoch, served, subs, picked, tiers = self._call(
+        epoch, served, subs, picked, tiers, bucket = self._call(
             "decide",
             job,
             int(batch),
@@ -182,6 +183,7 @@ class OdsStore:
             substitutions=int(subs),
             indices=[int(i) for i in picked],
             tiers=[_NAMES.get(t.decode() if isinstance(t, bytes) else t) for t in tiers],
+            pin_bucket=int(bucket),
         )
 
     def release(self, job: str, decision: Decision) -> list[int]:
@@ -189,7 +191,16 @@ class OdsStore:
         hits = [i for i, t in zip(decision.indices, decision.tiers, strict=True) if t]
         if not hits:
             return []
-        out = self._call("release", job, self.policy, self.overhead, *self._prefixes(), *hits)
+        out = self._call(
+            "release",
+            job,
+            self.policy,
+            self.overhead,
+            *self._prefixes(),
+            self.pin_lease_ms,
+            decision.pin_bucket,
+            *hits,
+        )
         return [int(i) for i in out]
 
     def admit(self, job: str, items: Sequence[tuple[int, str, int, bytes]]) -> list[int]:
@@ -212,6 +223,7 @@ class OdsStore:
             *caps,
             self._seed(),
             4,
+            self.pin_lease_ms,
             *flat,
         )
         return [int(v) for v in out]

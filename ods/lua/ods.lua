@@ -8,12 +8,17 @@
 --   P..'ref'                  one byte per sample: hits on its cached copy ('paper' policy)
 --   P..'jobs'                 zset job -> lease expiry (ms)
 --   P..'j:'..job              hash: n (samples of the job), epoch, served
---   P..'s:'..job              bitmap: served to job this epoch (seen)
+--   P..'r:'..job              bitmap: samples the job has not been served this epoch
+--                             (its members; the complement of the paper's seen vector)
 --   P..'g:'..job              bitmap: job used the current augmented copy
 --   P..'m:'..job              bitmap: samples the job trains on (absent: all)
---   P..'pin' / 'pinx'         hash sample -> fetches in flight / their lease expiry (ms)
+--   P..'pin:'..bucket         bitmap: a fetch of the sample is in flight (decided in this
+--                             pin-lease time bucket); P..'pinc:'..bucket counts the extra
+--                             fetches of samples pinned more than once. Bucket keys expire two
+--                             leases after they start, so the pins of a crashed fetch lapse; a
+--                             sample is pinned while the current or the previous bucket has it
 --   P..'doom'                 set: samples to evict once unpinned ('paper' policy)
---   P..'x:u' / 'x:c'          scratch bitmaps, deleted before the script returns
+--   P..'x:c' / 'x:g'          scratch bitmaps, deleted before the script returns
 -- Data keys (optional): ARGV data prefixes D_e, D_d, D_a; a value key is D..sample.
 
 local cmd, P, job, now = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
@@ -38,7 +43,7 @@ end
 local function demand(i, tier, live)
   local d = 0
   for _, j in ipairs(live) do
-    if member(j, i) and not bit(P .. 's:' .. j, i)
+    if bit(P .. 'r:' .. j, i)
         and (tier ~= 'a' or not bit(P .. 'g:' .. j, i)) then
       d = d + 1
     end
@@ -46,10 +51,33 @@ local function demand(i, tier, live)
   return d
 end
 
+local PIN_LEASE = 60000  -- set by 'decide' / 'release' / 'admit' from their arguments
+
+local function pin_key(bucket) return P .. 'pin:' .. string.format('%d', bucket) end
+
 local function pinned(i)
-  local c = tonumber(redis.call('HGET', P .. 'pin', i) or '0')
-  if c <= 0 then return false end
-  return tonumber(redis.call('HGET', P .. 'pinx', i) or '0') > now
+  local b = math.floor(now / PIN_LEASE)
+  return bit(pin_key(b), i) or bit(pin_key(b - 1), i)
+end
+
+-- one BITFIELD call: bit i of key for every i in list (0/1 each)
+local function bits(key, list)
+  if #list == 0 then return {} end
+  local args = {}
+  for _, i in ipairs(list) do
+    args[#args + 1] = 'GET'; args[#args + 1] = 'u1'; args[#args + 1] = i
+  end
+  return redis.call('BITFIELD_RO', key, unpack(args))
+end
+
+-- one BITFIELD call: set bit i of key to v for every i in list; answers the previous bits
+local function set_bits(key, list, v)
+  if #list == 0 then return {} end
+  local args = {}
+  for _, i in ipairs(list) do
+    args[#args + 1] = 'SET'; args[#args + 1] = 'u1'; args[#args + 1] = i; args[#args + 1] = v
+  end
+  return redis.call('BITFIELD', key, unpack(args))
 end
 
 local function data_key(tier, i, dp)
@@ -79,20 +107,95 @@ local function aug_spent(i, live)
   return true
 end
 
--- first set bit of key at or after a random position, wrapping; -1 when none in [0, n)
-local function pick(key, n)
-  local r = math.random(0, n - 1)
+-- first set bit of key at or after position r, wrapping; -1 when none in [0, n)
+local function next_set(key, r, n)
   local p = redis.call('BITPOS', key, 1, r, n - 1, 'BIT')
   if p == -1 and r > 0 then p = redis.call('BITPOS', key, 1, 0, r - 1, 'BIT') end
-  if p ~= -1 then redis.call('SETBIT', key, p, 0) end
   return p
 end
 
-local function usable_tier(i, job_aug)
-  if bit(P .. 't:a', i) and not bit(job_aug, i) then return 'a' end
-  if bit(P .. 't:d', i) then return 'd' end
-  if bit(P .. 't:e', i) then return 'e' end
-  return nil
+-- up to count distinct set bits of key in [0, n), at random, not in taken (which gains them).
+-- While the bitmap is dense, uniform random probes read in one BITFIELD call; then the next
+-- set bit after random positions, clearing each bit it returns in key so no bit comes twice
+-- (callers restore or clear those bits as the decision requires).
+local function pick_many(key, count, n, density, taken)
+  local out = {}
+  if count <= 0 then return out end
+  if density >= 0.4 then  -- below, finding bits with BITPOS takes fewer steps
+    local m = math.ceil(count / density * 1.3) + 4
+    local probes = {}
+    for k = 1, m do probes[k] = math.random(0, n - 1) end
+    local got = bits(key, probes)
+    for k = 1, m do
+      if #out >= count then break end
+      local p = probes[k]
+      if got[k] == 1 and not taken[p] then
+        taken[p] = true
+        out[#out + 1] = p
+      end
+    end
+  end
+  while #out < count do
+    local p = next_set(key, math.random(0, n - 1), n)
+    if p == -1 then break end
+    redis.call('SETBIT', key, p, 0)
+    if not taken[p] then
+      taken[p] = true
+      out[#out + 1] = p
+    end
+  end
+  return out
+end
+
+-- pin (delta 1) or unpin (delta -1) the distinct samples of list in bucket b
+local function add_pins(b, list, delta)
+  if #list == 0 then return end
+  local pk, pc = pin_key(b), P .. 'pinc:' .. string.format('%d', b)
+  if delta > 0 then
+    local had = set_bits(pk, list, 1)  -- BITFIELD SET answers the previous bits
+    local more = false
+    for k, s in ipairs(list) do
+      if had[k] == 1 then
+        redis.call('HINCRBY', pc, s, 1)
+        more = true
+      end
+    end
+    redis.call('PEXPIRE', pk, 2 * PIN_LEASE)
+    if more then redis.call('PEXPIRE', pc, 2 * PIN_LEASE) end
+    return
+  end
+  local flip = list
+  if redis.call('EXISTS', pc) == 1 then
+    local extra = redis.call('HMGET', pc, unpack(list))
+    flip = {}
+    for k, s in ipairs(list) do
+      if tonumber(extra[k] or '0') > 0 then
+        if redis.call('HINCRBY', pc, s, -1) <= 0 then redis.call('HDEL', pc, s) end
+      else
+        flip[#flip + 1] = s
+      end
+    end
+  end
+  set_bits(pk, flip, 0)
+end
+
+-- the form job can use for each sample of list (nil: none); one BITFIELD call per bitmap
+-- that exists
+local function usable_tiers(list, job_aug)
+  local out = {}
+  if #list == 0 then return out end
+  local have = {}
+  for _, t in ipairs(TIERS) do have[t] = redis.call('EXISTS', P .. 't:' .. t) == 1 end
+  local a = have.a and bits(P .. 't:a', list) or {}
+  local g = (have.a and redis.call('EXISTS', job_aug) == 1) and bits(job_aug, list) or {}
+  local d = have.d and bits(P .. 't:d', list) or {}
+  local e = have.e and bits(P .. 't:e', list) or {}
+  for k = 1, #list do
+    if a[k] == 1 and g[k] ~= 1 then out[k] = 'a'
+    elseif d[k] == 1 then out[k] = 'd'
+    elseif e[k] == 1 then out[k] = 'e' end
+  end
+  return out
 end
 
 local function job_state(name)
@@ -110,24 +213,27 @@ if cmd == 'join' then
     redis.call('HSET', P .. 'j:' .. job, 'n', count, 'epoch', -1, 'served', 0)
     st = {n = count, epoch = -1, served = 0}
   end
-  redis.call('SETBIT', P .. 's:' .. job, n - 1, 0)  -- full length, so NOT stays in range
   return {st.n, st.epoch, st.served}
 
 elseif cmd == 'leave' then
   redis.call('ZREM', jobs_key, job)
-  redis.call('DEL', P .. 'j:' .. job, P .. 's:' .. job, P .. 'g:' .. job, P .. 'm:' .. job)
+  redis.call('DEL', P .. 'j:' .. job, P .. 'r:' .. job, P .. 'g:' .. job, P .. 'm:' .. job)
   return 1
 
 elseif cmd == 'epoch' then
-  -- ARGV[5] epoch: start it unless the job (another rank) already did
-  local e = tonumber(ARGV[5])
+  -- ARGV[5] epoch: start it unless the job (another rank) already did; ARGV[6] n
+  local e, n = tonumber(ARGV[5]), tonumber(ARGV[6])
   local st = job_state(job)
   if not st then return redis.error_reply('ODS_NOJOB') end
   if e > st.epoch then
-    local seen = P .. 's:' .. job
-    local len = redis.call('STRLEN', seen)
-    redis.call('DEL', seen)
-    if len > 0 then redis.call('SETBIT', seen, len * 8 - 1, 0) end
+    local rest, mem = P .. 'r:' .. job, P .. 'm:' .. job
+    if redis.call('EXISTS', mem) == 1 then
+      redis.call('COPY', mem, rest, 'REPLACE')
+    else  -- all n samples; the bits past n in the last byte are never read
+      redis.call('DEL', rest)
+      redis.call('SETBIT', rest, n - 1, 0)
+      redis.call('BITOP', 'NOT', rest, rest)
+    end
     redis.call('HSET', P .. 'j:' .. job, 'epoch', e, 'served', 0)
     return {e, 0}
   end
@@ -135,93 +241,127 @@ elseif cmd == 'epoch' then
 
 elseif cmd == 'decide' then
   -- ARGV[5] batch, ARGV[6] lease ms, ARGV[7] seed, ARGV[8] n, ARGV[9] substitute (0/1),
-  -- ARGV[10] policy, ARGV[11] pin lease ms
+  -- ARGV[10] policy, ARGV[11] pin lease ms. Returns epoch, served, substitutions, samples,
+  -- tier letters ('' for storage), pin bucket.
   local want, lease, n = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[8])
-  local substitute, policy, pin_lease = ARGV[9] == '1', ARGV[10], tonumber(ARGV[11])
+  local substitute, policy = ARGV[9] == '1', ARGV[10]
+  PIN_LEASE = tonumber(ARGV[11])
   math.randomseed(tonumber(ARGV[7]))
   local st = job_state(job)
   if not st then return redis.error_reply('ODS_NOJOB') end
   redis.call('ZADD', jobs_key, now + lease, job)
+  local bucket = math.floor(now / PIN_LEASE)
   local left = st.n - st.served
   if want > left then want = left end
-  if want <= 0 then return {st.epoch, st.served, 0, {}, {}} end
-  local seen, aug, mem = P .. 's:' .. job, P .. 'g:' .. job, P .. 'm:' .. job
-  local U, C = P .. 'x:u', P .. 'x:c'
-  redis.call('BITOP', 'NOT', U, seen)
-  if redis.call('EXISTS', mem) == 1 then redis.call('BITOP', 'AND', U, U, mem) end
-  local picked, tiers, misses = {}, {}, {}
-  for k = 1, want do
-    local s = pick(U, n)
-    if s == -1 then break end
-    picked[k] = s
-    tiers[k] = usable_tier(s, aug)
+  if want <= 0 then return {st.epoch, st.served, 0, {}, {}, bucket} end
+  local U, aug, C = P .. 'r:' .. job, P .. 'g:' .. job, P .. 'x:c'
+  local taken = {}
+  local picked = pick_many(U, want, n, left / n, taken)
+  local tiers = usable_tiers(picked, aug)
+  local misses = {}
+  for k = 1, #picked do
     if not tiers[k] then misses[#misses + 1] = k end
   end
   local subs = 0
   if substitute and #misses > 0 then
-    redis.call('BITOP', 'OR', C, P .. 't:e', P .. 't:d')
+    -- C = (encoded | decoded | (augmented & ~used by job)) & U, from the bitmaps that exist
+    local parts = {}
+    for _, t in ipairs({'e', 'd'}) do
+      if redis.call('EXISTS', P .. 't:' .. t) == 1 then parts[#parts + 1] = P .. 't:' .. t end
+    end
     if redis.call('EXISTS', P .. 't:a') == 1 then
+      local G = P .. 'x:g'
       if redis.call('EXISTS', aug) == 1 then
-        redis.call('BITOP', 'NOT', P .. 'x:g', aug)
-        redis.call('BITOP', 'AND', P .. 'x:g', P .. 'x:g', P .. 't:a')
-        redis.call('BITOP', 'OR', C, C, P .. 'x:g')
-        redis.call('DEL', P .. 'x:g')
+        redis.call('BITOP', 'NOT', G, aug)
+        redis.call('BITOP', 'AND', G, G, P .. 't:a')
       else
-        redis.call('BITOP', 'OR', C, C, P .. 't:a')
+        redis.call('COPY', P .. 't:a', G, 'REPLACE')
       end
+      parts[#parts + 1] = G
     end
-    redis.call('BITOP', 'AND', C, C, U)
-    for _, k in ipairs(misses) do
-      local s = pick(C, n)
-      if s == -1 then break end
-      picked[k] = s
-      tiers[k] = usable_tier(s, aug)
-      subs = subs + 1
+    if #parts == 0 then
+      redis.call('DEL', C)
+    elseif #parts == 1 then
+      redis.call('BITOP', 'AND', C, parts[1], U)
+    else
+      redis.call('BITOP', 'OR', C, unpack(parts))
+      redis.call('BITOP', 'AND', C, C, U)
     end
+    redis.call('DEL', P .. 'x:g')
+    local chosen = pick_many(C, #misses, n, redis.call('BITCOUNT', C) / n, taken)
+    local found = usable_tiers(chosen, aug)
+    local displaced = {}
+    for m, s in ipairs(chosen) do
+      displaced[m] = picked[misses[m]]
+      picked[misses[m]] = s
+      tiers[misses[m]] = found[m]
+    end
+    subs = #chosen
+    redis.call('DEL', C)
+    set_bits(U, displaced, 1)  -- still to be served this epoch
   end
-  redis.call('DEL', U, C)
-  local live = nil
-  local out_tiers = {}
+  set_bits(U, picked, 0)
+  local out_tiers, augs, hits = {}, {}, {}
   for k, s in ipairs(picked) do
-    redis.call('SETBIT', seen, s, 1)
     local t = tiers[k]
     out_tiers[k] = t or ''
     if t then
-      redis.call('HINCRBY', P .. 'pin', s, 1)
-      redis.call('HSET', P .. 'pinx', s, now + pin_lease)
-      if t == 'a' then redis.call('SETBIT', aug, s, 1) end
-      if policy == 'paper' then
-        live = live or live_jobs()
-        local r = redis.call('BITFIELD', P .. 'ref', 'OVERFLOW', 'SAT', 'INCRBY', 'u8', '#' .. s, 1)[1]
-        if r >= #live then redis.call('SADD', P .. 'doom', s) end
+      hits[#hits + 1] = s
+      if t == 'a' then augs[#augs + 1] = s end
+    end
+  end
+  set_bits(aug, augs, 1)
+  if #hits > 0 then
+    add_pins(bucket, hits, 1)
+    if policy == 'paper' then
+      local live = #live_jobs()
+      local args = {'OVERFLOW', 'SAT'}
+      for _, s in ipairs(hits) do
+        args[#args + 1] = 'INCRBY'; args[#args + 1] = 'u8'; args[#args + 1] = '#' .. s
+        args[#args + 1] = 1
+      end
+      local refs = redis.call('BITFIELD', P .. 'ref', unpack(args))
+      for m, s in ipairs(hits) do
+        if refs[m] >= live then redis.call('SADD', P .. 'doom', s) end
       end
     end
   end
   redis.call('HINCRBY', P .. 'j:' .. job, 'served', #picked)
-  return {st.epoch, st.served + #picked, subs, picked, out_tiers}
+  return {st.epoch, st.served + #picked, subs, picked, out_tiers, bucket}
 
 elseif cmd == 'release' then
-  -- ARGV[5] policy, ARGV[6] overhead, ARGV[7..9] data prefixes a d e, then samples
+  -- ARGV[5] policy, ARGV[6] overhead, ARGV[7..9] data prefixes a d e, ARGV[10] pin lease ms,
+  -- ARGV[11] the decision's pin bucket, then its hit samples
   local policy, overhead = ARGV[5], tonumber(ARGV[6])
   local dp = {a = ARGV[7], d = ARGV[8], e = ARGV[9]}
+  PIN_LEASE = tonumber(ARGV[10])
+  local bucket = tonumber(ARGV[11])
   local evicted = {}
-  for k = 10, #ARGV do
-    local s = tonumber(ARGV[k])
-    if redis.call('HINCRBY', P .. 'pin', s, -1) <= 0 then
-      redis.call('HDEL', P .. 'pin', s)
-      redis.call('HDEL', P .. 'pinx', s)
-    end
+  local hits = {}
+  for k = 12, #ARGV do hits[#hits + 1] = tonumber(ARGV[k]) end
+  add_pins(bucket, hits, -1)
+  -- candidates: 'paper' evicts doomed samples, 'seneca' drops spent augmented copies
+  local cands = {}
+  if policy == 'paper' then
+    local doomed = redis.call('SMISMEMBER', P .. 'doom', unpack(hits))
+    for k, s in ipairs(hits) do if doomed[k] == 1 then cands[#cands + 1] = s end end
+  elseif redis.call('EXISTS', P .. 't:a') == 1 then
+    local a = bits(P .. 't:a', hits)
+    for k, s in ipairs(hits) do if a[k] == 1 then cands[#cands + 1] = s end end
+  end
+  local live = #cands > 0 and live_jobs() or {}
+  for _, s in ipairs(cands) do
     if not pinned(s) then
-      local gone = false
-      if policy == 'paper' and redis.call('SREM', P .. 'doom', s) == 1 then
-        for _, t in ipairs(TIERS) do drop(s, t, dp, overhead) end
-        redis.call('BITFIELD', P .. 'ref', 'SET', 'u8', '#' .. s, 0)
-        gone = true
-      elseif policy ~= 'paper' and bit(P .. 't:a', s) and aug_spent(s, live_jobs()) then
+      if policy == 'paper' then
+        if redis.call('SREM', P .. 'doom', s) == 1 then
+          for _, t in ipairs(TIERS) do drop(s, t, dp, overhead) end
+          redis.call('BITFIELD', P .. 'ref', 'SET', 'u8', '#' .. s, 0)
+          evicted[#evicted + 1] = s
+        end
+      elseif bit(P .. 't:a', s) and aug_spent(s, live) then
         drop(s, 'a', dp, overhead)
-        gone = true
+        evicted[#evicted + 1] = s
       end
-      if gone then evicted[#evicted + 1] = s end
     end
   end
   return evicted
@@ -229,16 +369,18 @@ elseif cmd == 'release' then
 elseif cmd == 'admit' then
   -- ARGV[5] policy, ARGV[6] overhead, ARGV[7..9] data prefixes a d e,
   -- ARGV[10..12] capacity a d e (units), ARGV[13] seed, ARGV[14] evictions tried per sample,
-  -- then per sample four values: index, tier letter, size (units), value ('' when none).
-  -- Returns per sample 1 admitted, 2 already cached in that form, 0 refused.
+  -- ARGV[15] pin lease ms, then per sample four values: index, tier letter, size (units),
+  -- value ('' when none). Returns per sample 1 admitted, 2 already cached in that form,
+  -- 0 refused.
   local policy, overhead = ARGV[5], tonumber(ARGV[6])
   local dp = {a = ARGV[7], d = ARGV[8], e = ARGV[9]}
   local cap = {a = tonumber(ARGV[10]), d = tonumber(ARGV[11]), e = tonumber(ARGV[12])}
   math.randomseed(tonumber(ARGV[13]))
   local probes = tonumber(ARGV[14])
+  PIN_LEASE = tonumber(ARGV[15])
   local live = live_jobs()
   local result = {}
-  for k = 15, #ARGV, 4 do
+  for k = 16, #ARGV, 4 do
     local s, t, size, value = tonumber(ARGV[k]), ARGV[k + 1], tonumber(ARGV[k + 2]), ARGV[k + 3]
     local tkey = P .. 't:' .. t
     local ok = 0
