@@ -9,6 +9,8 @@ import argparse
 import json
 import sys
 
+import redis
+
 from ods.simulate import BASELINES, SimConfig, simulate_baseline, simulate_ods
 from ods.store import POLICIES
 from seneca import defaults
@@ -55,7 +57,7 @@ def _row(r: dict) -> str:
     )
 
 
-def _client(url: str | None):  # noqa: ANN202 - redis.Redis, imported lazily
+def _client(url: str | None) -> redis.Redis:
     from seneca.connection import CacheClient
 
     if url is None:

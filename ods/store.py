@@ -142,7 +142,7 @@ class OdsStore:
                 bits[i >> 3] |= 0x80 >> (i & 7)  # Redis bit order: most significant first
             self.client.set(self.prefix + "m:" + job, bytes(bits))
             count = len(members)
-        n, epoch, served = self._call("join", job, self.lease_ms, count, self.samples)
+        _, epoch, served = self._call("join", job, self.lease_ms, count, self.samples)
         return int(epoch), int(served)
 
     def leave(self, job: str) -> None:

@@ -1,0 +1,274 @@
+"""ODS guarantees against a real Redis: exactly-once epochs, substitution, pins, leases,
+subsets, augmented copies, randomness."""
+
+import collections
+import multiprocessing as mp
+import random
+import time
+
+import pytest
+from scipy import stats
+
+from ods.store import OdsStore
+from seneca.errors import ConfigError
+
+TIERS = ("augmented", "decoded", "encoded")
+
+
+def make_store(redis_proc, n, **kw):
+    kw.setdefault("capacity", {"encoded": n // 5})
+    kw.setdefault("seed", 1)
+    return OdsStore(redis_proc.client, "ds", n, **kw)
+
+
+def run_epochs(store, jobs, epochs, batches, speeds=None, tier="encoded", admit=True):
+    """Drive jobs (interleaved by speed) through epochs; returns per job a list of epochs,
+    each a Counter of samples served, and the decisions made."""
+    speeds = speeds or dict.fromkeys(jobs, 1)
+    clock = dict.fromkeys(jobs, 0.0)
+    epoch = dict.fromkeys(jobs, 0)
+    served = {j: [collections.Counter()] for j in jobs}
+    decisions = []
+    for j in jobs:
+        store.start_epoch(j, 0)
+    active = set(jobs)
+    while active:
+        j = min(active, key=lambda x: (clock[x], x))
+        clock[j] += 1 / speeds[j]
+        d = store.decide(j, batches[j])
+        if not d.indices:
+            if epoch[j] + 1 == epochs:
+                active.discard(j)
+                continue
+            epoch[j] += 1
+            store.start_epoch(j, epoch[j])
+            served[j].append(collections.Counter())
+            continue
+        assert d.epoch == epoch[j]
+        served[j][-1].update(d.indices)
+        decisions.append((j, d))
+        store.release(j, d)
+        if admit:
+            misses = [(i, tier, 1, b"") for i, t in zip(d.indices, d.tiers, strict=True) if not t]
+            store.admit(j, misses)
+    return served, decisions
+
+
+def test_exactly_once_per_epoch_with_speeds_and_batch_sizes(redis_proc):
+    n = 600
+    store = make_store(redis_proc, n)
+    jobs = ["a", "b", "c"]
+    for j in jobs:
+        store.join(j)
+    served, decisions = run_epochs(
+        store, jobs, epochs=3, batches={"a": 16, "b": 50, "c": 7}, speeds={"a": 1, "b": 2, "c": 3}
+    )
+    for j in jobs:
+        assert len(served[j]) == 3
+        for epoch in served[j]:
+            assert set(epoch) == set(range(n)) and max(epoch.values()) == 1
+    subs = sum(d.substitutions for _, d in decisions)
+    hits = sum(d.hits for _, d in decisions)
+    assert subs > 0 and hits > 0.3 * 3 * 3 * n  # misses were displaced and served later
+    state = store.state()
+    assert state["encoded"]["entries"] <= n // 5
+    assert state["encoded"]["entries"] == redis_proc.client.bitcount(store.prefix + "t:e")
+
+
+def test_substitution_can_be_turned_off(redis_proc):
+    store = make_store(redis_proc, 200, capacity={"encoded": 50})
+    for j in ("a", "b"):
+        store.join(j)
+        store.start_epoch(j, 0)
+    first = store.decide("a", 50)
+    store.admit("a", [(i, "encoded", 1, b"") for i in first.indices])
+    plain = store.decide("b", 20, substitute=False)
+    assert plain.substitutions == 0 and len(plain.indices) == 20
+    swapped = store.decide("b", 20)  # misses are replaced by a's cached samples
+    assert swapped.substitutions > 0 and swapped.hits == 20
+    assert set(swapped.indices) <= set(first.indices)
+
+
+def test_subsets_share_the_intersection(redis_proc):
+    n = 400
+    store = make_store(redis_proc, n, capacity={"encoded": 100})
+    first, second = range(0, 300), range(100, 400)
+    store.join("a", first)
+    store.join("b", second)
+    served, _ = run_epochs(store, ["a", "b"], 2, {"a": 25, "b": 25})
+    for job, members in (("a", first), ("b", second)):
+        for epoch in served[job]:
+            assert set(epoch) == set(members) and max(epoch.values()) == 1
+    with pytest.raises(ConfigError, match="indices"):
+        store.join("c", [0, n])
+
+
+def test_pinned_samples_are_not_evicted(redis_proc):
+    n = 100
+    store = make_store(redis_proc, n, capacity={"encoded": 10})
+    store.join("a")
+    store.join("b")
+    store.start_epoch("a", 0)
+    store.start_epoch("b", 0)
+    store.admit("a", [(i, "encoded", 1, b"") for i in range(10)])
+    d = store.decide("b", 10)  # b sees the 10 cached samples and keeps them pinned
+    assert d.hits == 10 and set(d.indices) == set(range(10))
+    # a is served the whole epoch, so no live job needs the cached samples any more; sample
+    # 50, which b still needs, pushes for room, but every entry is pinned by b's fetch
+    while (da := store.decide("a", 10)).indices:
+        store.release("a", da)
+    assert store.admit("a", [(50, "encoded", 1, b"")]) == [0]
+    assert redis_proc.client.bitcount(store.prefix + "t:e") == 10
+    store.release("b", d)  # b's fetch is done: the spent entries may go
+    assert store.admit("a", [(50, "encoded", 1, b"")]) == [1]
+    assert redis_proc.client.getbit(store.prefix + "t:e", 50) == 1
+    assert store.state()["encoded"]["entries"] == 10
+
+
+def test_paper_policy_evicts_at_threshold(redis_proc):
+    n = 50
+    store = make_store(redis_proc, n, policy="paper", capacity={"encoded": 5})
+    for j in ("a", "b"):
+        store.join(j)
+        store.start_epoch(j, 0)
+    store.admit("a", [(i, "encoded", 1, b"") for i in range(5)])
+    da = store.decide("a", 5)
+    assert store.release("a", da) == []  # 1 use of 2 live jobs
+    db = store.decide("b", 5)
+    assert sorted(store.release("b", db)) == [0, 1, 2, 3, 4]  # both jobs used them
+    assert store.state()["encoded"]["entries"] == 0
+
+
+def test_a_job_never_gets_the_same_augmented_copy_twice(redis_proc):
+    n = 120
+    store = make_store(redis_proc, n, capacity={"augmented": 40}, seed=3)
+    jobs = ["a", "b", "c"]
+    for j in jobs:
+        store.join(j)
+        store.start_epoch(j, 0)
+    generation = collections.Counter()
+    used = set()
+    epoch = dict.fromkeys(jobs, 0)
+    rng = random.Random(0)
+    for _ in range(400):
+        j = rng.choice(jobs)
+        d = store.decide(j, rng.choice([4, 9, 16]))
+        if not d.indices:
+            epoch[j] += 1
+            store.start_epoch(j, epoch[j])
+            continue
+        for i, t in zip(d.indices, d.tiers, strict=True):
+            if t == "augmented":
+                copy = (j, i, generation[i])
+                assert copy not in used
+                used.add(copy)
+        store.release(j, d)
+        misses = [i for i, t in zip(d.indices, d.tiers, strict=True) if t != "augmented"]
+        result = store.admit(j, [(i, "augmented", 1, b"") for i in misses])
+        for i, ok in zip(misses, result, strict=True):
+            if ok == 1:
+                generation[i] += 1
+                used.add((j, i, generation[i]))  # the job that made the copy used it
+    assert min(epoch.values()) >= 2 and len(used) > 100
+
+
+def test_lease_expiry_and_leave(redis_proc):
+    store = make_store(redis_proc, 50, lease=0.3)
+    store.join("a")
+    store.join("b")
+    assert store.state()["live_jobs"] == 2
+    time.sleep(0.5)
+    store.join("a")  # a renews; b has crashed
+    assert store.state()["live_jobs"] == 1
+    store.leave("a")
+    assert store.state()["live_jobs"] == 0
+    with pytest.raises(Exception, match="ODS_NOJOB"):
+        store.decide("a", 5)
+
+
+def test_late_join_starts_a_full_epoch(redis_proc):
+    n = 300
+    store = make_store(redis_proc, n)
+    store.join("a")
+    store.start_epoch("a", 0)
+    first = store.decide("a", 100)
+    store.admit("a", [(i, "encoded", 1, b"") for i in first.indices])
+    store.join("late")
+    served, _ = run_epochs(store, ["late"], 1, {"late": 32})
+    assert set(served["late"][0]) == set(range(n)) and max(served["late"][0].values()) == 1
+    rest = collections.Counter(first.indices)
+    while d := store.decide("a", 64):
+        if not d.indices:
+            break
+        rest.update(d.indices)
+    assert set(rest) == set(range(n)) and max(rest.values()) == 1
+
+
+def _rank(url, n, barrier, out):
+    import redis
+
+    store = OdsStore(redis.Redis.from_url(url), "ds", n, capacity={"encoded": n // 4})
+    got = []
+    barrier.wait()
+    while True:
+        time.sleep(0.002)  # a training step, so the ranks interleave
+        d = store.decide("job", 13)
+        if not d.indices:
+            break
+        got += d.indices
+        store.release("job", d)
+        misses = [i for i, t in zip(d.indices, d.tiers, strict=True) if not t]
+        store.admit("job", [(i, "encoded", 1, b"") for i in misses])
+    out.put(got)
+
+
+def test_ranks_of_one_job_together_see_each_sample_once(redis_proc):
+    n = 2000
+    store = make_store(redis_proc, n, capacity={"encoded": n // 4})
+    store.join("job")
+    assert store.start_epoch("job", 0) == (0, 0)
+    assert store.start_epoch("job", 0) == (0, 0)  # the second rank's call changes nothing
+    ctx = mp.get_context("spawn")
+    out, barrier = ctx.Queue(), ctx.Barrier(3)
+    procs = [ctx.Process(target=_rank, args=(redis_proc.url, n, barrier, out)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    parts = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+    assert all(parts), "every rank got a share"
+    together = collections.Counter(i for part in parts for i in part)
+    assert set(together) == set(range(n)) and max(together.values()) == 1
+
+
+def test_order_is_random(redis_proc):
+    n, runs = 200, 60
+    first_batch_deciles = collections.Counter()
+    correlations = []
+    for seed in range(runs):
+        store = OdsStore(redis_proc.client, f"r{seed}", n, capacity={"encoded": 0}, seed=seed)
+        store.join("a")
+        store.start_epoch("a", 0)
+        order = []
+        while d := store.decide("a", 20):
+            if not d.indices:
+                break
+            order += d.indices
+        assert sorted(order) == list(range(n))
+        first_batch_deciles.update(i * 10 // n for i in order[:20])
+        correlations.append(stats.spearmanr(order, range(n)).statistic)
+    # the first batch is spread evenly over the index range (chi-square over 60 seeds)
+    counts = [first_batch_deciles[k] for k in range(10)]
+    assert stats.chisquare(counts).pvalue > 0.001
+    # no correlation of position with index, per run and on average
+    assert max(abs(c) for c in correlations) < 0.35
+    assert abs(sum(correlations) / runs) < 0.05
+
+
+def test_option_errors(redis_proc):
+    with pytest.raises(ConfigError, match="policy"):
+        make_store(redis_proc, 10, policy="lru")
+    with pytest.raises(ConfigError, match="samples"):
+        make_store(redis_proc, 0)
+    with pytest.raises(ConfigError, match="capacity"):
+        make_store(redis_proc, 10, capacity={"pixels": 1})

@@ -1,0 +1,90 @@
+"""Property-based test: random interleavings of join, request, fetch, next epoch and leave keep
+every ODS guarantee (hypothesis drives the real store against a real Redis)."""
+
+import collections
+import itertools
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ods.store import OdsStore
+
+N = 60
+JOBS = ("a", "b", "c")
+CAPACITY = {"augmented": 8, "decoded": 6, "encoded": 10}
+_ids = itertools.count()
+
+op = st.one_of(
+    st.tuples(st.just("join"), st.sampled_from(JOBS), st.booleans()),
+    st.tuples(st.just("decide"), st.sampled_from(JOBS), st.integers(1, 17)),
+    st.tuples(st.just("fetch"), st.sampled_from(JOBS), st.sampled_from(sorted(CAPACITY))),
+    st.tuples(st.just("next"), st.sampled_from(JOBS), st.just(0)),
+    st.tuples(st.just("leave"), st.sampled_from(JOBS), st.just(0)),
+)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(ops=st.lists(op, min_size=1, max_size=60), policy=st.sampled_from(["seneca", "paper"]))
+def test_random_interleavings_keep_the_guarantees(redis_proc, ops, policy):
+    store = OdsStore(
+        redis_proc.client, f"p{next(_ids)}", N, policy=policy, capacity=CAPACITY, seed=7
+    )
+    members: dict[str, set[int]] = {}
+    epoch: dict[str, int] = {}
+    served: dict[str, collections.Counter] = {}
+    pending: dict[str, list] = collections.defaultdict(list)
+    generation = collections.Counter()  # augmented copies made per sample
+    aug_used: set[tuple[str, int, int]] = set()
+    for name, job, arg in ops:
+        if name == "join" and job not in members:
+            members[job] = set(range(0, N, 2)) if arg else set(range(N))
+            store.join(job, sorted(members[job]) if arg else None)
+            epoch[job] = 0
+            store.start_epoch(job, 0)
+            served[job] = collections.Counter()
+        elif job not in members:
+            continue
+        elif name == "decide":
+            d = store.decide(job, arg)
+            assert d.epoch == epoch[job]
+            if not d.indices:  # the epoch is complete: every member exactly once
+                assert set(served[job]) == members[job]
+                continue
+            served[job].update(d.indices)
+            assert max(served[job].values()) == 1
+            assert set(d.indices) <= members[job]
+            for i, t in zip(d.indices, d.tiers, strict=True):
+                if t == "augmented":
+                    copy = (job, i, generation[i])
+                    assert copy not in aug_used, "augmented copy served twice to one job"
+                    aug_used.add(copy)
+            pending[job].append(d)
+        elif name == "fetch" and pending[job]:
+            d = pending[job].pop(0)
+            store.release(job, d)
+            misses = [i for i, t in zip(d.indices, d.tiers, strict=True) if t is None]
+            result = store.admit(job, [(i, arg, 1, b"") for i in misses])
+            for i, ok in zip(misses, result, strict=True):
+                if ok == 1 and arg == "augmented":
+                    generation[i] += 1
+                    aug_used.add((job, i, generation[i]))
+        elif name == "next":
+            epoch[job] += 1
+            store.start_epoch(job, epoch[job])
+            served[job] = collections.Counter()
+        elif name == "leave":
+            store.leave(job)
+            for mapping in (members, epoch, served):
+                mapping.pop(job)
+            pending.pop(job, None)
+        state = store.state()
+        for tier, cap in CAPACITY.items():
+            entries = state[tier]["entries"]
+            assert 0 <= entries <= cap
+            bitmap = store.prefix + "t:" + tier[0]
+            assert entries == redis_proc.client.bitcount(bitmap)
+    store.clear()
