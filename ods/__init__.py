@@ -1,7 +1,32 @@
-"""ODS: the opportunistic data sampler (paper §5.2) and its Redis metadata (no torch).
+"""ODS: the opportunistic data sampler of the Seneca paper (§5.2) and its Redis metadata.
+No torch: the store and the simulator need only redis-py.
 
-The sampler and ``ods simulate`` arrive with issue #4; this package is importable now so the
-layout and console script exist.
+Several jobs share one dataset and one cache. When a job asks for a batch, ODS picks random
+samples the job has not seen this epoch and replaces the ones that miss the cache with cached
+samples the job has not seen; the displaced misses stay pending for a later batch. Every
+decision is one atomic Lua call (:class:`OdsStore`)::
+
+    store = OdsStore(redis_client, dataset_id, samples, capacity={"encoded": 200_000})
+    store.join("job-1")
+    store.start_epoch("job-1", 0)
+    d = store.decide("job-1", 256)      # d.indices, d.tiers (None: read storage)
+    ...fetch...
+    store.release("job-1", d)           # the fetch is done: its hits may be evicted
+    store.admit("job-1", [(i, "encoded", size, value), ...])
+
+Command line: ``ods simulate``.
 """
 
-__all__: list[str] = []
+from ods.simulate import BASELINES, SimConfig, simulate_baseline, simulate_ods
+from ods.store import POLICIES, TIER_CODES, Decision, OdsStore
+
+__all__ = [
+    "BASELINES",
+    "POLICIES",
+    "TIER_CODES",
+    "Decision",
+    "OdsStore",
+    "SimConfig",
+    "simulate_baseline",
+    "simulate_ods",
+]

@@ -262,7 +262,7 @@ elseif cmd == 'decide' then
   for k = 1, #picked do
     if not tiers[k] then misses[#misses + 1] = k end
   end
-  local subs = 0
+  local subs, restore = 0, {}
   if substitute and #misses > 0 then
     -- C = (encoded | decoded | (augmented & ~used by job)) & U, from the bitmaps that exist
     local parts = {}
@@ -298,9 +298,17 @@ elseif cmd == 'decide' then
     end
     subs = #chosen
     redis.call('DEL', C)
-    set_bits(U, displaced, 1)  -- still to be served this epoch
+    restore = displaced
   end
-  set_bits(U, picked, 0)
+  -- one call: the served samples leave U, the displaced misses stay (or come back) in it
+  local args = {}
+  for _, i in ipairs(picked) do
+    args[#args + 1] = 'SET'; args[#args + 1] = 'u1'; args[#args + 1] = i; args[#args + 1] = 0
+  end
+  for _, i in ipairs(restore) do
+    args[#args + 1] = 'SET'; args[#args + 1] = 'u1'; args[#args + 1] = i; args[#args + 1] = 1
+  end
+  redis.call('BITFIELD', U, unpack(args))
   local out_tiers, augs, hits = {}, {}, {}
   for k, s in ipairs(picked) do
     local t = tiers[k]
@@ -394,7 +402,7 @@ elseif cmd == 'admit' then
         for _ = 1, probes do
           if used + size <= cap[t] or nbits == 0 then break end
           local best, best_d = nil, nil
-          for _ = 1, 8 do
+          for _ = 1, 16 do
             local r = math.random(0, nbits - 1)
             local v = redis.call('BITPOS', tkey, 1, r, nbits - 1, 'BIT')
             if v == -1 then v = redis.call('BITPOS', tkey, 1, 0, nbits - 1, 'BIT') end
