@@ -13,7 +13,8 @@ from pathlib import Path
 from mdp.planner import MODELS, Prediction, plan, predict, sweep
 from mdp.report import format_prediction, format_sweep, plot_sweep
 from mdp.spec import Spec, example_names, example_text, load_spec
-from seneca.errors import ConfigError, SenecaError
+from seneca._cli import run_command
+from seneca.errors import ConfigError
 
 __all__ = ["main"]
 
@@ -160,13 +161,7 @@ def _run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``mdp``; returns the exit status."""
-    args = _parser().parse_args(argv)
-    try:
-        _run(args)
-    except SenecaError as e:
-        print(f"mdp {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return run_command("mdp", _parser(), _run, argv)
 
 
 if __name__ == "__main__":

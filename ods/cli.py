@@ -14,7 +14,8 @@ import redis
 from ods.simulate import BASELINES, SimConfig, simulate_baseline, simulate_ods
 from ods.store import POLICIES
 from seneca import defaults
-from seneca.errors import ConfigError, SenecaError
+from seneca._cli import run_command
+from seneca.errors import ConfigError
 
 __all__ = ["main"]
 
@@ -103,13 +104,7 @@ def _simulate(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``ods``; returns the exit status."""
-    args = _parser().parse_args(argv)
-    try:
-        _simulate(args)
-    except SenecaError as e:
-        print(f"ods {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return run_command("ods", _parser(), _simulate, argv)
 
 
 if __name__ == "__main__":

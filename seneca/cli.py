@@ -6,8 +6,8 @@ import argparse
 import sys
 
 from seneca import defaults
+from seneca._cli import run_command
 from seneca._units import parse_size
-from seneca.errors import SenecaError
 
 __all__ = ["main"]
 
@@ -57,42 +57,41 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _run(args: argparse.Namespace) -> None:
+    if args.command == "make-dataset":
+        from seneca.synthetic import make_dataset
+
+        r = make_dataset(
+            args.dir,
+            args.images,
+            args.classes,
+            size=args.size,
+            quality=args.quality,
+            seed=args.seed,
+            force=args.force,
+        )
+        print(
+            f"wrote {r['images']} images, {r['bytes'] / 1e6:.1f} MB, "
+            f"mean {r['mean_kb']:.1f} KB to {args.dir}"
+        )
+    elif args.command == "cache-node":
+        from seneca.server import run_cache_node
+
+        run_cache_node(
+            port=args.port,
+            maxmemory=parse_size(args.maxmemory, "--maxmemory"),
+            password_file=args.password_file,
+            bind=args.bind,
+        )
+    elif args.command == "demo":
+        from seneca.demo import run_demo
+
+        run_demo(args.data, images=args.images, iterations=args.iterations)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        if args.command == "make-dataset":
-            from seneca.synthetic import make_dataset
-
-            r = make_dataset(
-                args.dir,
-                args.images,
-                args.classes,
-                size=args.size,
-                quality=args.quality,
-                seed=args.seed,
-                force=args.force,
-            )
-            print(
-                f"wrote {r['images']} images, {r['bytes'] / 1e6:.1f} MB, "
-                f"mean {r['mean_kb']:.1f} KB to {args.dir}"
-            )
-        elif args.command == "cache-node":
-            from seneca.server import run_cache_node
-
-            run_cache_node(
-                port=args.port,
-                maxmemory=parse_size(args.maxmemory, "--maxmemory"),
-                password_file=args.password_file,
-                bind=args.bind,
-            )
-        elif args.command == "demo":
-            from seneca.demo import run_demo
-
-            run_demo(args.data, images=args.images, iterations=args.iterations)
-    except SenecaError as e:
-        print(f"seneca {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    """Run ``seneca``; returns the exit status."""
+    return run_command("seneca", _parser(), _run, argv)
 
 
 if __name__ == "__main__":
