@@ -17,6 +17,7 @@ decision is one atomic Lua call (:class:`OdsStore`)::
 Command line: ``ods simulate``.
 """
 
+from ods.sampler import OdsBatchSampler, Pick
 from ods.simulate import BASELINES, SimConfig, simulate_baseline, simulate_ods
 from ods.store import POLICIES, TIER_CODES, Decision, OdsStore
 
@@ -25,7 +26,9 @@ __all__ = [
     "POLICIES",
     "TIER_CODES",
     "Decision",
+    "OdsBatchSampler",
     "OdsStore",
+    "Pick",
     "SimConfig",
     "simulate_baseline",
     "simulate_ods",

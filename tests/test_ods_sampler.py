@@ -1,0 +1,66 @@
+"""OdsBatchSampler: epochs, drop_last, len, resume, and use as a DataLoader batch_sampler."""
+
+import collections
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from ods.sampler import OdsBatchSampler, Pick
+from ods.store import OdsStore
+
+
+def make(redis_proc, n=100, **kw):
+    store = OdsStore(redis_proc.client, "smp", n, capacity={"encoded": n // 4}, seed=2)
+    return store, OdsBatchSampler(store, "job", **kw)
+
+
+def test_epochs_are_exactly_once_and_advance(redis_proc):
+    store, sampler = make(redis_proc, batch_size=16)
+    assert len(sampler) == 7
+    for epoch in range(2):
+        batches = list(sampler)
+        assert len(batches) == 7 and all(isinstance(p, Pick) for b in batches for p in b)
+        seen = collections.Counter(p.index for b in batches for p in b)
+        assert set(seen) == set(range(100)) and max(seen.values()) == 1
+        assert sampler.epoch == epoch + 1
+        for b in batches:  # fetched: admit the misses so later epochs hit
+            store.admit("job", [(p.index, "encoded", 1, b"") for p in b if p.tier is None])
+    sampler.set_epoch(5)
+    assert sum(len(b) for b in sampler) == 100 and sampler.epoch == 6
+
+
+def test_drop_last_and_subset(redis_proc):
+    _, sampler = make(redis_proc, batch_size=16, drop_last=True, indices=range(0, 100, 2))
+    assert len(sampler) == 3
+    batches = list(sampler)
+    assert [len(b) for b in batches] == [16, 16, 16]
+    assert all(p.index % 2 == 0 for b in batches for p in b)
+
+
+def test_resume_mid_epoch(redis_proc):
+    store, sampler = make(redis_proc, batch_size=10)
+    it = iter(sampler)
+    first = [next(it) for _ in range(4)]
+    state = sampler.state_dict()
+    assert state == {"epoch": 0}
+    again = OdsBatchSampler(store, "job", batch_size=10)  # a new process resumes the job
+    again.load_state_dict(state)
+    rest = list(again)
+    seen = collections.Counter(p.index for b in first + rest for p in b)
+    assert set(seen) == set(range(100)) and max(seen.values()) == 1
+    assert again.state_dict() == {"epoch": 1}
+
+
+class Indices(Dataset):
+    def __len__(self):
+        return 100
+
+    def __getitem__(self, i):
+        return torch.tensor(int(i))
+
+
+def test_works_as_a_dataloader_batch_sampler(redis_proc):
+    _, sampler = make(redis_proc, batch_size=32)
+    loader = DataLoader(Indices(), batch_sampler=sampler)
+    values = torch.cat(list(loader)).tolist()
+    assert sorted(values) == list(range(100))
