@@ -18,6 +18,8 @@ Policies:
 
 from __future__ import annotations
 
+import hashlib
+import os
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -61,7 +63,9 @@ class OdsStore:
     """The ODS metadata of one dataset of ``samples`` samples.
 
     Args:
-        client: a redis-py client (decode_responses must be False).
+        client: a redis-py client (decode_responses must be False), or an object whose
+            ``redis`` attribute gives one per process (``seneca.connection.CacheClient``;
+            the store then pickles into DataLoader workers).
         dataset: dataset id (a fingerprint); keys share the hash tag ``{<dataset>.0}``.
         samples: number of samples in the dataset.
         policy: ``"seneca"`` or ``"paper"`` (see the module docstring).
@@ -97,7 +101,7 @@ class OdsStore:
         unknown = set(capacity) - set(TIER_CODES)
         if unknown:
             raise ConfigError(f"capacity: unknown tier {sorted(unknown)[0]!r}")
-        self.client = client
+        self._source = client
         self.samples = samples
         self.policy = policy
         self.capacity = {t: int(capacity.get(t, 0)) for t in TIER_CODES}
@@ -106,16 +110,32 @@ class OdsStore:
         self.lease_ms = int(lease * 1000)
         self.pin_lease_ms = int(pin_lease * 1000)
         self.prefix = f"{prefix}:{{{dataset}.0}}:o:"
-        self._script = client.register_script(_SCRIPT)
+        self._sha = hashlib.sha1(_SCRIPT.encode()).hexdigest()
+        self._seed_value = seed
         self._rng = random.Random(seed)
+        self._pid = os.getpid()
 
     # -- plumbing ---------------------------------------------------------------------------
 
+    @property
+    def client(self) -> redis.Redis:
+        """The redis-py client of this process."""
+        source = self._source
+        return source.redis if hasattr(source, "redis") else source
+
     def _call(self, cmd: str, job: str, *args: object) -> object:
-        now = int(time.time() * 1000)
-        return self._script(args=[cmd, self.prefix, job, now, *args])
+        argv = [cmd, self.prefix, job, int(time.time() * 1000), *args]
+        try:
+            return self.client.evalsha(self._sha, 0, *argv)
+        except redis.exceptions.NoScriptError:
+            return self.client.eval(_SCRIPT, 0, *argv)
 
     def _seed(self) -> int:
+        if os.getpid() != self._pid:  # a forked worker: its own random stream
+            self._pid = os.getpid()
+            self._rng = random.Random(
+                None if self._seed_value is None else self._seed_value + self._pid
+            )
         return self._rng.randrange(1, 2**31)
 
     def _prefixes(self) -> list[str]:
