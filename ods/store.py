@@ -71,8 +71,8 @@ class OdsStore:
         policy: ``"seneca"`` or ``"paper"`` (see the module docstring).
         capacity: per tier (``augmented``/``decoded``/``encoded``) the units it may hold:
             bytes when values are stored, entries when payload-free.
-        data_prefixes: per tier the key prefix of stored values (value key = prefix + index);
-            None for payload-free use (``ods simulate``).
+        values: store sample values next to the metadata (value key: :meth:`value_key`);
+            False for payload-free use (``ods simulate``).
         overhead: units charged per stored value on top of its length.
         lease: seconds a job stays live without a call; pin_lease: seconds a decision keeps its
             hits from eviction unless released earlier.
@@ -86,7 +86,7 @@ class OdsStore:
         *,
         policy: str = "seneca",
         capacity: Mapping[str, int] | None = None,
-        data_prefixes: Mapping[str, str] | None = None,
+        values: bool = False,
         overhead: int = 0,
         lease: float = 10.0,
         pin_lease: float = 60.0,
@@ -105,11 +105,13 @@ class OdsStore:
         self.samples = samples
         self.policy = policy
         self.capacity = {t: int(capacity.get(t, 0)) for t in TIER_CODES}
-        self.data_prefixes = {t: (data_prefixes or {}).get(t, "") for t in TIER_CODES}
+        self.prefix = f"{prefix}:{{{dataset}.0}}:o:"
+        self.data_prefixes = {
+            t: f"{self.prefix}v:{code}:" if values else "" for t, code in TIER_CODES.items()
+        }
         self.overhead = int(overhead)
         self.lease_ms = int(lease * 1000)
         self.pin_lease_ms = int(pin_lease * 1000)
-        self.prefix = f"{prefix}:{{{dataset}.0}}:o:"
         self._sha = hashlib.sha1(_SCRIPT.encode()).hexdigest()
         self._seed_value = seed
         self._rng = random.Random(seed)
@@ -209,6 +211,10 @@ class OdsStore:
     def release(self, job: str, decision: Decision) -> list[int]:
         """Unpin the hits of ``decision`` (their fetch is done); returns samples evicted now."""
         hits = [i for i, t in zip(decision.indices, decision.tiers, strict=True) if t]
+        return self.release_hits(job, decision.pin_bucket, hits)
+
+    def release_hits(self, job: str, bucket: int, hits: Sequence[int]) -> list[int]:
+        """Unpin ``hits`` decided in pin ``bucket``; returns samples evicted now."""
         if not hits:
             return []
         out = self._call(
@@ -218,10 +224,23 @@ class OdsStore:
             self.overhead,
             *self._prefixes(),
             self.pin_lease_ms,
-            decision.pin_bucket,
+            int(bucket),
             *hits,
         )
         return [int(i) for i in out]
+
+    def value_key(self, tier: str, index: int) -> str:
+        """The key holding the value of sample ``index`` in ``tier`` (values stored)."""
+        return f"{self.data_prefixes[tier]}{int(index)}"
+
+    def live_jobs_key(self) -> str:
+        """The registry zset: job -> lease expiry in ms."""
+        return self.prefix + "jobs"
+
+    def used(self) -> dict[str, int]:
+        """Units used per tier (one round trip)."""
+        values = self.client.mget([self.prefix + "u:" + TIER_CODES[t] for t in TIER_CODES])
+        return {t: int(v or 0) for t, v in zip(TIER_CODES, values, strict=True)}
 
     def admit(self, job: str, items: Sequence[tuple[int, str, int, bytes]]) -> list[int]:
         """Offer samples to the cache: (index, tier, size in units, value or b"").

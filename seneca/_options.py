@@ -106,3 +106,21 @@ def load_plan(plan: str | os.PathLike | Mapping[str, Any]) -> PlanChoice:
     ):
         raise ConfigError(f"{where}: cache_bytes must be a positive integer, got {cache_bytes!r}")
     return PlanChoice({t: split[t] / 100 for t in _ORDER}, cache_bytes)
+
+
+def resolve_ods(
+    ods: bool | None, shuffle: Any, sampler: Any, batch_sampler: Any, batch_size: Any
+) -> bool:
+    """Whether batches come from ODS: by default when the loader shuffles with its own sampler
+    and batches (``shuffle=True``, no ``sampler``/``batch_sampler``, a ``batch_size``)."""
+    plain = bool(shuffle) and sampler is None and batch_sampler is None and batch_size is not None
+    if ods is None:
+        return plain
+    if not isinstance(ods, bool):
+        raise ConfigError(f"ods: expected True, False or None, got {ods!r}")
+    if ods and not plain:
+        raise ConfigError(
+            "ods=True needs shuffle=True, a batch_size and no sampler or batch_sampler "
+            "(ODS decides the order and the batches)"
+        )
+    return ods

@@ -73,6 +73,9 @@ class CachedDataset(torch.utils.data.Dataset):
         self.bytes_decode = _decodes_bytes(self.loader)
         self.tiers = tiers
         self.counters = counters
+        #: The ODS store when batches come from ODS (set by SenecaLoader), else None.
+        self.ods: Any = None
+        self.job: str | None = None
         self._down_until = 0.0
         self._warned = False
 
@@ -148,7 +151,69 @@ class CachedDataset(torch.utils.data.Dataset):
             )
             return None
 
-    def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, Any]]:
+    def _offerer(
+        self, room: dict[str, int], admit: list[tuple[int, str, bytes]], always: str | None = None
+    ) -> Callable[[int, str, Any], bool]:
+        """``offer(index, tier, value)``: queue a value for admission while ``room`` (bytes per
+        tier, updated) allows; ``always`` names a tier offered even when full (ODS decides)."""
+        overhead = self.tiers.overhead if self.tiers is not None else 0
+
+        def offer(index: int, tier: str, value: Any) -> bool:
+            if room.get(tier, 0) <= overhead and tier != always:
+                return False
+            data = codec.encode(value)
+            if room.get(tier, 0) < len(data) + overhead and tier != always:
+                room[tier] = 0  # full for this batch: don't encode more values just to drop them
+                return False
+            room[tier] = room.get(tier, 0) - len(data) - overhead
+            admit.append((index, tier, data))
+            return True
+
+        return offer
+
+    def _finish(
+        self,
+        index: int,
+        tier: str | None,
+        obj: Any,
+        count: Counter,
+        offer: Callable[[int, str, Any], bool],
+        aug_ok: bool,
+    ) -> tuple[Any, Any]:
+        """The remaining work for a sample found in ``tier`` as ``obj`` (None: storage)."""
+        if tier != "augmented":
+            if tier == "decoded":
+                image = obj
+            else:
+                raw = obj
+                if tier is None:
+                    raw = self.storage.read(index) if self.bytes_decode else None
+                    count["storage_reads"] += 1
+                    count["bytes_storage"] += (
+                        len(raw) if raw is not None else _size(self.storage.path(index))
+                    )
+                image = self._decode(index, raw)
+                count["decodes"] += 1
+                if tier is None and not offer(index, "decoded", image) and raw is not None:
+                    offer(index, "encoded", raw)
+            obj = image
+            if self.transform.head is not None:
+                obj = self.transform.head(obj)
+                count["transforms"] += 1
+                if aug_ok:
+                    offer(index, "augmented", obj)
+        if self.transform.tail is not None:
+            obj = self.transform.tail(obj)
+        target = self.storage.label(index)
+        if self.target_transform is not None:
+            target = self.target_transform(target)
+        return obj, target
+
+    def __getitems__(self, indices: Sequence[Any]) -> list[tuple[Any, Any]]:
+        if self.ods is not None and indices and hasattr(indices[0], "tier"):
+            from seneca._ods_fetch import fetch_decided
+
+            return fetch_decided(self, indices)
         indices = [int(i) for i in indices]
         count: Counter = Counter(samples=len(indices))
         found = self._lookup(indices, count)
@@ -157,20 +222,8 @@ class CachedDataset(torch.utils.data.Dataset):
         if found is not None:
             room = {t: self.tiers.budgets[t] - found.used[t] for t in found.used}
             aug_ok = self.transform.head is not None and found.live_jobs > 1
-        overhead = self.tiers.overhead if self.tiers is not None else 0
         admit: list[tuple[int, str, bytes]] = []
-
-        def offer(index: int, tier: str, value: Any) -> bool:
-            if room.get(tier, 0) <= overhead:
-                return False
-            data = codec.encode(value)
-            if room[tier] < len(data) + overhead:
-                room[tier] = 0  # full for this batch: don't encode more values just to drop them
-                return False
-            room[tier] -= len(data) + overhead
-            admit.append((index, tier, data))
-            return True
-
+        offer = self._offerer(room, admit)
         out = []
         for pos, index in enumerate(indices):
             tier = found.tiers[pos] if found is not None else None
@@ -182,33 +235,7 @@ class CachedDataset(torch.utils.data.Dataset):
                 self._count_lookup(tier, count)
             if tier is not None:
                 count["bytes_cache"] += len(value)
-            if tier != "augmented":
-                if tier == "decoded":
-                    image = obj
-                else:
-                    raw = obj
-                    if tier is None:
-                        raw = self.storage.read(index) if self.bytes_decode else None
-                        count["storage_reads"] += 1
-                        count["bytes_storage"] += (
-                            len(raw) if raw is not None else _size(self.storage.path(index))
-                        )
-                    image = self._decode(index, raw)
-                    count["decodes"] += 1
-                    if tier is None and not offer(index, "decoded", image) and raw is not None:
-                        offer(index, "encoded", raw)
-                obj = image
-                if self.transform.head is not None:
-                    obj = self.transform.head(obj)
-                    count["transforms"] += 1
-                    if aug_ok:
-                        offer(index, "augmented", obj)
-            if self.transform.tail is not None:
-                obj = self.transform.tail(obj)
-            target = self.storage.label(index)
-            if self.target_transform is not None:
-                target = self.target_transform(target)
-            out.append((obj, target))
+            out.append(self._finish(index, tier, obj, count, offer, aug_ok))
         self._admit(admit, count)
         self.counters.add(_row(), count)
         return out

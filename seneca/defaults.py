@@ -26,6 +26,9 @@ SOCKET_TIMEOUT = 5.0
 #: After a failed cache call, read from storage only for this long before trying the cache again.
 CACHE_RETRY_AFTER = 5.0
 
+#: ODS cache policy for SenecaLoader ("seneca": demand-aware, or "paper"); see ods.store.
+ODS_POLICY = "seneca"
+
 #: A job not seen for this long stops counting as a live job of its dataset.
 JOB_LEASE = 10.0
 #: Job name used when ``job`` is not given (jobs with the same name count as one job).

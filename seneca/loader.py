@@ -11,8 +11,10 @@ from typing import Any
 import redis
 from torch.utils.data import DataLoader
 
+from ods.sampler import OdsBatchSampler
+from ods.store import OdsStore
 from seneca import defaults
-from seneca._options import load_plan, parse_split, resolve_job
+from seneca._options import load_plan, parse_split, resolve_job, resolve_ods
 from seneca._units import parse_size
 from seneca.connection import CacheClient
 from seneca.dataset import CachedDataset
@@ -49,7 +51,11 @@ class SenecaLoader(DataLoader):
             mapping or an (e, d, a) tuple summing to 1. Default ``defaults.SPLIT``.
         plan: a plan from ``mdp plan SPEC --out plan.json`` (its path, or the loaded JSON):
             its split, and its cache size when ``cache_size`` is not given. Not with ``split``.
-        job: name of the training job; loaders with the same name count as one job.
+        job: name of the training job; loaders with the same name count as one job (ranks of
+            one data-parallel job use the same name and together see each sample once).
+        ods: batches come from the opportunistic sampler (ODS, ``docs/ods.md``): random,
+            every sample once per epoch, misses replaced by cached samples this job has not
+            seen. Default: on when ``shuffle=True`` without a ``sampler``/``batch_sampler``.
     """
 
     def __init__(
@@ -77,6 +83,7 @@ class SenecaLoader(DataLoader):
         split: Mapping[str, float] | Sequence[float] | None = None,
         plan: str | os.PathLike | Mapping[str, Any] | None = None,
         job: str | None = None,
+        ods: bool | None = None,
     ) -> None:
         size = parse_size(cache_size, "cache_size") if cache_size is not None else None
         if plan is not None:
@@ -89,6 +96,7 @@ class SenecaLoader(DataLoader):
             fractions = parse_split(split)
             planned_size = None
         job_name = resolve_job(job)
+        use_ods = resolve_ods(ods, shuffle, sampler, batch_sampler, batch_size)
         client = CacheClient(cache) if cache is not None else None
         counters = Counters(
             rows=max(0, int(num_workers)) + 1 if isinstance(num_workers, int) else 1
@@ -104,6 +112,7 @@ class SenecaLoader(DataLoader):
             warnings.warn(f"{err}; training reads from storage", RuntimeWarning, stacklevel=2)
             wrapped._warned = True  # one warning, not one more per worker
             size = size or defaults.CACHE_SIZE
+            use_ods = False
         else:
             maxmemory = _server_maxmemory(client)
             if size and maxmemory and size > maxmemory:
@@ -123,6 +132,24 @@ class SenecaLoader(DataLoader):
         self.split = fractions
         self.job = job_name
         self._counters = counters
+        self._ods_sampler: OdsBatchSampler | None = None
+        user_batch_size, user_drop_last = batch_size, drop_last
+        if use_ods:
+            store = OdsStore(
+                client,
+                f"{keys.dataset}.{keys.transform}",
+                len(wrapped),
+                policy=defaults.ODS_POLICY,
+                capacity=budgets,
+                values=True,
+                overhead=tiers.overhead,
+                lease=defaults.JOB_LEASE,
+                prefix=defaults.KEY_PREFIX,
+            )
+            wrapped.ods, wrapped.job = store, job_name
+            self._ods_sampler = OdsBatchSampler(store, job_name, batch_size, drop_last)
+            batch_size, shuffle, sampler, drop_last = 1, None, None, False
+            batch_sampler = self._ods_sampler
         super().__init__(
             wrapped,
             batch_size,
@@ -142,6 +169,20 @@ class SenecaLoader(DataLoader):
             pin_memory_device=pin_memory_device,
             in_order=in_order,
         )
+        if use_ods:  # look like the DataLoader the user asked for
+            object.__setattr__(self, "batch_size", user_batch_size)
+            object.__setattr__(self, "drop_last", user_drop_last)
+
+    @property
+    def ods(self) -> bool:
+        """Whether batches come from ODS."""
+        return self._ods_sampler is not None
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the next iteration runs (as ``DistributedSampler.set_epoch``); without it
+        each iteration runs the next epoch."""
+        if self._ods_sampler is not None:
+            self._ods_sampler.set_epoch(epoch)
 
     @property
     def tiers(self) -> CacheTiers:
@@ -153,7 +194,9 @@ class SenecaLoader(DataLoader):
 
         Returns ``samples``; per tier (``augmented``, ``decoded``, ``encoded``) its ``hits``,
         ``misses``, ``hit_rate`` and ``admitted``; ``storage_reads``, ``decodes``,
-        ``transforms``, ``bytes_storage``, ``bytes_cache`` and ``cache_errors``.
+        ``transforms``, ``bytes_storage``, ``bytes_cache`` and ``cache_errors``; with ODS
+        ``substitutions`` (misses replaced by hits) and ``ods_gone`` (decided hits found
+        evicted, read from the next tier or storage).
         """
         c = self._counters.snapshot()
         out: dict[str, Any] = {"samples": c["samples"]}
@@ -169,6 +212,8 @@ class SenecaLoader(DataLoader):
         for name in ("storage_reads", "decodes", "transforms", "bytes_storage", "bytes_cache"):
             out[name] = c[name]
         out["cache_errors"] = c["cache_errors"]
+        out["substitutions"] = self._ods_sampler.substitutions if self._ods_sampler else 0
+        out["ods_gone"] = c["ods_gone"]
         return out
 
     def reset_stats(self) -> None:

@@ -36,6 +36,7 @@ FIELDS = (
     "full_decoded",
     "full_encoded",
     "cache_errors",
+    "ods_gone",
 )
 _INDEX = {f: i for i, f in enumerate(FIELDS)}
 

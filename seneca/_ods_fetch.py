@@ -1,0 +1,102 @@
+"""Fetching a batch that ODS decided (runs in the loader process or a DataLoader worker).
+
+One pipelined round trip reads each sample's value from the tier ODS chose, the tiers' usage
+and the number of live jobs. A value that is gone (its pin lapsed and it was evicted) is looked
+for in the next tiers in a second round trip, else read from storage: a fetch never fails for a
+missing cache entry. Then one call releases the batch's pins and one admits the new values (the
+ODS policy decides what stays).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+
+from seneca.keys import TIERS
+
+__all__ = ["fetch_decided"]
+
+
+def _read(ds: Any, picks: Sequence[Any], count: Counter) -> tuple[list, dict, int]:
+    """Values per pick ((tier, bytes) or (None, None)), bytes used per tier, live jobs."""
+    store = ds.ods
+    pipe = store.client.pipeline(transaction=False)
+    for p in picks:
+        if p.tier is not None:
+            pipe.get(store.value_key(p.tier, p.index))
+    pipe.mget([store.prefix + "u:" + t[0] for t in TIERS])
+    pipe.zcount(store.live_jobs_key(), int(time.time() * 1000), "+inf")
+    replies = pipe.execute()
+    live = int(replies.pop())
+    used = {t: int(v or 0) for t, v in zip(TIERS, replies.pop(), strict=True)}
+    values: list[tuple[str | None, Any]] = []
+    gone: list[int] = []
+    it = iter(replies)
+    for k, p in enumerate(picks):
+        value = next(it) if p.tier is not None else None
+        values.append((p.tier, value) if value is not None else (None, None))
+        if p.tier is not None and value is None:
+            gone.append(k)
+    if gone:  # evicted after the decision: try the cheaper forms, then storage
+        count["ods_gone"] += len(gone)
+        pipe = store.client.pipeline(transaction=False)
+        lower = {k: TIERS[TIERS.index(picks[k].tier) + 1 :] for k in gone}
+        for k in gone:
+            for t in lower[k]:
+                pipe.get(store.value_key(t, picks[k].index))
+        it = iter(pipe.execute())
+        for k in gone:
+            for t in lower[k]:
+                value = next(it)
+                if value is not None and values[k][0] is None:
+                    values[k] = (t, value)
+    return values, used, live
+
+
+def fetch_decided(ds: Any, picks: Sequence[Any]) -> list[tuple[Any, Any]]:
+    """``CachedDataset.__getitems__`` for a batch of ``ods.sampler.Pick``."""
+    count: Counter = Counter(samples=len(picks))
+    store = ds.ods
+    try:
+        values, used, live = _read(ds, picks, count)
+    except (redis.RedisError, OSError) as err:
+        ds._cache_failed(err, count)
+        values, used, live = [(None, None)] * len(picks), None, 0
+    room = {t: store.capacity[t] - used[t] for t in TIERS} if used is not None else {}
+    admit: list[tuple[int, str, bytes]] = []
+    # a full cache still takes encoded values: the ODS policy evicts what live jobs need least
+    offer = ds._offerer(room, admit, always="encoded" if used is not None else None)
+    aug_ok = ds.transform.head is not None and live > 1
+    out = []
+    for p, (tier, value) in zip(picks, values, strict=True):
+        obj = ds._cached_value(value, tier, count) if value is not None else None
+        if obj is None:
+            tier = None
+        ds._count_lookup(tier, count)
+        if tier is not None:
+            count["bytes_cache"] += len(value)
+        out.append(ds._finish(p.index, tier, obj, count, offer, aug_ok))
+    if used is not None:
+        try:
+            hits = [p.index for p in picks if p.tier is not None]
+            if hits:
+                store.release_hits(ds.job, picks[0].bucket, hits)
+            if admit:
+                overhead = store.overhead
+                items = [(i, t, len(v) + overhead, v) for i, t, v in admit]
+                result = store.admit(ds.job, items)
+                for (_, t, _), ok in zip(admit, result, strict=True):
+                    if ok == 1:
+                        count[f"admitted_{t}"] += 1
+                    elif ok == 0:
+                        count[f"full_{t}"] += 1
+        except (redis.RedisError, OSError) as err:
+            ds._cache_failed(err, count)
+    from seneca.dataset import _row
+
+    ds.counters.add(_row(), count)
+    return out

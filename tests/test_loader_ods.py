@@ -1,0 +1,105 @@
+"""SenecaLoader with ODS: batches decided in Redis, fetched from the decided tier."""
+
+import collections
+
+import pytest
+from torchvision import transforms as T
+from torchvision.datasets import ImageFolder
+
+from ods.sampler import Pick
+from seneca import SenecaLoader
+from seneca.errors import ConfigError
+
+RANDOM = T.Compose([T.RandomResizedCrop(16), T.ToTensor()])
+
+
+def indexed(root):
+    """ImageFolder whose target is the sample index, so batches show which samples came."""
+    ds = ImageFolder(str(root), transform=RANDOM)
+    ds.samples = [(path, i) for i, (path, _) in enumerate(ds.samples)]
+    ds.targets = list(range(len(ds.samples)))
+    return ds
+
+
+def epoch_of(loader):
+    return collections.Counter(int(i) for _, y in loader for i in y)
+
+
+def test_ods_is_the_default_when_shuffling(tiny_dataset, redis_url):
+    ds = indexed(tiny_dataset)
+    loader = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_url, cache_size="20MB")
+    assert loader.ods and loader.batch_size == 8 and len(loader) == 6
+    first = epoch_of(loader)
+    assert set(first) == set(range(48)) and max(first.values()) == 1
+    second = epoch_of(loader)
+    assert set(second) == set(range(48)) and max(second.values()) == 1
+    stats = loader.stats()
+    assert stats["samples"] == 96
+    hits = sum(stats[t]["hits"] for t in ("augmented", "decoded", "encoded"))
+    assert hits >= 40  # the first epoch filled the cache (20 MB holds all 48)
+    assert not SenecaLoader(ds, batch_size=8, cache=redis_url).ods  # shuffle=False: in order
+
+
+def test_two_jobs_share_and_substitute(tiny_dataset, redis_url):
+    ds = indexed(tiny_dataset)
+    a = SenecaLoader(ds, batch_size=6, shuffle=True, cache=redis_url, cache_size="2MB", job="a")
+    b = SenecaLoader(ds, batch_size=6, shuffle=True, cache=redis_url, cache_size="2MB", job="b")
+    seen = {"a": collections.Counter(), "b": collections.Counter()}
+    for (_, ya), (_, yb) in zip(a, b, strict=True):
+        seen["a"].update(int(i) for i in ya)
+        seen["b"].update(int(i) for i in yb)
+    for c in seen.values():
+        assert set(c) == set(range(48)) and max(c.values()) == 1
+    assert a.stats()["substitutions"] + b.stats()["substitutions"] > 0
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_workers_fetch_decided_batches(tiny_dataset, redis_url, context):
+    ds = indexed(tiny_dataset)
+    loader = SenecaLoader(
+        ds,
+        batch_size=5,
+        shuffle=True,
+        drop_last=True,
+        num_workers=2,
+        multiprocessing_context=context,
+        cache=redis_url,
+        cache_size="20MB",
+    )
+    got = epoch_of(loader)
+    assert sum(got.values()) == 45 and max(got.values()) == 1  # 9 full batches
+    assert loader.stats()["samples"] == 45
+
+
+def test_a_value_gone_after_the_decision_is_read_elsewhere(tiny_dataset, redis_proc):
+    ds = indexed(tiny_dataset)
+    loader = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB")
+    epoch_of(loader)  # fills the cache
+    wrapped = loader.dataset
+    store = wrapped.ods
+    cached = [i for i in range(48) if redis_proc.client.getbit(store.prefix + "t:d", i)]
+    assert cached
+    i = cached[0]
+    redis_proc.client.delete(store.value_key("decoded", i))  # evicted behind ODS's back
+    store.start_epoch(wrapped.job, 99)
+    out = wrapped.__getitems__([Pick(i, "decoded", 0)])
+    assert out[0][1] == i
+    assert loader.stats()["ods_gone"] == 1
+
+
+def test_ods_option_errors(tiny_dataset, redis_url):
+    ds = indexed(tiny_dataset)
+    with pytest.raises(ConfigError, match="ods=True needs shuffle=True"):
+        SenecaLoader(ds, batch_size=8, cache=redis_url, ods=True)
+    with pytest.raises(ConfigError, match="ods: expected"):
+        SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_url, ods="yes")
+    plain = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_url, ods=False)
+    assert not plain.ods and sum(len(y) for _, y in plain) == 48
+
+
+def test_set_epoch(tiny_dataset, redis_url):
+    ds = indexed(tiny_dataset)
+    loader = SenecaLoader(ds, batch_size=16, shuffle=True, cache=redis_url)
+    loader.set_epoch(3)
+    assert sum(len(y) for _, y in loader) == 48
+    assert loader.batch_sampler.epoch == 4
