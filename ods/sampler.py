@@ -4,14 +4,22 @@ Each batch is a list of :class:`Pick` (sample index, decided tier, pin bucket), 
 in the loader process or a worker, knows where to read each sample and what to release.
 Iterating starts the sampler's epoch in Redis (idempotent, so ranks of one job that share the
 job name share the epoch) and asks for batches until the job's epoch is served.
+
+If Redis stops answering, the epoch does not stop: the sampler warns once and serves, from
+storage and in random order, the samples it has not yielded this epoch (it keeps a local bitmap
+of them; ranks of one job then no longer coordinate, so they may repeat each other's samples).
 """
 
 from __future__ import annotations
 
 import math
+import random
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import redis
 
 from ods.store import OdsStore
 from seneca.errors import ConfigError
@@ -64,6 +72,7 @@ class OdsBatchSampler:
         self.epoch = 0
         self.substitutions = 0
         self._joined = False
+        self._warned = False
 
     def _join(self) -> None:
         if not self._joined:
@@ -78,26 +87,53 @@ class OdsBatchSampler:
         n = self.store.samples if self.indices is None else len(self.indices)
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
+    def _members(self) -> Sequence[int]:
+        return range(self.store.samples) if self.indices is None else self.indices
+
+    def _fallback(self, yielded: bytearray, err: Exception) -> Iterator[list[Pick]]:
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"ODS cache unreachable ({type(err).__name__}: {str(err)[:120]}); finishing the "
+                "epoch from storage in random order",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        rest = [i for i in self._members() if not yielded[i >> 3] & (1 << (i & 7))]
+        random.shuffle(rest)
+        for k in range(0, len(rest), self.batch_size):
+            batch = rest[k : k + self.batch_size]
+            if self.drop_last and len(batch) < self.batch_size:
+                break
+            yield [Pick(i, None, 0) for i in batch]
+
     def __iter__(self) -> Iterator[list[Pick]]:
-        self._join()
         epoch = self.epoch
-        self.store.start_epoch(self.job, epoch)
-        while True:
-            try:
-                d = self.store.decide(self.job, self.batch_size, self.substitute)
-            except Exception as err:  # the lease lapsed (a long pause): join again
-                if "ODS_NOJOB" not in str(err):
-                    raise
-                self._joined = False
-                self._join()
-                continue
-            if not d.indices or d.epoch != epoch:
-                break
-            self.substitutions += d.substitutions
-            if self.drop_last and len(d.indices) < self.batch_size:
-                self.store.release(self.job, d)
-                break
-            yield [Pick(i, t, d.pin_bucket) for i, t in zip(d.indices, d.tiers, strict=True)]
+        yielded = bytearray((self.store.samples + 7) // 8)
+        try:
+            self._join()
+            self.store.start_epoch(self.job, epoch)
+            while True:
+                try:
+                    d = self.store.decide(self.job, self.batch_size, self.substitute)
+                except redis.ResponseError as err:  # the lease lapsed (a long pause): rejoin
+                    if "ODS_NOJOB" not in str(err):
+                        raise
+                    self._joined = False
+                    self._join()
+                    continue
+                if not d.indices or d.epoch != epoch:
+                    break
+                self.substitutions += d.substitutions
+                if self.drop_last and len(d.indices) < self.batch_size:
+                    self.store.release(self.job, d)
+                    break
+                for i in d.indices:
+                    yielded[i >> 3] |= 1 << (i & 7)
+                yield [Pick(i, t, d.pin_bucket) for i, t in zip(d.indices, d.tiers, strict=True)]
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as err:
+            self._joined = False
+            yield from self._fallback(yielded, err)
         self.epoch = epoch + 1
 
     def state_dict(self) -> dict[str, Any]:

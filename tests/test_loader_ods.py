@@ -103,3 +103,17 @@ def test_set_epoch(tiny_dataset, redis_url):
     loader.set_epoch(3)
     assert sum(len(y) for _, y in loader) == 48
     assert loader.batch_sampler.epoch == 4
+
+
+def test_cache_dying_mid_epoch_finishes_the_epoch_from_storage(tiny_dataset, redis_proc):
+    ds = indexed(tiny_dataset)
+    loader = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_proc.url)
+    got = collections.Counter()
+    it = iter(loader)
+    for _ in range(2):
+        got.update(int(i) for i in next(it)[1])
+    redis_proc.stop()
+    with pytest.warns(RuntimeWarning, match="unreachable"):
+        for _, y in it:
+            got.update(int(i) for i in y)
+    assert set(got) == set(range(48)) and max(got.values()) == 1
