@@ -181,7 +181,7 @@ def simulate_ods(client: redis.Redis, cfg: SimConfig) -> dict:
 def _uncached(
     client: redis.Redis, store: OdsStore, rng: random.Random, count: int, n: int
 ) -> list[int]:
-    key = store.prefix + "t:" + _TIER[0]
+    key = store.tier_key(_TIER)
     out: set[int] = set()
     for _ in range(count * 20):
         if len(out) >= count:

@@ -237,10 +237,13 @@ class OdsStore:
         """The registry zset: job -> lease expiry in ms."""
         return self.prefix + "jobs"
 
-    def used(self) -> dict[str, int]:
-        """Units used per tier (one round trip)."""
-        values = self.client.mget([self.prefix + "u:" + TIER_CODES[t] for t in TIER_CODES])
-        return {t: int(v or 0) for t, v in zip(TIER_CODES, values, strict=True)}
+    def tier_key(self, tier: str) -> str:
+        """The bitmap of samples cached in ``tier``."""
+        return f"{self.prefix}t:{TIER_CODES[tier]}"
+
+    def used_key(self, tier: str) -> str:
+        """The counter of units ``tier`` holds."""
+        return f"{self.prefix}u:{TIER_CODES[tier]}"
 
     def admit(self, job: str, items: Sequence[tuple[int, str, int, bytes]]) -> list[int]:
         """Offer samples to the cache: (index, tier, size in units, value or b"").

@@ -28,7 +28,7 @@ def _read(ds: Any, picks: Sequence[Any], count: Counter) -> tuple[list, dict, in
     for p in picks:
         if p.tier is not None:
             pipe.get(store.value_key(p.tier, p.index))
-    pipe.mget([store.prefix + "u:" + t[0] for t in TIERS])
+    pipe.mget([store.used_key(t) for t in TIERS])
     pipe.zcount(store.live_jobs_key(), int(time.time() * 1000), "+inf")
     replies = pipe.execute()
     live = int(replies.pop())

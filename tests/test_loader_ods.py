@@ -77,7 +77,7 @@ def test_a_value_gone_after_the_decision_is_read_elsewhere(tiny_dataset, redis_p
     epoch_of(loader)  # fills the cache
     wrapped = loader.dataset
     store = wrapped.ods
-    cached = [i for i in range(48) if redis_proc.client.getbit(store.prefix + "t:d", i)]
+    cached = [i for i in range(48) if redis_proc.client.getbit(store.tier_key("decoded"), i)]
     assert cached
     i = cached[0]
     redis_proc.client.delete(store.value_key("decoded", i))  # evicted behind ODS's back

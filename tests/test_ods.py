@@ -72,7 +72,7 @@ def test_exactly_once_per_epoch_with_speeds_and_batch_sizes(redis_proc):
     assert subs > 0 and hits > 0.3 * 3 * 3 * n  # misses were displaced and served later
     state = store.state()
     assert state["encoded"]["entries"] <= n // 5
-    assert state["encoded"]["entries"] == redis_proc.client.bitcount(store.prefix + "t:e")
+    assert state["encoded"]["entries"] == redis_proc.client.bitcount(store.tier_key("encoded"))
 
 
 def test_substitution_can_be_turned_off(redis_proc):
@@ -118,10 +118,10 @@ def test_pinned_samples_are_not_evicted(redis_proc):
     while (da := store.decide("a", 10)).indices:
         store.release("a", da)
     assert store.admit("a", [(50, "encoded", 1, b"")]) == [0]
-    assert redis_proc.client.bitcount(store.prefix + "t:e") == 10
+    assert redis_proc.client.bitcount(store.tier_key("encoded")) == 10
     store.release("b", d)  # b's fetch is done: the spent entries may go
     assert store.admit("a", [(50, "encoded", 1, b"")]) == [1]
-    assert redis_proc.client.getbit(store.prefix + "t:e", 50) == 1
+    assert redis_proc.client.getbit(store.tier_key("encoded"), 50) == 1
     assert store.state()["encoded"]["entries"] == 10
 
 

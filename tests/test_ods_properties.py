@@ -85,6 +85,5 @@ def test_random_interleavings_keep_the_guarantees(redis_proc, ops, policy):
         for tier, cap in CAPACITY.items():
             entries = state[tier]["entries"]
             assert 0 <= entries <= cap
-            bitmap = store.prefix + "t:" + tier[0]
-            assert entries == redis_proc.client.bitcount(bitmap)
+            assert entries == redis_proc.client.bitcount(store.tier_key(tier))
     store.clear()
