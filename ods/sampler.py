@@ -5,6 +5,12 @@ in the loader process or a worker, knows where to read each sample and what to r
 Iterating starts the sampler's epoch in Redis (idempotent, so ranks of one job that share the
 job name share the epoch) and asks for batches until the job's epoch is served.
 
+Data-parallel ranks (``num_replicas > 1``) follow DistributedSampler's contract: every rank
+yields the same number of batches, ``ceil(n / num_replicas)`` samples (``floor`` with
+``drop_last``); the ranks draw from one shared epoch, so together they get each sample once,
+and a rank that finds the epoch drained pads with random samples (at most
+``num_replicas - 1`` repeats per epoch, as DistributedSampler pads).
+
 If Redis stops answering, the epoch does not stop: the sampler warns once and serves, from
 storage and in random order, the samples it has not yielded this epoch (it keeps a local bitmap
 of them; ranks of one job then no longer coordinate, so they may repeat each other's samples).
@@ -17,11 +23,10 @@ import random
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import redis
 
-from ods.store import OdsStore
+from ods.store import OdsStore, set_bit, test_bit
 from seneca.errors import ConfigError
 
 __all__ = ["OdsBatchSampler", "Pick"]
@@ -50,6 +55,7 @@ class OdsBatchSampler:
         drop_last: skip a last batch smaller than ``batch_size`` (its samples count as served).
         indices: the samples this job trains on (default: all).
         substitute: replace misses by cached samples (ODS); False keeps the random order.
+        num_replicas, rank: data-parallel ranks of the job (see the module docstring).
     """
 
     def __init__(
@@ -60,17 +66,25 @@ class OdsBatchSampler:
         drop_last: bool = False,
         indices: Sequence[int] | None = None,
         substitute: bool = True,
+        num_replicas: int = 1,
+        rank: int = 0,
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ConfigError(f"batch_size: expected a positive integer, got {batch_size!r}")
+        if num_replicas < 1 or not 0 <= rank < num_replicas:
+            raise ConfigError(f"rank {rank!r} of num_replicas {num_replicas!r} is out of range")
         self.store = store
         self.job = job
         self.batch_size = batch_size
         self.drop_last = bool(drop_last)
         self.indices = None if indices is None else sorted({int(i) for i in indices})
         self.substitute = substitute
+        self.num_replicas = num_replicas
+        self.rank = rank
         self.epoch = 0
         self.substitutions = 0
+        #: per epoch, the batches (sample indices) this sampler has yielded, in order
+        self.yielded: dict[int, list[list[int]]] = {}
         self._joined = False
         self._warned = False
 
@@ -79,18 +93,34 @@ class OdsBatchSampler:
             self.store.join(self.job, self.indices)
             self._joined = True
 
+    def _members(self) -> Sequence[int]:
+        return range(self.store.samples) if self.indices is None else self.indices
+
+    def _quota(self) -> int | None:
+        """Samples this rank yields per epoch; None for a single replica (until drained)."""
+        if self.num_replicas == 1:
+            return None
+        n = len(self._members())
+        return n // self.num_replicas if self.drop_last else math.ceil(n / self.num_replicas)
+
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next iteration runs (DistributedSampler's contract)."""
         self.epoch = int(epoch)
 
     def __len__(self) -> int:
-        n = self.store.samples if self.indices is None else len(self.indices)
+        quota = self._quota()
+        n = len(self._members()) if quota is None else quota
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
-    def _members(self) -> Sequence[int]:
-        return range(self.store.samples) if self.indices is None else self.indices
+    def consumed_bitmap(self, epoch: int, batches: int) -> bytes:
+        """Redis-order bitmap of the samples in the first ``batches`` batches of ``epoch``."""
+        bits = bytearray((self.store.samples + 7) // 8)
+        for batch in self.yielded.get(epoch, [])[:batches]:
+            for i in batch:
+                set_bit(bits, i)
+        return bytes(bits)
 
-    def _fallback(self, yielded: bytearray, err: Exception) -> Iterator[list[Pick]]:
+    def _fallback(self, epoch: int, err: Exception, left: int | None) -> Iterator[list[Pick]]:
         if not self._warned:
             self._warned = True
             warnings.warn(
@@ -99,47 +129,62 @@ class OdsBatchSampler:
                 RuntimeWarning,
                 stacklevel=3,
             )
-        rest = [i for i in self._members() if not yielded[i >> 3] & (1 << (i & 7))]
+        done = self.consumed_bitmap(epoch, len(self.yielded.get(epoch, [])))
+        rest = [i for i in self._members() if not test_bit(done, i)]
         random.shuffle(rest)
+        if left is not None:
+            rest = (rest + random.choices(list(self._members()), k=left))[:left]
         for k in range(0, len(rest), self.batch_size):
             batch = rest[k : k + self.batch_size]
             if self.drop_last and len(batch) < self.batch_size:
                 break
-            yield [Pick(i, None, 0) for i in batch]
+            yield self._record(epoch, [Pick(i, None, 0) for i in batch])
+
+    def _record(self, epoch: int, picks: list[Pick]) -> list[Pick]:
+        self.yielded.setdefault(epoch, []).append([p.index for p in picks])
+        return picks
+
+    def _decide(self, epoch: int, want: int):
+        while True:
+            try:
+                return self.store.decide(self.job, want, self.substitute, epoch)
+            except redis.ResponseError as err:  # the lease lapsed (a long pause): rejoin
+                if "ODS_NOJOB" not in str(err):
+                    raise
+                self._joined = False
+                self._join()
 
     def __iter__(self) -> Iterator[list[Pick]]:
         epoch = self.epoch
-        yielded = bytearray((self.store.samples + 7) // 8)
+        self.yielded = {e: b for e, b in self.yielded.items() if e >= epoch - 1}
+        self.yielded[epoch] = []
+        left = self._quota()
         try:
             self._join()
             self.store.start_epoch(self.job, epoch)
-            while True:
-                try:
-                    d = self.store.decide(self.job, self.batch_size, self.substitute)
-                except redis.ResponseError as err:  # the lease lapsed (a long pause): rejoin
-                    if "ODS_NOJOB" not in str(err):
-                        raise
-                    self._joined = False
-                    self._join()
-                    continue
-                if not d.indices or d.epoch != epoch:
+            while left is None or left > 0:
+                want = self.batch_size if left is None else min(self.batch_size, left)
+                if self.drop_last and want < self.batch_size:
                     break
+                d = self._decide(epoch, want)
+                picks = [Pick(i, t, d.pin_bucket) for i, t in zip(d.indices, d.tiers, strict=True)]
                 self.substitutions += d.substitutions
-                if self.drop_last and len(d.indices) < self.batch_size:
-                    self.store.release(self.job, d)
-                    break
-                for i in d.indices:
-                    yielded[i >> 3] |= 1 << (i & 7)
-                yield [Pick(i, t, d.pin_bucket) for i, t in zip(d.indices, d.tiers, strict=True)]
+                if left is None:
+                    if not picks:
+                        break
+                    if self.drop_last and len(picks) < self.batch_size:
+                        self.store.release(self.job, d)
+                        break
+                else:  # a rank's fixed share: pad when the other ranks drained the epoch
+                    members = self._members()
+                    picks += [
+                        Pick(random.choice(members), None, 0) for _ in range(want - len(picks))
+                    ]
+                    left -= want
+                yield self._record(epoch, picks)
         except (redis.ConnectionError, redis.TimeoutError, OSError) as err:
             self._joined = False
-            yield from self._fallback(yielded, err)
+            done = sum(len(b) for b in self.yielded[epoch])
+            quota = self._quota()
+            yield from self._fallback(epoch, err, None if quota is None else quota - done)
         self.epoch = epoch + 1
-
-    def state_dict(self) -> dict[str, Any]:
-        """The epoch to resume; what the epoch has served lives in Redis with the job."""
-        return {"epoch": self.epoch}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume: the next iteration continues ``state['epoch']`` where the job left it."""
-        self.epoch = int(state["epoch"])

@@ -30,13 +30,23 @@ import redis
 
 from seneca.errors import ConfigError
 
-__all__ = ["POLICIES", "TIER_CODES", "Decision", "OdsStore"]
+__all__ = ["POLICIES", "TIER_CODES", "Decision", "OdsStore", "set_bit", "test_bit"]
 
 POLICIES = ("seneca", "paper")
 #: Tier names and the letters the script uses.
 TIER_CODES = {"augmented": "a", "decoded": "d", "encoded": "e"}
 _NAMES = {v: k for k, v in TIER_CODES.items()}
 _SCRIPT = (resources.files("ods") / "lua" / "ods.lua").read_text()
+
+
+def set_bit(bits: bytearray, i: int) -> None:
+    """Set bit ``i`` of ``bits`` in Redis' order (most significant bit of each byte first)."""
+    bits[i >> 3] |= 0x80 >> (i & 7)
+
+
+def test_bit(bits: bytes | bytearray, i: int) -> bool:
+    """Bit ``i`` of ``bits`` in Redis' order."""
+    return bool(bits[i >> 3] & (0x80 >> (i & 7)))
 
 
 @dataclass(frozen=True)
@@ -161,7 +171,7 @@ class OdsStore:
                 )
             bits = bytearray((self.samples + 7) // 8)
             for i in members:
-                bits[i >> 3] |= 0x80 >> (i & 7)  # Redis bit order: most significant first
+                set_bit(bits, i)
             self.client.set(self.prefix + "m:" + job, bytes(bits))
             count = len(members)
         _, epoch, served = self._call("join", job, self.lease_ms, count, self.samples)
@@ -181,8 +191,11 @@ class OdsStore:
 
     # -- batches ----------------------------------------------------------------------------
 
-    def decide(self, job: str, batch: int, substitute: bool = True) -> Decision:
-        """The next batch of at most ``batch`` samples the job has not seen this epoch.
+    def decide(
+        self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
+    ) -> Decision:
+        """The next batch of at most ``batch`` samples the job has not seen in ``epoch``
+        (default: its latest started epoch; the two latest can be served at once).
 
         Misses are replaced by cached samples the job has not seen (unless ``substitute`` is
         False); the displaced misses stay unseen and come in a later batch. Hits are pinned
@@ -198,6 +211,7 @@ class OdsStore:
             1 if substitute else 0,
             self.policy,
             self.pin_lease_ms,
+            "" if epoch is None else int(epoch),
         )
         return Decision(
             epoch=int(epoch),
@@ -207,6 +221,13 @@ class OdsStore:
             tiers=[_NAMES.get(t.decode() if isinstance(t, bytes) else t) for t in tiers],
             pin_bucket=int(bucket),
         )
+
+    def restore(self, job: str, epoch: int, consumed: bytes) -> int:
+        """Continue ``epoch`` with every sample not set in the bitmap ``consumed`` (bit i, most
+        significant first in each byte, as Redis stores bitmaps); returns the samples counted
+        as served. For a job restarted from a checkpoint."""
+        _, served = self._call("restore", job, int(epoch), self.samples, bytes(consumed))
+        return int(served)
 
     def release(self, job: str, decision: Decision) -> list[int]:
         """Unpin the hits of ``decision`` (their fetch is done); returns samples evicted now."""

@@ -52,9 +52,10 @@ def parse_split(split: Mapping[str, float] | Sequence[float] | None) -> dict[str
 
 
 def resolve_job(job: str | None) -> str:
-    """The job name: given, or unique per loader (host, pid, counter)."""
+    """The job name: given, or unique per loader (host, pid, counter). Under an initialised
+    torch.distributed group every rank gets rank 0's name (ranks of one job share it)."""
     if job is None:
-        return f"{socket.gethostname()}:{os.getpid()}:{next(_counter)}"
+        return _shared_name(f"{socket.gethostname()}:{os.getpid()}:{next(_counter)}")
     if not isinstance(job, str) or not job or len(job) > 200:
         raise ConfigError(f"job: expected a non-empty name of at most 200 characters, got {job!r}")
     return job
@@ -124,3 +125,22 @@ def resolve_ods(
             "(ODS decides the order and the batches)"
         )
     return ods
+
+
+def _shared_name(local: str) -> str:
+    """``local`` on rank 0; on the other ranks, rank 0's name (broadcast as a tensor, no
+    pickle). Without torch.distributed, ``local``."""
+    import sys
+
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return local
+    if dist.get_world_size() == 1:
+        return local
+    import torch
+
+    raw = torch.zeros(256, dtype=torch.uint8)
+    data = local.encode()[:256]
+    raw[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    dist.broadcast(raw, src=0)
+    return "ddp:" + bytes(raw.tolist()).rstrip(b"\0").decode(errors="replace")

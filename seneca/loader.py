@@ -27,6 +27,15 @@ from seneca.tiers import CacheTiers
 __all__ = ["SenecaLoader"]
 
 
+def _data_parallel() -> tuple[int, int]:
+    """(world size, rank) of an initialised torch.distributed group, else (1, 0)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(), dist.get_rank()
+    return 1, 0
+
+
 def _server_maxmemory(client: CacheClient) -> int | None:
     try:
         value = int(client.redis.config_get("maxmemory").get("maxmemory", 0))
@@ -147,7 +156,10 @@ class SenecaLoader(DataLoader):
                 prefix=defaults.KEY_PREFIX,
             )
             wrapped.ods, wrapped.job = store, job_name
-            self._ods_sampler = OdsBatchSampler(store, job_name, batch_size, drop_last)
+            replicas, rank = _data_parallel()
+            self._ods_sampler = OdsBatchSampler(
+                store, job_name, batch_size, drop_last, num_replicas=replicas, rank=rank
+            )
             batch_size, shuffle, sampler, drop_last = 1, None, None, False
             batch_sampler = self._ods_sampler
         super().__init__(
@@ -172,6 +184,53 @@ class SenecaLoader(DataLoader):
         if use_ods:  # look like the DataLoader the user asked for
             object.__setattr__(self, "batch_size", user_batch_size)
             object.__setattr__(self, "drop_last", user_drop_last)
+
+    def __iter__(self) -> Any:
+        if self._ods_sampler is None:
+            return super().__iter__()
+        epoch = self._ods_sampler.epoch  # before DataLoader's prefetch runs the sampler
+        return self._tracked(super().__iter__(), epoch)
+
+    def _tracked(self, it: Any, epoch: int) -> Any:
+        """Yield the batches of ``it``, counting them for :meth:`state_dict`."""
+        self._progress = (epoch, 0)
+        for batch in it:
+            self._progress = (epoch, self._progress[1] + 1)
+            yield batch
+        self._progress = (epoch + 1, 0)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this loader is in its epoch (torchdata StatefulDataLoader's convention):
+        the epoch, the batches consumed in it, and a bitmap of their samples. Needs ODS."""
+        sampler = self._require_ods("state_dict")
+        epoch, batches = getattr(self, "_progress", (sampler.epoch, 0))
+        consumed = sampler.consumed_bitmap(epoch, batches)
+        restored = getattr(self, "_restored", None)
+        if restored is not None and restored[0] == epoch:
+            consumed = bytes(a | b for a, b in zip(consumed, restored[1], strict=True))
+        return {"epoch": epoch, "batches": batches, "consumed": consumed}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume from :meth:`state_dict` (in this or a new process, same job name): the next
+        iteration continues that epoch with every sample not yet consumed, exactly once."""
+        sampler = self._require_ods("load_state_dict")
+        try:
+            epoch, consumed = int(state["epoch"]), bytes(state["consumed"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ConfigError(f"load_state_dict: not a SenecaLoader state: {e}") from None
+        if len(consumed) not in (0, (sampler.store.samples + 7) // 8):
+            raise ConfigError("load_state_dict: the state is of a dataset of another size")
+        sampler.set_epoch(epoch)
+        self._progress = (epoch, 0)
+        if consumed:
+            sampler._join()
+            sampler.store.restore(sampler.job, epoch, consumed)
+            self._restored = (epoch, consumed)
+
+    def _require_ods(self, what: str) -> OdsBatchSampler:
+        if self._ods_sampler is None:
+            raise ConfigError(f"{what}: resumable state needs batches from ODS (ods=True)")
+        return self._ods_sampler
 
     @property
     def ods(self) -> bool:

@@ -37,18 +37,34 @@ def test_drop_last_and_subset(redis_proc):
     assert all(p.index % 2 == 0 for b in batches for p in b)
 
 
-def test_resume_mid_epoch(redis_proc):
+def test_restore_from_consumed_batches(redis_proc):
     store, sampler = make(redis_proc, batch_size=10)
     it = iter(sampler)
-    first = [next(it) for _ in range(4)]
-    state = sampler.state_dict()
-    assert state == {"epoch": 0}
+    decided = [next(it) for _ in range(4)]  # decided (prefetched) ...
+    consumed = sampler.consumed_bitmap(0, 3)  # ... but the trainer only consumed 3
     again = OdsBatchSampler(store, "job", batch_size=10)  # a new process resumes the job
-    again.load_state_dict(state)
+    store.join("job")
+    assert store.restore("job", 0, consumed) == 30
     rest = list(again)
-    seen = collections.Counter(p.index for b in first + rest for p in b)
+    seen = collections.Counter(p.index for b in decided[:3] + rest for p in b)
     assert set(seen) == set(range(100)) and max(seen.values()) == 1
-    assert again.state_dict() == {"epoch": 1}
+
+
+def test_ranks_get_equal_shares_and_together_the_epoch(redis_proc):
+    store, _ = make(redis_proc, n=103, batch_size=10)
+    ranks = [OdsBatchSampler(store, "ddp", 10, num_replicas=3, rank=r) for r in range(3)]
+    assert [len(r) for r in ranks] == [4, 4, 4]  # ceil(103 / 3) = 35 samples each
+    its = [iter(r) for r in ranks]
+    got = [[], [], []]
+    for _ in range(4):  # in lock step, as data-parallel training runs
+        for r, it in enumerate(its):
+            got[r] += [p.index for p in next(it)]
+    assert all(len(g) == 35 for g in got)
+    together = collections.Counter(i for g in got for i in g)
+    assert set(together) == set(range(103))
+    assert sum(together.values()) - 103 == 2  # 105 slots: 2 padded repeats
+    for it in its:
+        assert next(it, None) is None
 
 
 class Indices(Dataset):

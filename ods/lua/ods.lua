@@ -7,9 +7,12 @@
 --   P..'n:e' / ...            entries held per tier;  P..'u:e' / ...  units used per tier
 --   P..'ref'                  one byte per sample: hits on its cached copy ('paper' policy)
 --   P..'jobs'                 zset job -> lease expiry (ms)
---   P..'j:'..job              hash: n (samples of the job), epoch, served
---   P..'r:'..job              bitmap: samples the job has not been served this epoch
---                             (its members; the complement of the paper's seen vector)
+--   P..'j:'..job              hash: n (samples of the job), epoch (latest started),
+--                             s<e> (served in epoch e)
+--   P..'r:'..job..':'..e      bitmap: samples the job has not been served in epoch e (its
+--                             members; the complement of the paper's seen vector). The two
+--                             latest epochs are kept, so ranks of one job may straddle an
+--                             epoch boundary.
 --   P..'g:'..job              bitmap: job used the current augmented copy
 --   P..'m:'..job              bitmap: samples the job trains on (absent: all)
 --   P..'pin:'..bucket         bitmap: a fetch of the sample is in flight (decided in this
@@ -40,10 +43,20 @@ end
 
 -- live jobs that still need sample i this epoch (for the augmented tier: that have not used
 -- its current copy either)
+local function rest_key(j, e) return P .. 'r:' .. j .. ':' .. string.format('%d', e) end
+
+local REST = {}  -- job -> unserved bitmap of its latest epoch, looked up once per call
+local function latest_rest(j)
+  if REST[j] == nil then
+    REST[j] = rest_key(j, tonumber(redis.call('HGET', P .. 'j:' .. j, 'epoch') or '-1'))
+  end
+  return REST[j]
+end
+
 local function demand(i, tier, live)
   local d = 0
   for _, j in ipairs(live) do
-    if bit(P .. 'r:' .. j, i)
+    if bit(latest_rest(j), i)
         and (tier ~= 'a' or not bit(P .. 'g:' .. j, i)) then
       d = d + 1
     end
@@ -198,10 +211,36 @@ local function usable_tiers(list, job_aug)
   return out
 end
 
-local function job_state(name)
-  local h = redis.call('HMGET', P .. 'j:' .. name, 'n', 'epoch', 'served')
+-- n, latest epoch, and served in epoch e (default: the latest); nil when the job is unknown
+local function job_state(name, e)
+  local h = redis.call('HMGET', P .. 'j:' .. name, 'n', 'epoch')
   if not h[1] then return nil end
-  return {n = tonumber(h[1]), epoch = tonumber(h[2]), served = tonumber(h[3])}
+  local latest = tonumber(h[2])
+  e = e or latest
+  local served = redis.call('HGET', P .. 'j:' .. name, 's' .. string.format('%d', e))
+  return {n = tonumber(h[1]), epoch = e, latest = latest, served = tonumber(served or '0')}
+end
+
+-- the unserved bitmap of a new epoch e: the job's members, or all n samples (the bits past n
+-- in the last byte are never read)
+local function fill_rest(rest, n)
+  local mem = P .. 'm:' .. job
+  if redis.call('EXISTS', mem) == 1 then
+    redis.call('COPY', mem, rest, 'REPLACE')
+  else
+    redis.call('DEL', rest)
+    redis.call('SETBIT', rest, n - 1, 0)
+    redis.call('BITOP', 'NOT', rest, rest)
+  end
+end
+
+local function set_latest(st, e)
+  if e > st.latest then
+    redis.call('HSET', P .. 'j:' .. job, 'epoch', e)
+    local old = e - 2
+    redis.call('DEL', rest_key(job, old))
+    redis.call('HDEL', P .. 'j:' .. job, 's' .. string.format('%d', old))
+  end
 end
 
 if cmd == 'join' then
@@ -210,51 +249,68 @@ if cmd == 'join' then
   redis.call('ZADD', jobs_key, now + lease, job)
   local st = job_state(job)
   if not st then
-    redis.call('HSET', P .. 'j:' .. job, 'n', count, 'epoch', -1, 'served', 0)
+    redis.call('HSET', P .. 'j:' .. job, 'n', count, 'epoch', -1)
     st = {n = count, epoch = -1, served = 0}
   end
   return {st.n, st.epoch, st.served}
 
 elseif cmd == 'leave' then
   redis.call('ZREM', jobs_key, job)
-  redis.call('DEL', P .. 'j:' .. job, P .. 'r:' .. job, P .. 'g:' .. job, P .. 'm:' .. job)
+  local st = job_state(job)
+  if st then redis.call('DEL', rest_key(job, st.latest), rest_key(job, st.latest - 1)) end
+  redis.call('DEL', P .. 'j:' .. job, P .. 'g:' .. job, P .. 'm:' .. job)
   return 1
 
 elseif cmd == 'epoch' then
-  -- ARGV[5] epoch: start it unless the job (another rank) already did; ARGV[6] n
+  -- ARGV[5] epoch: start it unless the job (another rank) already did; ARGV[6] n.
+  -- Returns the epoch and what it has served.
   local e, n = tonumber(ARGV[5]), tonumber(ARGV[6])
-  local st = job_state(job)
+  local st = job_state(job, e)
   if not st then return redis.error_reply('ODS_NOJOB') end
-  if e > st.epoch then
-    local rest, mem = P .. 'r:' .. job, P .. 'm:' .. job
-    if redis.call('EXISTS', mem) == 1 then
-      redis.call('COPY', mem, rest, 'REPLACE')
-    else  -- all n samples; the bits past n in the last byte are never read
-      redis.call('DEL', rest)
-      redis.call('SETBIT', rest, n - 1, 0)
-      redis.call('BITOP', 'NOT', rest, rest)
-    end
-    redis.call('HSET', P .. 'j:' .. job, 'epoch', e, 'served', 0)
+  if e > st.latest then
+    fill_rest(rest_key(job, e), n)
+    redis.call('HSET', P .. 'j:' .. job, 's' .. string.format('%d', e), 0)
+    set_latest(st, e)
     return {e, 0}
   end
-  return {st.epoch, st.served}
+  if e < st.latest - 1 then return {e, st.n} end  -- long over: nothing left to serve
+  return {e, st.served}
+
+elseif cmd == 'restore' then
+  -- ARGV[5] epoch, ARGV[6] n, ARGV[7] bitmap of the samples consumed in that epoch:
+  -- the epoch continues with everything else (a restarted job resumes from a checkpoint)
+  local e, n, consumed = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+  local st = job_state(job, e)
+  if not st then return redis.error_reply('ODS_NOJOB') end
+  local rest, mem, tmp = rest_key(job, e), P .. 'm:' .. job, P .. 'x:c'
+  redis.call('SET', tmp, consumed)
+  redis.call('SETBIT', tmp, n - 1, bit(tmp, n - 1) and 1 or 0)  -- at least n bits long
+  redis.call('BITOP', 'NOT', rest, tmp)
+  if redis.call('EXISTS', mem) == 1 then redis.call('BITOP', 'AND', rest, rest, mem) end
+  local served = redis.call('BITCOUNT', tmp)
+  redis.call('DEL', tmp)
+  redis.call('HSET', P .. 'j:' .. job, 's' .. string.format('%d', e), served)
+  set_latest(st, e)
+  return {e, served}
 
 elseif cmd == 'decide' then
   -- ARGV[5] batch, ARGV[6] lease ms, ARGV[7] seed, ARGV[8] n, ARGV[9] substitute (0/1),
-  -- ARGV[10] policy, ARGV[11] pin lease ms. Returns epoch, served, substitutions, samples,
-  -- tier letters ('' for storage), pin bucket.
+  -- ARGV[10] policy, ARGV[11] pin lease ms, ARGV[12] epoch ('' for the latest). Returns
+  -- epoch, served, substitutions, samples, tier letters ('' for storage), pin bucket.
   local want, lease, n = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[8])
   local substitute, policy = ARGV[9] == '1', ARGV[10]
   PIN_LEASE = tonumber(ARGV[11])
   math.randomseed(tonumber(ARGV[7]))
-  local st = job_state(job)
+  local st = job_state(job, tonumber(ARGV[12] or ''))
   if not st then return redis.error_reply('ODS_NOJOB') end
   redis.call('ZADD', jobs_key, now + lease, job)
   local bucket = math.floor(now / PIN_LEASE)
+  local U, aug, C = rest_key(job, st.epoch), P .. 'g:' .. job, P .. 'x:c'
   local left = st.n - st.served
   if want > left then want = left end
-  if want <= 0 then return {st.epoch, st.served, 0, {}, {}, bucket} end
-  local U, aug, C = P .. 'r:' .. job, P .. 'g:' .. job, P .. 'x:c'
+  if want <= 0 or redis.call('EXISTS', U) == 0 then
+    return {st.epoch, st.served, 0, {}, {}, bucket}
+  end
   local taken = {}
   local picked = pick_many(U, want, n, left / n, taken)
   local tiers = usable_tiers(picked, aug)
@@ -334,7 +390,7 @@ elseif cmd == 'decide' then
       end
     end
   end
-  redis.call('HINCRBY', P .. 'j:' .. job, 'served', #picked)
+  redis.call('HINCRBY', P .. 'j:' .. job, 's' .. string.format('%d', st.epoch), #picked)
   return {st.epoch, st.served + #picked, subs, picked, out_tiers, bucket}
 
 elseif cmd == 'release' then

@@ -1,0 +1,94 @@
+"""SenecaLoader.state_dict / load_state_dict: stop mid-epoch, resume (also in a new process),
+and the epoch still delivers every sample exactly once."""
+
+import collections
+import multiprocessing as mp
+
+import pytest
+from torchvision import transforms as T
+from torchvision.datasets import ImageFolder
+
+from seneca import SenecaLoader
+from seneca.errors import ConfigError
+
+RANDOM = T.Compose([T.RandomResizedCrop(16), T.ToTensor()])
+
+
+def indexed(root):
+    ds = ImageFolder(str(root), transform=RANDOM)
+    ds.samples = [(path, i) for i, (path, _) in enumerate(ds.samples)]
+    ds.targets = list(range(len(ds.samples)))
+    return ds
+
+
+def loader_for(root, url, job, workers=2):
+    return SenecaLoader(
+        indexed(root),
+        batch_size=6,
+        shuffle=True,
+        num_workers=workers,
+        cache=url,
+        cache_size="20MB",
+        job=job,
+    )
+
+
+def first_batches(loader, k):
+    got = collections.Counter()
+    it = iter(loader)
+    for _ in range(k):
+        got.update(int(i) for i in next(it)[1])
+    return got, loader.state_dict()
+
+
+@pytest.mark.parametrize("stop_after", [0, 1, 4, 7])
+def test_resume_at_midpoints_with_workers(tiny_dataset, redis_url, stop_after):
+    job = f"resume-{stop_after}"
+    before, state = first_batches(loader_for(tiny_dataset, redis_url, job), stop_after)
+    assert state["epoch"] == 0 and state["batches"] == stop_after
+    resumed = loader_for(tiny_dataset, redis_url, job)
+    resumed.load_state_dict(state)
+    after = collections.Counter(int(i) for _, y in resumed for i in y)
+    together = before + after
+    assert set(together) == set(range(48)) and max(together.values()) == 1
+    assert resumed.state_dict()["epoch"] == 1  # the epoch completed
+    # the next epoch is a full one again
+    assert sum(len(y) for _, y in resumed) == 48
+
+
+def _resume_elsewhere(root, url, state, out):
+    loader = loader_for(root, url, "elsewhere", workers=1)
+    loader.load_state_dict(state)
+    out.put([int(i) for _, y in loader for i in y])
+
+
+def test_resume_in_a_new_process_and_twice(tiny_dataset, redis_url):
+    loader = loader_for(tiny_dataset, redis_url, "elsewhere")
+    before, state = first_batches(loader, 3)
+    # a second checkpoint after a first resume still counts everything consumed before
+    again = loader_for(tiny_dataset, redis_url, "elsewhere")
+    again.load_state_dict(state)
+    it = iter(again)
+    middle = collections.Counter(int(i) for i in next(it)[1])
+    state = again.state_dict()
+    assert state["batches"] == 1 and sum(bin(b).count("1") for b in state["consumed"]) == 24
+    del it, again
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    proc = ctx.Process(target=_resume_elsewhere, args=(str(tiny_dataset), redis_url, state, out))
+    proc.start()
+    after = collections.Counter(out.get(timeout=120))
+    proc.join(timeout=30)
+    together = before + middle + after
+    assert set(together) == set(range(48)) and max(together.values()) == 1
+
+
+def test_state_errors(tiny_dataset, redis_url):
+    loader = SenecaLoader(indexed(tiny_dataset), batch_size=6, cache=redis_url)  # no ODS
+    with pytest.raises(ConfigError, match="needs batches from ODS"):
+        loader.state_dict()
+    ods = loader_for(tiny_dataset, redis_url, "bad", workers=0)
+    with pytest.raises(ConfigError, match="not a SenecaLoader state"):
+        ods.load_state_dict({"epoch": 0})
+    with pytest.raises(ConfigError, match="another size"):
+        ods.load_state_dict({"epoch": 0, "batches": 1, "consumed": b"\xff"})
