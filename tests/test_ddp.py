@@ -1,0 +1,24 @@
+"""SenecaLoader under torchrun --nproc_per_node=2 (gloo, CPU): the ranks of one job share its
+ODS epoch and together see each sample exactly once."""
+
+import collections
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_two_ranks_under_torchrun(tiny_dataset, redis_proc, tmp_path):
+    worker = Path(__file__).with_name("ddp_worker.py")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    cmd += [str(worker), str(tiny_dataset), redis_proc.url, str(tmp_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert ranks[0]["job"] == ranks[1]["job"] and ranks[0]["job"].startswith("ddp:")
+    assert ranks[0]["len"] == ranks[1]["len"] == 5  # 24 samples per rank in batches of 5
+    for epoch in range(2):
+        shares = [r["epochs"][epoch] for r in ranks]
+        assert [len(s) for s in shares] == [24, 24]
+        together = collections.Counter(shares[0] + shares[1])
+        assert set(together) == set(range(48)) and max(together.values()) == 1
