@@ -1,4 +1,4 @@
-"""``seneca`` command line: make-dataset, cache-node, demo."""
+"""``seneca`` command line: make-dataset, cache-node, bench, demo."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from seneca import defaults
 from seneca._cli import run_command
 from seneca._units import parse_size
+from seneca.errors import ConfigError
 
 __all__ = ["main"]
 
@@ -50,6 +51,24 @@ def _parser() -> argparse.ArgumentParser:
         help="addresses to listen on (default 127.0.0.1)",
     )
 
+    b = sub.add_parser("bench", help="all loaders with K concurrent jobs, side by side")
+    b.add_argument("--data", required=True, help="ImageFolder dataset directory")
+    b.add_argument("--jobs", default="1,2,3", help="numbers of concurrent jobs, e.g. 1,2,3")
+    b.add_argument(
+        "--loaders", default="pytorch,minio,quiver,mdp,seneca", help="loaders to compare"
+    )
+    b.add_argument("--cache-frac", type=float, default=0.25, help="cache / encoded dataset")
+    b.add_argument("--epochs", type=int, default=2)
+    b.add_argument("--batch-size", type=int, default=32)
+    b.add_argument("--workers", type=int, default=1, help="loader workers per job")
+    b.add_argument("--crop", type=int, default=224, help="RandomResizedCrop size")
+    b.add_argument("--step-ms", type=float, default=0.0, help="emulated GPU step per batch")
+    b.add_argument("--storage-mbps", type=float, default=None, help="emulated storage MB/s")
+    b.add_argument("--split", default=None, help="E-D-A for mdp and seneca (default 50-30-20)")
+    b.add_argument("--plan", default=None, help="plan.json (mdp plan --out) for mdp and seneca")
+    b.add_argument("--cache", default=None, help="Redis URL (default: a private embedded one)")
+    b.add_argument("--out", required=True, help="directory for results.json, .md and plots")
+
     d = sub.add_parser("demo", help="two concurrent training jobs, Seneca vs DataLoader")
     d.add_argument("--data", default="data/demo", help="dataset directory (made if missing)")
     d.add_argument("--images", type=int, default=2000)
@@ -83,10 +102,54 @@ def _run(args: argparse.Namespace) -> None:
             password_file=args.password_file,
             bind=args.bind,
         )
+    elif args.command == "bench":
+        _bench(args)
     elif args.command == "demo":
         from seneca.demo import run_demo
 
         run_demo(args.data, images=args.images, iterations=args.iterations)
+
+
+def _int_list(text: str, option: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"{option}: expected integers such as 1,2,3, got {text!r}") from None
+
+
+def _bench(args: argparse.Namespace) -> None:
+    from seneca._options import load_plan
+    from seneca.bench import BenchConfig, run_bench
+    from seneca.bench_report import markdown
+
+    if args.split and args.plan:
+        raise ConfigError("give --split or --plan, not both")
+    split = BenchConfig.__dataclass_fields__["split"].default
+    if args.plan:
+        chosen = load_plan(args.plan).split
+        split = (chosen["encoded"], chosen["decoded"], chosen["augmented"])
+    elif args.split:
+        from mdp.planner import parse_split
+
+        split = tuple(v / 100 for v in parse_split(args.split))
+    cfg = BenchConfig(
+        data=args.data,
+        out=args.out,
+        jobs=_int_list(args.jobs, "--jobs"),
+        loaders=[v.strip() for v in args.loaders.split(",") if v.strip()],
+        cache_frac=args.cache_frac,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        workers=args.workers,
+        crop=args.crop,
+        step_ms=args.step_ms,
+        storage_mbps=args.storage_mbps,
+        split=split,
+        cache=args.cache,
+    )
+    result = run_bench(cfg)
+    print(markdown(result), end="")
+    print(f"\nwrote {args.out}/results.json, results.md, throughput.png, decodes.png")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,7 @@ import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from seneca.errors import DatasetError
 
@@ -31,6 +32,8 @@ class Storage:
         self.root = root
         #: Class names when scanned with from_folder (index = label), else None.
         self.classes: list[str] | None = None
+        #: Optional :class:`seneca.throttle.Throttle` every read waits on (benchmarks).
+        self.throttle: Any = None
 
     @classmethod
     def from_folder(cls, root: str | os.PathLike) -> Storage:
@@ -75,9 +78,12 @@ class Storage:
         path = self.samples[index][0]
         try:
             with open(path, "rb") as f:
-                return f.read()
+                data = f.read()
         except OSError as e:
             raise DatasetError(f"cannot read sample {index} from {path}: {e.strerror}") from e
+        if self.throttle is not None:
+            self.throttle.wait(len(data))
+        return data
 
     def fingerprint(self) -> str:
         """A short id of the sample list (relative paths and labels), the same on every machine

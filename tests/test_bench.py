@@ -1,0 +1,95 @@
+"""``seneca bench`` end to end on a tiny dataset, the baselines' interface and the throttle."""
+
+import json
+import time
+
+import pytest
+
+from seneca.baselines import LOADERS, QuiverBatchSampler, make_loader
+from seneca.cli import main
+from seneca.errors import ConfigError
+from seneca.throttle import Throttle
+from seneca.transforms import default_train_transform
+
+
+def test_bench_runs_every_loader_side_by_side(tiny_dataset, redis_url, tmp_path, capsys):
+    out = tmp_path / "bench"
+    argv = ["bench", "--data", str(tiny_dataset), "--jobs", "2", "--epochs", "2"]
+    argv += ["--crop", "16", "--batch-size", "8", "--workers", "0", "--cache", redis_url]
+    argv += ["--out", str(out), "--split", "40-40-20", "--storage-mbps", "50"]
+    assert main(argv) == 0
+    result = json.loads((out / "results.json").read_text())
+    assert [r["loader"] for r in result["runs"]] == list(LOADERS)
+    for run in result["runs"]:
+        assert run["jobs"] == 2 and len(run["per_job"]) == 2
+        assert run["aggregate_samples_per_s"] > 0 and run["makespan_s"] > 0
+        for job in run["per_job"]:
+            assert job["samples"] == 2 * 48  # 2 epochs of every sample
+            assert job["first_epoch_samples_per_s"] > 0 and job["stable_samples_per_s"] > 0
+    by = {r["loader"]: r for r in result["runs"]}
+    assert by["pytorch"]["decodes_per_sample_epoch"] == 2.0  # 2 jobs decode everything
+    assert by["seneca"]["decodes_per_sample_epoch"] < 2.0  # the cache holds everything here
+    assert result["config"]["split"] == [0.4, 0.4, 0.2]
+    table = (out / "results.md").read_text()
+    assert "| 2 | seneca |" in table and "emulated" in table
+    for png in ("throughput.png", "decodes.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    assert "vs pytorch" in capsys.readouterr().out
+
+
+def test_bench_option_errors(tiny_dataset, tmp_path, capsys):
+    base = ["bench", "--data", str(tiny_dataset), "--out", str(tmp_path)]
+    assert main([*base, "--loaders", "pytorch,dali"]) == 2
+    assert "unknown 'dali'" in capsys.readouterr().err
+    assert main([*base, "--jobs", "one"]) == 2
+    assert main([*base, "--split", "50-50-0", "--plan", "x.json"]) == 2
+
+
+def test_every_loader_kind_yields_batches(tiny_dataset, redis_url):
+    for kind in LOADERS:
+        loader = make_loader(
+            kind,
+            str(tiny_dataset),
+            transform=default_train_transform(16),
+            batch_size=16,
+            num_workers=0,
+            cache=redis_url,
+            cache_size=5_000_000,
+            job=kind,
+        )
+        assert sum(len(y) for _, y in loader) == 48, kind
+    with pytest.raises(ConfigError, match="loader"):
+        make_loader(
+            "dali", str(tiny_dataset), transform=None, batch_size=1, num_workers=0, cache=None
+        )
+
+
+def test_quiver_takes_cached_samples_first(tiny_dataset, redis_url):
+    loader = make_loader(
+        "quiver",
+        str(tiny_dataset),
+        transform=default_train_transform(16),
+        batch_size=8,
+        num_workers=0,
+        cache=redis_url,
+        cache_size=50_000_000,
+        job="q",
+    )
+    list(loader)  # the first epoch fills MINIO's static cache
+    sampler = loader.batch_sampler
+    assert isinstance(sampler, QuiverBatchSampler)
+    first = next(iter(sampler))
+    cached = sampler._cached(first)
+    assert all(cached)  # everything is cached now, so a batch is all hits
+    assert loader.stats()["encoded"]["hits"] == 0 and list(loader)
+    assert loader.stats()["encoded"]["hits"] == 48
+
+
+def test_throttle_limits_the_rate():
+    throttle = Throttle(1_000_000)  # 1 MB/s
+    start = time.perf_counter()
+    for _ in range(5):
+        throttle.wait(50_000)
+    assert time.perf_counter() - start >= 0.24
+    with pytest.raises(ConfigError, match="storage-mbps"):
+        Throttle(0)
