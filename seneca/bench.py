@@ -10,19 +10,18 @@ makespan, aggregate samples/s (all samples / makespan) and the machine's CPU uti
 
 from __future__ import annotations
 
-import contextlib
 import json
 import multiprocessing as mp
 import os
-import queue
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from seneca import defaults
+from seneca._spawn import ProcessGroup
 from seneca.baselines import LOADERS
-from seneca.errors import ConfigError, SenecaError
+from seneca.errors import ConfigError
 
 __all__ = ["BenchConfig", "run_bench"]
 
@@ -167,33 +166,17 @@ def _run_one(cfg: BenchConfig, kind: str, k: int, url: str, cache_size: int, n: 
 
     ctx = mp.get_context("spawn")
     throttle = Throttle(cfg.storage_mbps * 1e6, ctx) if cfg.storage_mbps else None
-    barrier, out = ctx.Barrier(k + 1), ctx.Queue()
-    procs = []
+    specs = []
     for j in range(k):
         spec = {**asdict(cfg), "loader": kind, "job": f"bench-{kind}-{k}-{j}", "cache": url}
         spec["cache_size"] = cache_size
-        procs.append(ctx.Process(target=_job, args=(spec, throttle, barrier, out), daemon=False))
-    for p in procs:
-        p.start()
-    with contextlib.suppress(Exception):  # a job failed while starting; its report says why
-        barrier.wait(timeout=600)
+        specs.append((spec, throttle))
+    group = ProcessGroup(_job, specs, parent_waits=True, context=ctx)
+    group.start_together(timeout=600)
     busy0, total0 = _cpu_times()
     start = time.time()
-    results = []
-    try:
-        for _ in procs:
-            results.append(out.get(timeout=3600))
-    except queue.Empty:
-        raise SenecaError(f"bench {kind} x{k}: a job did not report") from None
-    finally:
-        for p in procs:
-            p.join(timeout=60)
-            if p.is_alive():
-                p.kill()
+    results = group.reports(3600, f"bench {kind} x{k}")
     busy1, total1 = _cpu_times()
-    errors = [r["error"] for r in results if "error" in r]
-    if errors:
-        raise SenecaError(f"bench {kind} x{k}: a job failed: {errors[0]}")
     makespan = max(r["end"] for r in results) - start
     cpu = (busy1 - busy0) / max(total1 - total0, 1e-9)
     return _summary(kind, k, results, makespan, cpu, n)

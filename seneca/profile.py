@@ -21,9 +21,7 @@ Everything else (GPU, NIC, PCIe, cluster shape, model) comes from ``--base`` or 
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
-import queue
 import random
 import time
 import uuid
@@ -34,6 +32,7 @@ from typing import Any
 from mdp.spec import FIELDS, parse_spec, spec_toml
 from mdp.spec import Spec as ClusterSpec
 from seneca import defaults
+from seneca._spawn import ProcessGroup
 from seneca.errors import CacheError, ConfigError, SenecaError
 from seneca.storage import Storage
 
@@ -122,38 +121,22 @@ def _worker(kind: str, payload: dict[str, Any], seconds: float, barrier: Any, ou
             elapsed = time.perf_counter() - start
             if elapsed >= seconds:
                 break
-        out.put((count, amount, elapsed, None))
+        out.put({"count": count, "amount": amount, "elapsed": elapsed})
     except BaseException as e:  # reported to the parent, which raises
         barrier.abort()
-        out.put((0, 0, 1.0, f"{type(e).__name__}: {e}"))
+        out.put({"error": f"{type(e).__name__}: {e}"})
 
 
 def _measure(kind: str, shares: list[dict[str, Any]], seconds: float) -> tuple[float, float]:
     """Aggregate (items/s, amount/s) over one spawned worker per share."""
-    ctx = mp.get_context("spawn")
-    barrier, out = ctx.Barrier(len(shares)), ctx.Queue()
-    procs = [
-        ctx.Process(target=_worker, args=(kind, share, seconds, barrier, out), daemon=True)
-        for share in shares
-    ]
-    for p in procs:
-        p.start()
+    group = ProcessGroup(_worker, [(kind, share, seconds) for share in shares])
     try:
-        results = [out.get(timeout=120 + 4 * seconds) for _ in procs]
-    except queue.Empty:
-        raise SenecaError(f"profiling {kind}: a worker process did not report") from None
-    finally:
-        for p in procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.kill()
-    errors = [r[3] for r in results if r[3]]
-    if errors:
-        cls = CacheError if kind == "cache" else SenecaError
-        raise cls(f"profiling {kind} failed in a worker: {errors[0]}")
+        results = group.reports(120 + 4 * seconds, f"profiling {kind}")
+    except SenecaError as e:
+        raise (CacheError(str(e)) if kind == "cache" else e) from None
     return (
-        sum(c / e for c, _, e, _ in results),
-        sum(a / e for _, a, e, _ in results),
+        sum(r["count"] / r["elapsed"] for r in results),
+        sum(r["amount"] / r["elapsed"] for r in results),
     )
 
 
