@@ -1,4 +1,4 @@
-"""``seneca`` command line: make-dataset, cache-node, bench, demo."""
+"""``seneca`` command line: make-dataset, cache-node, bench, accuracy, demo."""
 
 from __future__ import annotations
 
@@ -69,6 +69,13 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--cache", default=None, help="Redis URL (default: a private embedded one)")
     b.add_argument("--out", required=True, help="directory for results.json, .md and plots")
 
+    a = sub.add_parser("accuracy", help="test accuracy: DataLoader vs concurrent Seneca jobs")
+    a.add_argument("--data", default="data/digits", help="where the digits are (written if new)")
+    a.add_argument("--jobs", type=int, default=3, help="concurrent jobs per loader")
+    a.add_argument("--epochs", type=int, default=15)
+    a.add_argument("--cache", default=None, help="Redis URL (default: a private embedded one)")
+    a.add_argument("--out", default=None, help="also write the results as JSON here")
+
     d = sub.add_parser("demo", help="two concurrent training jobs, Seneca vs DataLoader")
     d.add_argument("--data", default="data/demo", help="dataset directory (made if missing)")
     d.add_argument("--images", type=int, default=2000)
@@ -104,6 +111,14 @@ def _run(args: argparse.Namespace) -> None:
         )
     elif args.command == "bench":
         _bench(args)
+    elif args.command == "accuracy":
+        from seneca.accuracy import run_accuracy
+
+        r = run_accuracy(args.data, args.jobs, args.epochs, args.cache, args.out)
+        for kind in ("pytorch", "seneca"):
+            accs = " ".join(f"{a:.4f}" for a in r[kind]["accuracies"])
+            print(f"{kind:<8} test accuracy per job: {accs}  mean {100 * r[kind]['mean']:.2f}%")
+        print(f"difference: {r['difference_points']:+.2f} points (goal: within 1 point)")
     elif args.command == "demo":
         from seneca.demo import run_demo
 
