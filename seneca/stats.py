@@ -7,6 +7,7 @@ write to the same counters.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing.context
 import os
 import tempfile
@@ -53,7 +54,7 @@ class Counters:
         fd, self.path = tempfile.mkstemp(prefix="seneca-stats-", dir=_shm_dir())
         os.ftruncate(fd, rows * len(FIELDS) * 8)
         os.close(fd)
-        self._owner = weakref.finalize(self, os.unlink, self.path)
+        self._owner = weakref.finalize(self, _remove, self.path, os.getpid())
         self._map()
 
     def _map(self) -> None:
@@ -84,3 +85,11 @@ class Counters:
 
     def reset(self) -> None:
         self._arr[:] = 0
+
+
+def _remove(path: str, owner: int) -> None:
+    """Delete the counters file, in the process that made it only (a forked worker inherits
+    the finalizer but must leave the file to its parent)."""
+    if os.getpid() == owner:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
