@@ -23,7 +23,7 @@ from seneca._spawn import ProcessGroup
 from seneca.baselines import LOADERS
 from seneca.errors import ConfigError
 
-__all__ = ["BenchConfig", "run_bench"]
+__all__ = ["BenchConfig", "clear_cache", "run_bench", "run_configuration"]
 
 _TIERS = ("augmented", "decoded", "encoded")
 
@@ -112,7 +112,8 @@ def _job(spec: dict[str, Any], throttle: Any, barrier: Any, out: Any) -> None:
         out.put({"job": spec["job"], "error": f"{type(e).__name__}: {e}"})
 
 
-def _clear(url: str) -> None:
+def clear_cache(url: str) -> None:
+    """Delete every Seneca key of the cache at ``url`` (what a configuration left behind)."""
     import redis
 
     client = redis.Redis.from_url(url)
@@ -161,7 +162,10 @@ def _summary(kind: str, k: int, results: list[dict], makespan: float, cpu: float
     }
 
 
-def _run_one(cfg: BenchConfig, kind: str, k: int, url: str, cache_size: int, n: int) -> dict:
+def run_configuration(
+    cfg: BenchConfig, kind: str, k: int, url: str, cache_size: int, n: int
+) -> dict:
+    """Run ``k`` concurrent jobs of loader ``kind`` (a cleared cache is the caller's task)."""
     from seneca.throttle import Throttle
 
     ctx = mp.get_context("spawn")
@@ -205,9 +209,9 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> dict:
     bar = tqdm(configs, desc="seneca bench", unit="config", disable=not progress)
     for k, kind in bar:
         bar.set_postfix_str(f"{kind} x{k}")
-        _clear(url)
-        runs.append(_run_one(cfg, kind, k, url, cache_size, n))
-    _clear(url)
+        clear_cache(url)
+        runs.append(run_configuration(cfg, kind, k, url, cache_size, n))
+    clear_cache(url)
     result: dict[str, Any] = {
         "config": {
             **asdict(cfg),

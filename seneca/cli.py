@@ -1,4 +1,4 @@
-"""``seneca`` command line: make-dataset, cache-node, bench, accuracy, demo."""
+"""``seneca`` command line: make-dataset, cache-node, bench, validate-model, accuracy, demo."""
 
 from __future__ import annotations
 
@@ -76,6 +76,16 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--cache", default=None, help="Redis URL (default: a private embedded one)")
     a.add_argument("--out", default=None, help="also write the results as JSON here")
 
+    v = sub.add_parser("validate-model", help="MDP models vs measured throughput (Fig. 8)")
+    v.add_argument("--data", required=True, help="ImageFolder dataset directory")
+    v.add_argument("--spec", default=None, help="cluster spec (default: mdp profile here)")
+    v.add_argument("--sizes", default="0.5,1,2", help="encoded dataset size / cache size")
+    v.add_argument("--jobs", type=int, default=2, help="concurrent jobs per measurement")
+    v.add_argument("--epochs", type=int, default=2, help="epochs per measurement (>= 2)")
+    v.add_argument("--crop", type=int, default=224)
+    v.add_argument("--workers", type=int, default=1)
+    v.add_argument("--out", required=True, help="directory for points.json and the plot")
+
     d = sub.add_parser("demo", help="two concurrent training jobs, Seneca vs DataLoader")
     d.add_argument("--data", default="data/demo", help="dataset directory (made if missing)")
     d.add_argument("--images", type=int, default=2000)
@@ -111,6 +121,8 @@ def _run(args: argparse.Namespace) -> None:
         )
     elif args.command == "bench":
         _bench(args)
+    elif args.command == "validate-model":
+        _validate(args)
     elif args.command == "accuracy":
         from seneca.accuracy import run_accuracy
 
@@ -165,6 +177,37 @@ def _bench(args: argparse.Namespace) -> None:
     result = run_bench(cfg)
     print(markdown(result), end="")
     print(f"\nwrote {args.out}/results.json, results.md, throughput.png, decodes.png")
+
+
+def _validate(args: argparse.Namespace) -> None:
+    from seneca.validate import run_validation
+
+    try:
+        sizes = tuple(float(v) for v in args.sizes.split(","))
+    except ValueError:
+        raise ConfigError(
+            f"--sizes: expected numbers such as 0.5,1,2, got {args.sizes!r}"
+        ) from None
+    r = run_validation(
+        args.data,
+        args.out,
+        spec=args.spec,
+        sizes=sizes,
+        jobs=args.jobs,
+        epochs=args.epochs,
+        crop=args.crop,
+        workers=args.workers,
+    )
+    print(f"{'size':>5} {'split':<9} {'measured':>9} {'paper':>9} {'shared':>9}")
+    for p in r["points"]:
+        print(
+            f"{p['size_ratio']:>5g} {p['split']:<9} {p['measured']:>9.1f} "
+            f"{p['paper']:>9.1f} {p['shared']:>9.1f}"
+        )
+    for model in ("paper", "shared"):
+        m = r[model]
+        print(f"{model:<7} Pearson r {m['pearson_r']:.3f}, MAPE {m['mape']:.1f}%")
+    print(f"wrote {args.out}/points.json and validation.png")
 
 
 def main(argv: list[str] | None = None) -> int:
