@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from mdp.planner import MODELS, Prediction, plan, predict, sweep
+from mdp.planner import DEFAULT_MODEL, MODELS, Prediction, plan, predict, sweep
 from mdp.report import format_prediction, format_sweep, plot_sweep
 from mdp.spec import Spec, example_names, example_text, load_spec
 from seneca._cli import run_command
@@ -23,8 +23,8 @@ def _add_model(p: argparse.ArgumentParser, tolerance: bool = True) -> None:
     p.add_argument(
         "--model",
         choices=MODELS,
-        default="paper",
-        help="paper: Eq. 9 (default); shared: forms share CPU, cache link and storage at once",
+        default=DEFAULT_MODEL,
+        help="shared (default): the forms share CPU, cache link and storage at once; paper: Eq. 9",
     )
     if tolerance:
         p.add_argument(

@@ -78,7 +78,7 @@ def format_sweep(
         if shared:
             row.append(BOUND_LABELS[pred.bound] if pred.bound else "")
         rows.append(row)
-    model = results[0][1].model if results else "paper"
+    model = results[0][1].model if results else ""
     lines = [f"{title} (model: {model})", ""]
     lines += _table(header, rows, right={2, 3})
     return "\n".join(lines) + "\n"

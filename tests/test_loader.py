@@ -178,7 +178,7 @@ def test_plan_option_uses_the_planned_split_and_cache_size(tiny_dataset, redis_p
     redis_proc.client.config_set("maxmemory", 100_000_000)
     ds = ImageFolder(str(tiny_dataset), transform=RANDOM)
     plan_file = tmp_path / "plan.json"
-    assert main(["plan", "inhouse-x2", "--out", str(plan_file)]) == 0  # 100-0-0, 64 GB
+    assert main(["plan", "inhouse-x2", "--model", "paper", "--out", str(plan_file)]) == 0
     with pytest.warns(RuntimeWarning, match="larger than the maxmemory"):
         loader = SenecaLoader(ds, cache=redis_url, plan=plan_file)
     assert loader.split == {"encoded": 1.0, "decoded": 0.0, "augmented": 0.0}

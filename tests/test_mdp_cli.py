@@ -99,7 +99,7 @@ def test_spec_toml_round_trips_with_notes():
 
 
 def test_plan_table(capsys):
-    assert main(["plan", "inhouse-x2"]) == 0
+    assert main(["plan", "inhouse-x2", "--model", "paper"]) == 0
     out = capsys.readouterr().out
     assert "split E-D-A      100-0-0" in out
     assert "cache bandwidth" in out and "CPU decode+augment" in out
