@@ -5,8 +5,7 @@ import sys
 
 import torch
 import torch.distributed as dist
-from torchvision import transforms as T
-from torchvision.datasets import ImageFolder
+from indexed import indexed
 
 from seneca import SenecaLoader
 
@@ -14,8 +13,7 @@ from seneca import SenecaLoader
 def main(data: str, url: str, out: str) -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    ds = ImageFolder(data, transform=T.Compose([T.RandomResizedCrop(16), T.ToTensor()]))
-    ds.samples = [(path, i) for i, (path, _) in enumerate(ds.samples)]
+    ds = indexed(data)
     loader = SenecaLoader(ds, batch_size=5, shuffle=True, num_workers=1, cache=url)
     epochs = []
     for epoch in range(2):

@@ -3,22 +3,11 @@
 import collections
 
 import pytest
-from torchvision import transforms as T
-from torchvision.datasets import ImageFolder
+from indexed import indexed
 
 from ods.sampler import Pick
 from seneca import SenecaLoader
 from seneca.errors import ConfigError
-
-RANDOM = T.Compose([T.RandomResizedCrop(16), T.ToTensor()])
-
-
-def indexed(root):
-    """ImageFolder whose target is the sample index, so batches show which samples came."""
-    ds = ImageFolder(str(root), transform=RANDOM)
-    ds.samples = [(path, i) for i, (path, _) in enumerate(ds.samples)]
-    ds.targets = list(range(len(ds.samples)))
-    return ds
 
 
 def epoch_of(loader):

@@ -5,20 +5,10 @@ import collections
 import multiprocessing as mp
 
 import pytest
-from torchvision import transforms as T
-from torchvision.datasets import ImageFolder
+from indexed import indexed
 
 from seneca import SenecaLoader
 from seneca.errors import ConfigError
-
-RANDOM = T.Compose([T.RandomResizedCrop(16), T.ToTensor()])
-
-
-def indexed(root):
-    ds = ImageFolder(str(root), transform=RANDOM)
-    ds.samples = [(path, i) for i, (path, _) in enumerate(ds.samples)]
-    ds.targets = list(range(len(ds.samples)))
-    return ds
 
 
 def loader_for(root, url, job, workers=2):
