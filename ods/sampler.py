@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import random
 import warnings
+from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -83,8 +84,8 @@ class OdsBatchSampler:
         self.rank = rank
         self.epoch = 0
         self.substitutions = 0
-        #: per epoch, the batches (sample indices) this sampler has yielded, in order
-        self.yielded: dict[int, list[list[int]]] = {}
+        #: per epoch, the batches (sample indices, 4 bytes each) this sampler has yielded
+        self.yielded: dict[int, list[array]] = {}
         self._joined = False
         self._warned = False
 
@@ -141,7 +142,7 @@ class OdsBatchSampler:
             yield self._record(epoch, [Pick(i, None, 0) for i in batch])
 
     def _record(self, epoch: int, picks: list[Pick]) -> list[Pick]:
-        self.yielded.setdefault(epoch, []).append([p.index for p in picks])
+        self.yielded.setdefault(epoch, []).append(array("I", [p.index for p in picks]))
         return picks
 
     def _decide(self, epoch: int, want: int):

@@ -68,8 +68,10 @@ def fetch_decided(ds: Any, picks: Sequence[Any]) -> list[tuple[Any, Any]]:
         values, used, live = [(None, None)] * len(picks), None, 0
     room = {t: store.capacity[t] - used[t] for t in TIERS} if used is not None else {}
     admit: list[tuple[int, str, bytes]] = []
-    # a full cache still takes encoded values: the ODS policy evicts what live jobs need least
-    offer = ds._offerer(room, admit, always="encoded" if used is not None else None)
+    # a full encoded tier is still offered values (the ODS policy evicts what live jobs need
+    # least), unless the split gives it nothing: then no value is sent only to be refused
+    always = "encoded" if used is not None and store.capacity["encoded"] > 0 else None
+    offer = ds._offerer(room, admit, always=always)
     aug_ok = ds.transform.head is not None and live > 1
     out = []
     for p, (tier, value) in zip(picks, values, strict=True):

@@ -45,18 +45,22 @@ def test_bench_option_errors(tiny_dataset, tmp_path, capsys):
     assert main([*base, "--split", "50-50-0", "--plan", "x.json"]) == 2
 
 
+def small_loader(kind, root, url, batch_size, cache_size):
+    return make_loader(
+        kind,
+        str(root),
+        transform=default_train_transform(16),
+        batch_size=batch_size,
+        num_workers=0,
+        cache=url,
+        cache_size=cache_size,
+        job=kind,
+    )
+
+
 def test_every_loader_kind_yields_batches(tiny_dataset, redis_url):
     for kind in LOADERS:
-        loader = make_loader(
-            kind,
-            str(tiny_dataset),
-            transform=default_train_transform(16),
-            batch_size=16,
-            num_workers=0,
-            cache=redis_url,
-            cache_size=5_000_000,
-            job=kind,
-        )
+        loader = small_loader(kind, tiny_dataset, redis_url, 16, 5_000_000)
         assert sum(len(y) for _, y in loader) == 48, kind
     with pytest.raises(ConfigError, match="loader"):
         make_loader(
@@ -65,16 +69,7 @@ def test_every_loader_kind_yields_batches(tiny_dataset, redis_url):
 
 
 def test_quiver_takes_cached_samples_first(tiny_dataset, redis_url):
-    loader = make_loader(
-        "quiver",
-        str(tiny_dataset),
-        transform=default_train_transform(16),
-        batch_size=8,
-        num_workers=0,
-        cache=redis_url,
-        cache_size=50_000_000,
-        job="q",
-    )
+    loader = small_loader("quiver", tiny_dataset, redis_url, 8, 50_000_000)
     list(loader)  # the first epoch fills MINIO's static cache
     sampler = loader.batch_sampler
     assert isinstance(sampler, QuiverBatchSampler)

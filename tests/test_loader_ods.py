@@ -107,3 +107,14 @@ def test_cache_dying_mid_epoch_finishes_the_epoch_from_storage(tiny_dataset, red
             got.update(int(i) for i in y)
     assert any("ODS cache unreachable" in str(w.message) for w in caught)
     assert set(got) == set(range(48)) and max(got.values()) == 1
+
+
+def test_no_values_are_sent_to_a_tier_the_split_leaves_empty(tiny_dataset, redis_url):
+    ds = indexed(tiny_dataset)
+    loader = SenecaLoader(
+        ds, batch_size=8, shuffle=True, cache=redis_url, cache_size="200KB", split=(0, 0.5, 0.5)
+    )
+    assert sum(len(y) for _, y in loader) == 48
+    stats = loader.stats()
+    assert stats["encoded"]["admitted"] == 0 and stats["encoded"]["full"] == 0
+    assert stats["decoded"]["admitted"] > 0
