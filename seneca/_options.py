@@ -127,6 +127,25 @@ def resolve_ods(
     return ods
 
 
+def resolve_batch_tail(
+    batch_tail: bool | None, collate_fn: Any, batch_size: Any, batch_sampler: Any
+) -> bool:
+    """Whether samples end after ``transform.sample_tail`` and the batch tail runs on collated
+    batches: by default when the loader batches with the default ``collate_fn``, which stacks
+    (copies) the samples, so cached bytes can be handed to it as tensor views."""
+    batching = collate_fn is None and (batch_size is not None or batch_sampler is not None)
+    if batch_tail is None:
+        return batching
+    if not isinstance(batch_tail, bool):
+        raise ConfigError(f"batch_tail: expected True, False or None, got {batch_tail!r}")
+    if batch_tail and not batching:
+        raise ConfigError(
+            "batch_tail=True needs the default collate_fn and a batch_size or batch_sampler "
+            "(the tail runs on the stacked images)"
+        )
+    return batch_tail
+
+
 def _shared_name(local: str) -> str:
     """``local`` on rank 0; on the other ranks, rank 0's name (broadcast as a tensor, no
     pickle). Without torch.distributed, ``local``."""

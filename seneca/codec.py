@@ -128,14 +128,15 @@ def _parse(buf: bytes | memoryview) -> tuple[Kind, torch.dtype, tuple[int, ...],
 
 
 def decode(
-    buf: bytes | memoryview, expect: Kind | None = None
+    buf: bytes | memoryview, expect: Kind | None = None, image_tensor: bool = False
 ) -> memoryview | torch.Tensor | Image.Image:
     """Decode a value made by :func:`encode`.
 
     RAW values come back as a memoryview and TENSOR values as a tensor, both sharing memory with
     ``buf`` (zero-copy; when ``buf`` is an immutable ``bytes`` the tensor must be treated as
-    read-only). IMAGE values come back as a PIL image. ``expect`` raises CodecError when the value
-    is of another kind.
+    read-only). IMAGE values come back as a PIL image, or with ``image_tensor`` as a zero-copy
+    uint8 tensor laid out as ``PILToTensor`` gives it (C x H x W, a permuted view). ``expect``
+    raises CodecError when the value is of another kind.
     """
     kind, dtype, shape, offset = _parse(buf)
     if expect is not None and kind != expect:
@@ -146,6 +147,9 @@ def decode(
     if kind is Kind.IMAGE:
         if dtype != torch.uint8 or (len(shape) == 3 and shape[2] not in _IMAGE_MODES):
             raise CodecError(f"mismatched value: image of {dtype} with shape {list(shape)}")
+        if image_tensor:
+            hwc = torch.frombuffer(buf, dtype=torch.uint8, count=count, offset=offset)
+            return hwc.view(shape[0], shape[1], -1).permute(2, 0, 1)
         arr = np.frombuffer(buf, dtype=np.uint8, count=count, offset=offset).reshape(shape)
         return Image.fromarray(arr)  # mode from the shape: L, RGB or RGBA
     if count == 0:

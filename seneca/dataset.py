@@ -76,6 +76,9 @@ class CachedDataset(torch.utils.data.Dataset):
         #: The ODS store when batches come from ODS (set by SenecaLoader), else None.
         self.ods: Any = None
         self.job: str | None = None
+        #: Set by SenecaLoader when it runs ``transform.batch_tail`` on collated batches (default
+        #: collate only, which copies): samples then end after ``transform.sample_tail``.
+        self.defer_tail = False
         self._down_until = 0.0
         self._warned = False
 
@@ -142,8 +145,9 @@ class CachedDataset(torch.utils.data.Dataset):
             raise DatasetError(f"cannot decode image {path}: {e}") from e
 
     def _cached_value(self, value: bytes, tier: str, count: Counter) -> Any | None:
+        as_tensor = tier == "augmented" and self.defer_tail and self.transform.tensor_first
         try:
-            return codec.decode(value)
+            return codec.decode(value, image_tensor=as_tensor)
         except CodecError as err:
             count["cache_errors"] += 1
             warnings.warn(
@@ -202,8 +206,13 @@ class CachedDataset(torch.utils.data.Dataset):
                 count["transforms"] += 1
                 if aug_ok:
                     offer(index, "augmented", obj)
-        if self.transform.tail is not None:
-            obj = self.transform.tail(obj)
+        tail = self.transform.tail
+        if self.defer_tail:
+            tail = self.transform.sample_tail
+            if tier == "augmented" and self.transform.tensor_first:
+                tail = self.transform.after_tensor  # obj is already PILToTensor's result
+        if tail is not None:
+            obj = tail(obj)
         target = self.storage.label(index)
         if self.target_transform is not None:
             target = self.target_transform(target)

@@ -9,12 +9,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import redis
+import torch
 from torch.utils.data import DataLoader
 
 from ods.sampler import OdsBatchSampler
 from ods.store import OdsStore
 from seneca import defaults
-from seneca._options import load_plan, parse_split, resolve_job, resolve_ods
+from seneca._options import (
+    load_plan,
+    parse_split,
+    resolve_batch_tail,
+    resolve_job,
+    resolve_ods,
+)
 from seneca._units import parse_size
 from seneca.connection import CacheClient
 from seneca.dataset import CachedDataset
@@ -65,6 +72,10 @@ class SenecaLoader(DataLoader):
         ods: batches come from the opportunistic sampler (ODS, ``docs/ods.md``): random,
             every sample once per epoch, misses replaced by cached samples this job has not
             seen. Default: on when ``shuffle=True`` without a ``sampler``/``batch_sampler``.
+        batch_tail: run the transform's trailing ``ToDtype``/``ConvertImageDtype``/``Normalize``
+            steps once per collated batch in this process (same numbers; workers collate uint8,
+            see ``seneca.transforms``). Default: on with the default ``collate_fn`` and
+            batching; True without them is an error.
     """
 
     def __init__(
@@ -93,6 +104,7 @@ class SenecaLoader(DataLoader):
         plan: str | os.PathLike | Mapping[str, Any] | None = None,
         job: str | None = None,
         ods: bool | None = None,
+        batch_tail: bool | None = None,
     ) -> None:
         size = parse_size(cache_size, "cache_size") if cache_size is not None else None
         if plan is not None:
@@ -111,6 +123,8 @@ class SenecaLoader(DataLoader):
             rows=max(0, int(num_workers)) + 1 if isinstance(num_workers, int) else 1
         )
         wrapped = CachedDataset(dataset, None, counters)
+        wrapped.defer_tail = resolve_batch_tail(batch_tail, collate_fn, batch_size, batch_sampler)
+        self._batch_tail = wrapped.transform.batch_tail if wrapped.defer_tail else None
         size = size or planned_size
         if client is None:
             size = size or defaults.CACHE_SIZE
@@ -187,9 +201,21 @@ class SenecaLoader(DataLoader):
 
     def __iter__(self) -> Any:
         if self._ods_sampler is None:
-            return super().__iter__()
+            it = super().__iter__()
+            return it if self._batch_tail is None else self._finished(it)
         epoch = self._ods_sampler.epoch  # before DataLoader's prefetch runs the sampler
-        return self._tracked(super().__iter__(), epoch)
+        it = super().__iter__()
+        return self._tracked(it if self._batch_tail is None else self._finished(it), epoch)
+
+    def _finished(self, it: Any) -> Any:
+        """Run the batch tail on the images of each default-collated ``[images, targets]``."""
+        pin = self.pin_memory and torch.cuda.is_available()
+        for batch in it:
+            if isinstance(batch, list) and batch and isinstance(batch[0], torch.Tensor):
+                batch[0] = self._batch_tail(batch[0])
+                if pin:
+                    batch[0] = batch[0].pin_memory()
+            yield batch
 
     def _tracked(self, it: Any, epoch: int) -> Any:
         """Yield the batches of ``it``, counting them for :meth:`state_dict`."""

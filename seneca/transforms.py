@@ -12,6 +12,13 @@ How the split is found, for a ``Compose`` (torchvision v1 or v2):
   ``PILToTensor``, ``ToImage``, ``ToDtype``, ``ConvertImageDtype``, ``Normalize``,
   ``ToPureTensor``) becomes the tail.
 
+With the default collate function, SenecaLoader runs the *batch tail* (the trailing run of
+``ToDtype``, ``ConvertImageDtype`` and ``Normalize`` steps) once per collated batch in the loader
+process instead of once per sample in the workers: the same step objects on a stacked batch give
+the same numbers, and the workers collate (and send through shared memory) uint8 images, 4x
+fewer bytes than float32. A cached augmented image whose tail starts with ``PILToTensor`` is
+handed on as a tensor view of the cached bytes, without making a PIL image first.
+
 Example::
 
     transform = v2.Compose([
@@ -28,6 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = [
+    "BATCH_TAIL",
     "DETERMINISTIC_TAIL",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
@@ -54,6 +62,9 @@ DETERMINISTIC_TAIL = frozenset(
     }
 )
 
+#: Tail steps that give the same numbers on a stacked (N, C, H, W) batch as per sample.
+BATCH_TAIL = frozenset({"ToDtype", "ConvertImageDtype", "Normalize"})
+
 
 class CacheBoundary:
     """Marker inside a ``Compose``: steps before it are cached, steps after it run per fetch."""
@@ -65,11 +76,13 @@ class CacheBoundary:
         return "CacheBoundary()"
 
 
-def _is_torchvision_tail(step: Any) -> bool:
+def _is_torchvision(step: Any, names: frozenset[str]) -> bool:
     cls = type(step)
-    return (
-        cls.__module__.startswith("torchvision.transforms") and cls.__name__ in DETERMINISTIC_TAIL
-    )
+    return cls.__module__.startswith("torchvision.transforms") and cls.__name__ in names
+
+
+def _is_torchvision_tail(step: Any) -> bool:
+    return _is_torchvision(step, DETERMINISTIC_TAIL)
 
 
 class _Chain:
@@ -97,7 +110,10 @@ class SplitTransform:
     """A transform as ``head`` (cached in the augmented tier) and ``tail`` (run per fetch).
 
     Either part may be None. ``fingerprint`` names the head in cache keys, so jobs with different
-    random transforms never share augmented copies.
+    random transforms never share augmented copies. The tail is also split in two:
+    ``sample_tail`` (run per sample) then ``batch_tail`` (its trailing :data:`BATCH_TAIL` steps,
+    which may run once per collated batch instead); ``tensor_first`` says the sample tail starts
+    with ``PILToTensor``, which a uint8 HWC tensor view can stand in for.
     """
 
     def __init__(self, head: list[Callable], tail: list[Callable]) -> None:
@@ -105,6 +121,14 @@ class SplitTransform:
         self.tail_steps = tail
         self.head = _chain(head)
         self.tail = _chain(tail)
+        cut = len(tail)
+        while cut > 0 and _is_torchvision(tail[cut - 1], BATCH_TAIL):
+            cut -= 1
+        self.sample_tail = _chain(tail[:cut])
+        self.batch_tail = _chain(tail[cut:])
+        self.tensor_first = cut > 0 and _is_torchvision(tail[0], frozenset({"PILToTensor"}))
+        #: the sample tail after its leading PILToTensor (when ``tensor_first``)
+        self.after_tensor = _chain(tail[1:cut]) if self.tensor_first else None
         text = "|".join(repr(s) for s in head)
         self.fingerprint = hashlib.sha1(text.encode()).hexdigest()[:10] if head else "none"
 

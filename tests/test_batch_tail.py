@@ -1,0 +1,100 @@
+"""The batch tail: dtype/normalise steps run once per collated batch, with the same numbers."""
+
+import pytest
+import torch
+from PIL import Image
+from torch.utils.data import default_collate
+from torchvision import transforms as T
+from torchvision.datasets import ImageFolder
+from torchvision.transforms import v2
+
+from seneca import SenecaLoader, codec
+from seneca.errors import ConfigError
+from seneca.transforms import default_train_transform, split_transform
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+DET_V2 = v2.Compose(
+    [
+        v2.Resize((20, 28), antialias=True),
+        v2.PILToTensor(),
+        v2.ToDtype(torch.float32, scale=True),
+        v2.Normalize(MEAN, STD),
+    ]
+)
+
+
+def test_tail_split_points():
+    st = split_transform(default_train_transform(32))
+    assert type(st.sample_tail).__name__ == "PILToTensor"
+    assert [type(s).__name__ for s in st.batch_tail.steps] == ["ToDtype", "Normalize"]
+    assert st.tensor_first and st.after_tensor is None
+    v1 = split_transform(T.Compose([T.CenterCrop(8), T.ToTensor(), T.Normalize(MEAN, STD)]))
+    assert type(v1.sample_tail).__name__ == "ToTensor" and not v1.tensor_first
+    assert type(v1.batch_tail).__name__ == "Normalize"
+    none = split_transform(T.Compose([T.CenterCrop(8), T.PILToTensor()]))
+    assert none.batch_tail is None and none.tensor_first
+
+
+@pytest.mark.parametrize("mode", ["RGB", "L"])
+def test_image_tensor_view_equals_pil_to_tensor(mode):
+    img = Image.frombytes(mode, (7, 5), bytes(range(7 * 5 * len(mode))))
+    value = codec.encode(img)
+    view = codec.decode(value, image_tensor=True)
+    want = v2.functional.pil_to_tensor(img)
+    assert torch.equal(view, want) and view.stride() == want.stride()
+    assert codec.decode(codec.encode(want), image_tensor=True).is_contiguous()  # TENSOR kind
+
+
+def _expected(ds, indices):
+    return default_collate([DET_V2(ds.loader(ds.samples[i][0])) for i in indices])
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_same_numbers_as_per_sample_on_misses_and_augmented_hits(tiny_dataset, redis_proc, workers):
+    ds = ImageFolder(str(tiny_dataset), transform=DET_V2)
+    opts = {"batch_size": 8, "cache": redis_proc.url, "split": (0, 0, 1), "num_workers": workers}
+    a = SenecaLoader(ds, job="a", **opts)
+    b = SenecaLoader(ds, job="b", batch_tail=False, **opts)
+    next(iter(b))  # b is live, so a admits augmented values
+    for k, (x, y) in enumerate(a):
+        want = _expected(ds, range(8 * k, 8 * k + 8))
+        assert x.dtype == torch.float32 and x.is_contiguous()
+        assert torch.equal(x, want) and torch.equal(
+            y, torch.tensor([ds.targets[i] for i in range(8 * k, 8 * k + 8)])
+        )
+    assert a.stats()["augmented"]["admitted"] == len(ds)
+    for tail in (True, False):  # served from the augmented tier, batch tail on and off
+        c = SenecaLoader(ds, job=f"c{tail}", batch_tail=tail, **opts)
+        for k, (x, _) in enumerate(c):
+            assert torch.equal(x, _expected(ds, range(8 * k, 8 * k + 8)))
+        assert c.stats()["augmented"]["hits"] == len(ds)
+
+
+def test_custom_collate_gets_whole_samples(tiny_dataset, redis_url):
+    ds = ImageFolder(str(tiny_dataset), transform=DET_V2)
+    seen = []
+
+    def collate(items):
+        seen.extend(x.dtype for x, _ in items)
+        return default_collate(items)
+
+    loader = SenecaLoader(ds, batch_size=8, cache=redis_url, collate_fn=collate)
+    x, _ = next(iter(loader))
+    assert x.dtype == torch.float32 and set(seen) == {torch.float32}
+    unbatched = SenecaLoader(ds, batch_size=None, cache=redis_url)
+    x, _ = next(iter(unbatched))
+    assert x.dtype == torch.float32 and x.shape == (3, 20, 28)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"batch_tail": True, "collate_fn": default_collate}, "batch_tail=True needs"),
+        ({"batch_tail": True, "batch_size": None}, "batch_tail=True needs"),
+        ({"batch_tail": "yes"}, "batch_tail: expected"),
+    ],
+)
+def test_batch_tail_option_errors(tiny_dataset, redis_url, kwargs, message):
+    ds = ImageFolder(str(tiny_dataset), transform=DET_V2)
+    with pytest.raises(ConfigError, match=message):
+        SenecaLoader(ds, cache=redis_url, **kwargs)
