@@ -1,10 +1,10 @@
 """Fetching a batch that ODS decided (runs in the loader process or a DataLoader worker).
 
-One pipelined round trip reads each sample's value from the tier ODS chose, the tiers' usage
-and the number of live jobs. A value that is gone (its pin lapsed and it was evicted) is looked
-for in the next tiers in a second round trip, else read from storage: a fetch never fails for a
-missing cache entry. Then one call releases the batch's pins and one admits the new values (the
-ODS policy decides what stays).
+One round trip reads each sample's value from the tier ODS chose (straight into its own buffer,
+``seneca._resp``), the tiers' usage and the number of live jobs. A value that is gone (its pin
+lapsed and it was evicted) is looked for in the next tiers in a second round trip, else read
+from storage: a fetch never fails for a missing cache entry. Then one call releases the batch's
+pins and one admits the new values (the ODS policy decides what stays).
 """
 
 from __future__ import annotations
@@ -16,26 +16,26 @@ from typing import Any
 
 import redis
 
+from seneca._resp import execute
 from seneca.keys import TIERS
 
 __all__ = ["fetch_decided"]
 
 
 def _read(ds: Any, picks: Sequence[Any], count: Counter) -> tuple[list, dict, int]:
-    """Values per pick ((tier, bytes) or (None, None)), bytes used per tier, live jobs."""
+    """Values per pick ((tier, bytearray) or (None, None)), bytes used per tier, live jobs."""
     store = ds.ods
-    pipe = store.client.pipeline(transaction=False)
-    for p in picks:
-        if p.tier is not None:
-            pipe.get(store.value_key(p.tier, p.index))
-    pipe.mget([store.used_key(t) for t in TIERS])
-    pipe.zcount(store.live_jobs_key(), int(time.time() * 1000), "+inf")
-    replies = pipe.execute()
-    live = int(replies.pop())
-    used = {t: int(v or 0) for t, v in zip(TIERS, replies.pop(), strict=True)}
+    client = store.client
+    keys = [store.value_key(p.tier, p.index) for p in picks if p.tier is not None]
+    commands: list[tuple] = [("MGET", *keys)] if keys else []
+    commands.append(("MGET", *(store.used_key(t) for t in TIERS)))
+    commands.append(("ZCOUNT", store.live_jobs_key(), int(time.time() * 1000), "+inf"))
+    replies = execute(client, commands)
+    live = int(replies[-1])
+    used = {t: int(v or 0) for t, v in zip(TIERS, replies[-2], strict=True)}
+    it = iter(replies[0] if keys else ())
     values: list[tuple[str | None, Any]] = []
     gone: list[int] = []
-    it = iter(replies)
     for k, p in enumerate(picks):
         value = next(it) if p.tier is not None else None
         values.append((p.tier, value) if value is not None else (None, None))
@@ -43,12 +43,9 @@ def _read(ds: Any, picks: Sequence[Any], count: Counter) -> tuple[list, dict, in
             gone.append(k)
     if gone:  # evicted after the decision: try the cheaper forms, then storage
         count["ods_gone"] += len(gone)
-        pipe = store.client.pipeline(transaction=False)
         lower = {k: TIERS[TIERS.index(picks[k].tier) + 1 :] for k in gone}
-        for k in gone:
-            for t in lower[k]:
-                pipe.get(store.value_key(t, picks[k].index))
-        it = iter(pipe.execute())
+        keys = [store.value_key(t, picks[k].index) for k in gone for t in lower[k]]
+        it = iter(execute(client, [("MGET", *keys)])[0] if keys else ())
         for k in gone:
             for t in lower[k]:
                 value = next(it)

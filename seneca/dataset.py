@@ -22,6 +22,7 @@ import torch.utils.data
 from PIL import Image, UnidentifiedImageError
 
 from seneca import codec, defaults
+from seneca._malloc import tune_malloc
 from seneca.errors import CodecError, DatasetError
 from seneca.stats import Counters
 from seneca.storage import Storage
@@ -34,6 +35,9 @@ __all__ = ["CachedDataset", "pil_decode"]
 def pil_decode(data: bytes | memoryview) -> Image.Image:
     """Decode image bytes exactly as torchvision's default ``pil_loader`` decodes a file."""
     img = Image.open(io.BytesIO(data))
+    if img.mode == "RGB":  # convert("RGB") would only copy it
+        img.load()
+        return img
     return img.convert("RGB")
 
 
@@ -219,6 +223,7 @@ class CachedDataset(torch.utils.data.Dataset):
         return obj, target
 
     def __getitems__(self, indices: Sequence[Any]) -> list[tuple[Any, Any]]:
+        tune_malloc()  # once per process (this may be a DataLoader worker)
         if self.ods is not None and indices and hasattr(indices[0], "tier"):
             from seneca._ods_fetch import fetch_decided
 

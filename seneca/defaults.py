@@ -29,6 +29,13 @@ CACHE_RETRY_AFTER = 5.0
 #: ODS cache policy for SenecaLoader ("seneca": demand-aware, or "paper"); see ods.store.
 ODS_POLICY = "seneca"
 
+#: glibc malloc tuning applied in loader processes (``seneca._malloc``): buffers below this many
+#: bytes come from the heap and are reused instead of being mapped and page-faulted per use;
+#: up to MALLOC_TRIM_THRESHOLD bytes of freed heap are kept. The environment variable
+#: ``SENECA_MALLOC_TUNING=0`` turns it off.
+MALLOC_MMAP_THRESHOLD = 32 * 1024 * 1024
+MALLOC_TRIM_THRESHOLD = 256 * 1024 * 1024
+
 #: A job not seen for this long stops counting as a live job of its dataset.
 JOB_LEASE = 10.0
 #: Job name used when ``job`` is not given (jobs with the same name count as one job).

@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader
 from ods.sampler import OdsBatchSampler
 from ods.store import OdsStore
 from seneca import defaults
+from seneca._malloc import tune_malloc
 from seneca._options import (
     load_plan,
     parse_split,
@@ -106,6 +107,7 @@ class SenecaLoader(DataLoader):
         ods: bool | None = None,
         batch_tail: bool | None = None,
     ) -> None:
+        tune_malloc()
         size = parse_size(cache_size, "cache_size") if cache_size is not None else None
         if plan is not None:
             if split is not None:

@@ -30,6 +30,7 @@ Example::
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections.abc import Callable
 from typing import Any
@@ -100,6 +101,16 @@ class _Chain:
         return f"_Chain({self.steps!r})"
 
 
+def _in_place(step: Callable) -> Callable:
+    """``step`` working in place where it can: a batch tail works on a collated batch (or a
+    float copy of it) that nobody else holds, and ``Normalize(inplace=True)`` gives the same
+    numbers without a second batch-sized allocation."""
+    if getattr(step, "inplace", True) is False:
+        step = copy.copy(step)
+        step.inplace = True
+    return step
+
+
 def _chain(steps: list[Callable]) -> Callable | None:
     if not steps:
         return None
@@ -125,7 +136,7 @@ class SplitTransform:
         while cut > 0 and _is_torchvision(tail[cut - 1], BATCH_TAIL):
             cut -= 1
         self.sample_tail = _chain(tail[:cut])
-        self.batch_tail = _chain(tail[cut:])
+        self.batch_tail = _chain([_in_place(s) for s in tail[cut:]])
         self.tensor_first = cut > 0 and _is_torchvision(tail[0], frozenset({"PILToTensor"}))
         #: the sample tail after its leading PILToTensor (when ``tensor_first``)
         self.after_tensor = _chain(tail[1:cut]) if self.tensor_first else None

@@ -28,6 +28,9 @@ def test_tail_split_points():
     assert type(st.sample_tail).__name__ == "PILToTensor"
     assert [type(s).__name__ for s in st.batch_tail.steps] == ["ToDtype", "Normalize"]
     assert st.tensor_first and st.after_tensor is None
+    # the batch tail normalises in place (its input is a batch only it holds); the user's own
+    # step is left as it was
+    assert st.batch_tail.steps[1].inplace and not st.tail_steps[-1].inplace
     v1 = split_transform(T.Compose([T.CenterCrop(8), T.ToTensor(), T.Normalize(MEAN, STD)]))
     assert type(v1.sample_tail).__name__ == "ToTensor" and not v1.tensor_first
     assert type(v1.batch_tail).__name__ == "Normalize"

@@ -1,0 +1,109 @@
+"""seneca._resp: replies read into their own buffers, against a real redis-server."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import redis
+
+from seneca._resp import execute
+from seneca.connection import CacheClient
+
+
+def test_values_misses_integers_and_big_replies(redis_proc):
+    r = redis_proc.client
+    big = os.urandom(3_000_017)  # many socket reads
+    small = [os.urandom(n) for n in (0, 1, 150_000)]
+    r.set("big", big)
+    for k, v in enumerate(small):
+        r.set(f"s{k}", v)
+    r.zadd("z", {"a": 1, "b": 5})
+    values, ints, single, status = execute(
+        r,
+        [
+            ("MGET", "s0", "nope", "s1", "s2", "big"),
+            ("ZCOUNT", "z", 2, "+inf"),
+            ("GET", "s2"),
+            ("SET", "x", b"1"),
+        ],
+    )
+    assert [bytes(v) if v is not None else None for v in values] == [
+        small[0],
+        None,
+        small[1],
+        small[2],
+        big,
+    ]
+    assert all(isinstance(v, bytearray) for v in values if v is not None)
+    assert ints == 1 and single == small[2] and status == b"OK"
+    # the borrowed connection went back in step: the client still works
+    assert r.get("s1") == small[1]
+
+
+def test_error_reply_raises_after_reading_every_reply(redis_proc):
+    r = redis_proc.client
+    r.set("s", b"v")
+    r.rpush("list", b"x")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        execute(r, [("GET", "list"), ("GET", "s")])
+    assert execute(r, [("GET", "s")]) == [b"v"]  # same pool, nothing left unread
+
+
+def test_resp3_client(redis_proc):
+    r = redis.Redis(unix_socket_path=str(redis_proc.sock), protocol=3)
+    r.set("k", b"value")
+    assert execute(r, [("MGET", "k", "missing"), ("ZCOUNT", "nozset", 0, 1)]) == [
+        [b"value", None],
+        0,
+    ]
+
+
+def test_dead_server_fails_fast(redis_proc):
+    r = CacheClient(redis_proc.url).redis  # fail-fast settings, as the loader uses
+    r.ping()
+    redis_proc.stop()
+    start = time.monotonic()
+    with pytest.raises(redis.ConnectionError):
+        execute(r, [("MGET", "k")])
+    assert time.monotonic() - start < 2
+
+
+_FAULTS = """
+import resource, sys
+from seneca._malloc import tune_malloc
+print(tune_malloc())
+
+def batch():  # a batch's worth of 150 KB values, all freed together
+    values = [bytearray(150_000) for _ in range(20)]
+    for v in values:
+        v[::4096] = b"x" * len(v[::4096])
+
+for _ in range(3):
+    batch()  # warm up
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(50):
+    batch()
+print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 50)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc")
+def test_malloc_tuning_reuses_big_buffers():
+    def run(env):
+        out = subprocess.run(
+            [sys.executable, "-c", _FAULTS],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        return out[0] == "True", float(out[1])
+
+    tuned, faults_tuned = run({})
+    off, faults_off = run({"SENECA_MALLOC_TUNING": "0"})
+    assert tuned and not off
+    # 3 MB per batch: glibc's default trims the freed heap after each batch and faults ~730
+    # pages back in for the next; tuned, the heap is reused
+    assert faults_off > 300 and faults_tuned < 30
