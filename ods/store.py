@@ -37,6 +37,8 @@ POLICIES = ("seneca", "paper")
 TIER_CODES = {"augmented": "a", "decoded": "d", "encoded": "e"}
 _NAMES = {v: k for k, v in TIER_CODES.items()}
 _SCRIPT = (resources.files("ods") / "lua" / "ods.lua").read_text()
+#: Staged values (see OdsStore.admit) expire after this long if the script never ran.
+STAGE_TTL_MS = 60_000
 
 
 def set_bit(bits: bytearray, i: int) -> None:
@@ -269,17 +271,28 @@ class OdsStore:
     def admit(self, job: str, items: Sequence[tuple[int, str, int, bytes]]) -> list[int]:
         """Offer samples to the cache: (index, tier, size in units, value or b"").
 
-        Returns per item 1 (admitted), 2 (already cached in that form) or 0 (refused).
+        One round trip: the values are SET under staging keys (expiring after
+        ``STAGE_TTL_MS``) and the script renames the admitted ones to their data keys, so
+        the bytes never pass through Lua. Returns per item 1 (admitted), 2 (already cached in
+        that form) or 0 (refused, also when Redis refused to store its value).
         """
         if not items:
             return []
+        token = os.urandom(8).hex()
+        pipe = self.client.pipeline(transaction=False)
         flat: list[object] = []
-        for index, tier, size, value in items:
-            flat += [int(index), TIER_CODES[tier], int(size), value]
+        for k, (index, tier, size, value) in enumerate(items):
+            staged = ""
+            if value and self.data_prefixes[tier]:
+                staged = f"{self.prefix}s:{token}:{k}"
+                pipe.set(staged, value, px=STAGE_TTL_MS)
+            flat += [int(index), TIER_CODES[tier], int(size), staged]
         caps = [self.capacity[t] for t in TIER_CODES]
-        out = self._call(
+        argv = [
             "admit",
+            self.prefix,
             job,
+            int(time.time() * 1000),
             self.policy,
             self.overhead,
             *self._prefixes(),
@@ -288,7 +301,14 @@ class OdsStore:
             4,
             self.pin_lease_ms,
             *flat,
-        )
+        ]
+        pipe.evalsha(self._sha, 0, *argv)
+        replies = pipe.execute(raise_on_error=False)
+        out = replies[-1]
+        if isinstance(out, redis.exceptions.NoScriptError):
+            out = self.client.eval(_SCRIPT, 0, *argv)  # the staged values are still there
+        elif isinstance(out, Exception):
+            raise out
         return [int(v) for v in out]
 
     # -- inspection -------------------------------------------------------------------------

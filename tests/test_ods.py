@@ -272,3 +272,36 @@ def test_option_errors(redis_proc):
         make_store(redis_proc, 0)
     with pytest.raises(ConfigError, match="capacity"):
         make_store(redis_proc, 10, capacity={"pixels": 1})
+
+
+def test_admitted_values_are_staged_then_renamed(redis_proc):
+    r = redis_proc.client
+    store = make_store(redis_proc, 10, capacity={"augmented": 10**6}, values=True, overhead=96)
+    store.join("a")
+    store.start_epoch("a", 0)
+    items = [(i, "augmented", 1096, bytes([i]) * 1000) for i in range(3)]
+    assert store.admit("a", items) == [1, 1, 1]
+    for i in range(3):
+        key = store.value_key("augmented", i)
+        assert r.get(key) == bytes([i]) * 1000 and r.ttl(key) == -1  # no staging expiry left
+    assert store.admit("a", [(0, "augmented", 1096, b"other")]) == [2]  # already cached
+    assert r.get(store.value_key("augmented", 0)) == bytes([0]) * 1000  # kept, not replaced
+    assert not list(r.scan_iter(match=store.prefix + "s:*"))  # the refused copy was dropped
+    assert store.state()["augmented"] == {"entries": 3, "units": 3 * 1096}
+
+
+def test_values_redis_refuses_to_store_are_not_admitted(redis_proc):
+    r = redis_proc.client
+    store = make_store(redis_proc, 10, capacity={"encoded": 10**9}, values=True, overhead=96)
+    store.join("a")
+    store.start_epoch("a", 0)
+    items = [(i, "encoded", 2_000_096, bytes([i]) * 2_000_000) for i in range(2)]
+    r.config_set("maxmemory-policy", "noeviction")
+    r.config_set("maxmemory", int(r.info("memory")["used_memory"]) + 100_000)
+    try:
+        assert store.admit("a", items) == [0, 0]  # every SET answered OOM
+    finally:
+        r.config_set("maxmemory", 0)
+    assert store.state()["encoded"] == {"entries": 0, "units": 0}
+    assert not list(r.scan_iter(match=store.prefix + "*v:*"))
+    assert store.admit("a", items) == [1, 1]  # with room again

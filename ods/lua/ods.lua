@@ -434,8 +434,10 @@ elseif cmd == 'admit' then
   -- ARGV[5] policy, ARGV[6] overhead, ARGV[7..9] data prefixes a d e,
   -- ARGV[10..12] capacity a d e (units), ARGV[13] seed, ARGV[14] evictions tried per sample,
   -- ARGV[15] pin lease ms, then per sample four values: index, tier letter, size (units),
-  -- value ('' when none). Returns per sample 1 admitted, 2 already cached in that form,
-  -- 0 refused.
+  -- the key its value was staged under ('' when none; the caller SET it, with an expiry, in
+  -- the same pipeline, so values never pass through Lua). An admitted value is renamed to its
+  -- data key; any other staged key is deleted. Returns per sample 1 admitted, 2 already cached
+  -- in that form, 0 refused (also when its staged key is missing: the SET failed).
   local policy, overhead = ARGV[5], tonumber(ARGV[6])
   local dp = {a = ARGV[7], d = ARGV[8], e = ARGV[9]}
   local cap = {a = tonumber(ARGV[10]), d = tonumber(ARGV[11]), e = tonumber(ARGV[12])}
@@ -445,10 +447,12 @@ elseif cmd == 'admit' then
   local live = live_jobs()
   local result = {}
   for k = 16, #ARGV, 4 do
-    local s, t, size, value = tonumber(ARGV[k]), ARGV[k + 1], tonumber(ARGV[k + 2]), ARGV[k + 3]
+    local s, t, size, staged = tonumber(ARGV[k]), ARGV[k + 1], tonumber(ARGV[k + 2]), ARGV[k + 3]
     local tkey = P .. 't:' .. t
     local ok = 0
-    if bit(tkey, s) then
+    if staged ~= '' and redis.call('EXISTS', staged) == 0 then
+      ok = 0  -- its value never arrived
+    elseif bit(tkey, s) then
       ok = 2  -- already cached in this form
     else
       local used = tonumber(redis.call('GET', P .. 'u:' .. t) or '0')
@@ -477,7 +481,11 @@ elseif cmd == 'admit' then
         redis.call('INCRBY', P .. 'u:' .. t, size)
         redis.call('INCR', P .. 'n:' .. t)
         local dk = data_key(t, s, dp)
-        if dk and value ~= '' then redis.call('SET', dk, value) end
+        if dk and staged ~= '' then
+          redis.call('RENAME', staged, dk)
+          redis.call('PERSIST', dk)
+          staged = ''
+        end
         if t == 'a' then
           for _, j in ipairs(live) do redis.call('SETBIT', P .. 'g:' .. j, s, 0) end
           redis.call('SETBIT', P .. 'g:' .. job, s, 1)  -- the admitting job made this copy
@@ -486,6 +494,7 @@ elseif cmd == 'admit' then
         ok = 1
       end
     end
+    if staged ~= '' then redis.call('DEL', staged) end
     result[#result + 1] = ok
   end
   return result
