@@ -88,6 +88,8 @@ class OdsBatchSampler:
         self.yielded: dict[int, list[array]] = {}
         self._joined = False
         self._warned = False
+        #: (epoch, samples this rank consumed before a resume): its share of that epoch shrinks
+        self.resumed: tuple[int, int] | None = None
 
     def _join(self) -> None:
         if not self._joined:
@@ -160,6 +162,9 @@ class OdsBatchSampler:
         self.yielded = {e: b for e, b in self.yielded.items() if e >= epoch - 1}
         self.yielded[epoch] = []
         left = self._quota()
+        if left is not None and self.resumed is not None and self.resumed[0] == epoch:
+            left = max(0, left - self.resumed[1])
+        share = left
         try:
             self._join()
             self.store.start_epoch(self.job, epoch)
@@ -186,6 +191,5 @@ class OdsBatchSampler:
         except (redis.ConnectionError, redis.TimeoutError, OSError) as err:
             self._joined = False
             done = sum(len(b) for b in self.yielded[epoch])
-            quota = self._quota()
-            yield from self._fallback(epoch, err, None if quota is None else quota - done)
+            yield from self._fallback(epoch, err, None if share is None else share - done)
         self.epoch = epoch + 1

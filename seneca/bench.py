@@ -41,7 +41,7 @@ class BenchConfig:
     cache_frac: float = 0.25
     epochs: int = 2
     batch_size: int = 32
-    workers: int = 1
+    workers: int = 0
     crop: int = 224
     step_ms: float = 0.0
     storage_mbps: float | None = None

@@ -52,6 +52,16 @@ def _server_maxmemory(client: CacheClient) -> int | None:
     return value or None
 
 
+def _union_over_ranks(bitmap: bytes) -> bytes:
+    """The bitwise OR of every rank's ``bitmap`` (equal lengths; a gloo/NCCL collective)."""
+    import numpy as np
+    import torch.distributed as dist
+
+    bits = torch.from_numpy(np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8)).copy())
+    dist.all_reduce(bits, op=dist.ReduceOp.MAX)
+    return np.packbits(bits.numpy()).tobytes()
+
+
 class SenecaLoader(DataLoader):
     """A drop-in replacement for :class:`torch.utils.data.DataLoader` that caches samples.
 
@@ -240,7 +250,11 @@ class SenecaLoader(DataLoader):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from :meth:`state_dict` (in this or a new process, same job name): the next
-        iteration continues that epoch with every sample not yet consumed, exactly once."""
+        iteration continues that epoch with every sample not yet consumed, exactly once.
+
+        Under torch.distributed every rank loads its own state (a collective call): the ranks'
+        consumed samples are united, and each rank's share of the epoch shrinks by what it
+        consumed, as DistributedSampler's would."""
         sampler = self._require_ods("load_state_dict")
         try:
             epoch, consumed = int(state["epoch"]), bytes(state["consumed"])
@@ -250,10 +264,19 @@ class SenecaLoader(DataLoader):
             raise ConfigError("load_state_dict: the state is of a dataset of another size")
         sampler.set_epoch(epoch)
         self._progress = (epoch, 0)
-        if consumed:
-            sampler._join()
-            sampler.store.restore(sampler.job, epoch, consumed)
-            self._restored = (epoch, consumed)
+        if not consumed:
+            return
+        mine = sum(bin(b).count("1") for b in consumed)
+        union = _union_over_ranks(consumed) if sampler.num_replicas > 1 else consumed
+        sampler._join()
+        if sampler.rank == 0:
+            sampler.store.restore(sampler.job, epoch, union)
+        if sampler.num_replicas > 1:
+            import torch.distributed as dist
+
+            dist.barrier()  # no rank decides before the epoch is restored
+            sampler.resumed = (epoch, mine)
+        self._restored = (epoch, consumed)
 
     def _require_ods(self, what: str) -> OdsBatchSampler:
         if self._ods_sampler is None:

@@ -1,4 +1,7 @@
-"""One rank of the data-parallel test (run by torchrun from test_ddp.py; not a test itself)."""
+"""One rank of the data-parallel tests (run by torchrun from test_ddp.py; not a test itself).
+
+Modes: ``epochs`` (two epochs), ``stop`` (two batches of epoch 0, then save this rank's
+state_dict), ``resume`` (load this rank's state in a new process group, finish the epoch)."""
 
 import json
 import sys
@@ -10,24 +13,48 @@ from indexed import indexed
 from seneca import SenecaLoader
 
 
-def main(data: str, url: str, out: str) -> None:
+def _lockstep() -> None:
+    step = torch.ones(1)
+    dist.all_reduce(step)  # as DDP's gradient all-reduce keeps the ranks together
+
+
+def main(data: str, url: str, out: str, mode: str = "epochs") -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     ds = indexed(data)
-    loader = SenecaLoader(ds, batch_size=5, shuffle=True, num_workers=1, cache=url)
-    epochs = []
-    for epoch in range(2):
-        loader.set_epoch(epoch)
+    job = None if mode == "epochs" else "ddp-resume"
+    loader = SenecaLoader(ds, batch_size=5, shuffle=True, num_workers=1, cache=url, job=job)
+    report: dict = {"job": loader.job, "len": len(loader)}
+    if mode == "epochs":
+        report["epochs"] = []
+        for epoch in range(2):
+            loader.set_epoch(epoch)
+            got = []
+            for _, y in loader:
+                got += [int(i) for i in y]
+                _lockstep()
+            report["epochs"].append(got)
+    elif mode == "stop":
+        it = iter(loader)
+        got = []
+        for _ in range(2):
+            got += [int(i) for i in next(it)[1]]
+            _lockstep()
+        state = loader.state_dict()
+        report.update(seen=got, state={**state, "consumed": list(state["consumed"])})
+    else:
+        with open(f"{out}/stop{rank}.json") as f:
+            state = json.load(f)["state"]
+        loader.load_state_dict({**state, "consumed": bytes(state["consumed"])})
         got = []
         for _, y in loader:
             got += [int(i) for i in y]
-            step = torch.ones(1)
-            dist.all_reduce(step)  # lock step, as DDP's gradient all-reduce keeps the ranks
-        epochs.append(got)
-    with open(f"{out}/rank{rank}.json", "w") as f:
-        json.dump({"job": loader.job, "len": len(loader), "epochs": epochs}, f)
+            _lockstep()
+        report["seen"] = got
+    with open(f"{out}/{mode}{rank}.json", "w") as f:
+        json.dump(report, f)
     dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

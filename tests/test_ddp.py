@@ -8,13 +8,18 @@ import sys
 from pathlib import Path
 
 
-def test_two_ranks_under_torchrun(tiny_dataset, redis_proc, tmp_path):
+def torchrun(data, url, out, mode):
+    """Two ranks of tests/ddp_worker.py in ``mode``; their reports."""
     worker = Path(__file__).with_name("ddp_worker.py")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    cmd += [str(worker), str(tiny_dataset), redis_proc.url, str(tmp_path)]
+    cmd += [str(worker), str(data), url, str(out), mode]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    return [json.loads((out / f"{mode}{r}.json").read_text()) for r in range(2)]
+
+
+def test_two_ranks_under_torchrun(tiny_dataset, redis_proc, tmp_path):
+    ranks = torchrun(tiny_dataset, redis_proc.url, tmp_path, "epochs")
     assert ranks[0]["job"] == ranks[1]["job"] and ranks[0]["job"].startswith("ddp:")
     assert ranks[0]["len"] == ranks[1]["len"] == 5  # 24 samples per rank in batches of 5
     for epoch in range(2):
@@ -22,3 +27,13 @@ def test_two_ranks_under_torchrun(tiny_dataset, redis_proc, tmp_path):
         assert [len(s) for s in shares] == [24, 24]
         together = collections.Counter(shares[0] + shares[1])
         assert set(together) == set(range(48)) and max(together.values()) == 1
+
+
+def test_ranks_resume_from_their_own_states(tiny_dataset, redis_proc, tmp_path):
+    before = torchrun(tiny_dataset, redis_proc.url, tmp_path, "stop")
+    assert [r["state"]["batches"] for r in before] == [2, 2]
+    after = torchrun(tiny_dataset, redis_proc.url, tmp_path, "resume")  # new processes
+    for b, a in zip(before, after, strict=True):
+        assert len(b["seen"]) + len(a["seen"]) == 24  # each rank's share, none padded
+    together = collections.Counter(x for r in before + after for x in r["seen"])
+    assert set(together) == set(range(48)) and max(together.values()) == 1
