@@ -159,6 +159,16 @@ class CachedDataset(torch.utils.data.Dataset):
             )
             return None
 
+    def _augmented_value(self, obj: Any) -> Any:
+        """What the augmented tier stores for a head output: when the tail starts with
+        ``PILToTensor``, its result laid out contiguously (C x H x W), so a hit is collated with
+        a plain copy instead of a transposing one."""
+        if self.transform.tensor_first and isinstance(obj, Image.Image):
+            from torchvision.transforms.functional import pil_to_tensor
+
+            return pil_to_tensor(obj).contiguous()
+        return obj
+
     def _offerer(
         self, room: dict[str, int], admit: list[tuple[int, str, bytes]], always: str | None = None
     ) -> Callable[[int, str, Any], bool]:
@@ -209,12 +219,14 @@ class CachedDataset(torch.utils.data.Dataset):
                 obj = self.transform.head(obj)
                 count["transforms"] += 1
                 if aug_ok:
-                    offer(index, "augmented", obj)
-        tail = self.transform.tail
-        if self.defer_tail:
-            tail = self.transform.sample_tail
-            if tier == "augmented" and self.transform.tensor_first:
-                tail = self.transform.after_tensor  # obj is already PILToTensor's result
+                    offer(index, "augmented", self._augmented_value(obj))
+        tail = self.transform.sample_tail if self.defer_tail else self.transform.tail
+        if tier == "augmented" and self.transform.tensor_first and isinstance(obj, torch.Tensor):
+            # obj is already PILToTensor's result (a view of the cached bytes)
+            if self.defer_tail:
+                tail = self.transform.after_tensor
+            else:  # the user's collate_fn may write into it: hand over a copy
+                obj, tail = obj.clone(), self.transform.after_tensor_all
         if tail is not None:
             obj = tail(obj)
         target = self.storage.label(index)

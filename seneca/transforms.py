@@ -140,6 +140,8 @@ class SplitTransform:
         self.tensor_first = cut > 0 and _is_torchvision(tail[0], frozenset({"PILToTensor"}))
         #: the sample tail after its leading PILToTensor (when ``tensor_first``)
         self.after_tensor = _chain(tail[1:cut]) if self.tensor_first else None
+        #: the whole tail after its leading PILToTensor (when ``tensor_first``)
+        self.after_tensor_all = _chain(tail[1:]) if self.tensor_first else None
         text = "|".join(repr(s) for s in head)
         self.fingerprint = hashlib.sha1(text.encode()).hexdigest()[:10] if head else "none"
 
