@@ -137,8 +137,11 @@ class OdsStore:
         source = self._source
         return source.redis if hasattr(source, "redis") else source
 
+    def _argv(self, cmd: str, job: str, *args: object) -> list[object]:
+        return [cmd, self.prefix, job, int(time.time() * 1000), *args]
+
     def _call(self, cmd: str, job: str, *args: object) -> object:
-        argv = [cmd, self.prefix, job, int(time.time() * 1000), *args]
+        argv = self._argv(cmd, job, *args)
         try:
             return self.client.evalsha(self._sha, 0, *argv)
         except redis.exceptions.NoScriptError:
@@ -288,11 +291,9 @@ class OdsStore:
                 pipe.set(staged, value, px=STAGE_TTL_MS)
             flat += [int(index), TIER_CODES[tier], int(size), staged]
         caps = [self.capacity[t] for t in TIER_CODES]
-        argv = [
+        argv = self._argv(
             "admit",
-            self.prefix,
             job,
-            int(time.time() * 1000),
             self.policy,
             self.overhead,
             *self._prefixes(),
@@ -301,7 +302,7 @@ class OdsStore:
             4,
             self.pin_lease_ms,
             *flat,
-        ]
+        )
         pipe.evalsha(self._sha, 0, *argv)
         replies = pipe.execute(raise_on_error=False)
         out = replies[-1]

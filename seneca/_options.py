@@ -115,16 +115,25 @@ def resolve_ods(
     """Whether batches come from ODS: by default when the loader shuffles with its own sampler
     and batches (``shuffle=True``, no ``sampler``/``batch_sampler``, a ``batch_size``)."""
     plain = bool(shuffle) and sampler is None and batch_sampler is None and batch_size is not None
-    if ods is None:
-        return plain
-    if not isinstance(ods, bool):
-        raise ConfigError(f"ods: expected True, False or None, got {ods!r}")
-    if ods and not plain:
-        raise ConfigError(
-            "ods=True needs shuffle=True, a batch_size and no sampler or batch_sampler "
-            "(ODS decides the order and the batches)"
-        )
-    return ods
+    return _switch(
+        "ods",
+        ods,
+        plain,
+        "shuffle=True, a batch_size and no sampler or batch_sampler "
+        "(ODS decides the order and the batches)",
+    )
+
+
+def _switch(name: str, value: bool | None, possible: bool, needs: str) -> bool:
+    """A True/False/None option: None means ``possible``; True where it is not possible is a
+    ConfigError saying what the option ``needs``."""
+    if value is None:
+        return possible
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name}: expected True, False or None, got {value!r}")
+    if value and not possible:
+        raise ConfigError(f"{name}=True needs {needs}")
+    return value
 
 
 def resolve_batch_tail(
@@ -134,16 +143,13 @@ def resolve_batch_tail(
     batches: by default when the loader batches with the default ``collate_fn``, which stacks
     (copies) the samples, so cached bytes can be handed to it as tensor views."""
     batching = collate_fn is None and (batch_size is not None or batch_sampler is not None)
-    if batch_tail is None:
-        return batching
-    if not isinstance(batch_tail, bool):
-        raise ConfigError(f"batch_tail: expected True, False or None, got {batch_tail!r}")
-    if batch_tail and not batching:
-        raise ConfigError(
-            "batch_tail=True needs the default collate_fn and a batch_size or batch_sampler "
-            "(the tail runs on the stacked images)"
-        )
-    return batch_tail
+    return _switch(
+        "batch_tail",
+        batch_tail,
+        batching,
+        "the default collate_fn and a batch_size or batch_sampler (the tail runs on the "
+        "stacked images)",
+    )
 
 
 def _shared_name(local: str) -> str:

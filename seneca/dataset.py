@@ -20,6 +20,7 @@ from typing import Any
 import redis
 import torch.utils.data
 from PIL import Image, UnidentifiedImageError
+from torchvision.transforms.functional import pil_to_tensor
 
 from seneca import codec, defaults
 from seneca._malloc import tune_malloc
@@ -164,8 +165,6 @@ class CachedDataset(torch.utils.data.Dataset):
         ``PILToTensor``, its result laid out contiguously (C x H x W), so a hit is collated with
         a plain copy instead of a transposing one."""
         if self.transform.tensor_first and isinstance(obj, Image.Image):
-            from torchvision.transforms.functional import pil_to_tensor
-
             return pil_to_tensor(obj).contiguous()
         return obj
 

@@ -274,11 +274,17 @@ def test_option_errors(redis_proc):
         make_store(redis_proc, 10, capacity={"pixels": 1})
 
 
-def test_admitted_values_are_staged_then_renamed(redis_proc):
-    r = redis_proc.client
-    store = make_store(redis_proc, 10, capacity={"augmented": 10**6}, values=True, overhead=96)
+def value_store(redis_proc, capacity):
+    """A store that keeps values, with job "a" in epoch 0."""
+    store = make_store(redis_proc, 10, capacity=capacity, values=True, overhead=96)
     store.join("a")
     store.start_epoch("a", 0)
+    return store
+
+
+def test_admitted_values_are_staged_then_renamed(redis_proc):
+    r = redis_proc.client
+    store = value_store(redis_proc, {"augmented": 10**6})
     items = [(i, "augmented", 1096, bytes([i]) * 1000) for i in range(3)]
     assert store.admit("a", items) == [1, 1, 1]
     for i in range(3):
@@ -292,9 +298,7 @@ def test_admitted_values_are_staged_then_renamed(redis_proc):
 
 def test_values_redis_refuses_to_store_are_not_admitted(redis_proc):
     r = redis_proc.client
-    store = make_store(redis_proc, 10, capacity={"encoded": 10**9}, values=True, overhead=96)
-    store.join("a")
-    store.start_epoch("a", 0)
+    store = value_store(redis_proc, {"encoded": 10**9})
     items = [(i, "encoded", 2_000_096, bytes([i]) * 2_000_000) for i in range(2)]
     r.config_set("maxmemory-policy", "noeviction")
     r.config_set("maxmemory", int(r.info("memory")["used_memory"]) + 100_000)
