@@ -12,6 +12,31 @@ Two overall models:
   storage link, the NICs, PCIe and GPUs). The throughput is 1 / the largest per-sample demand
   on any resource, and that resource is the bound.
 
+The ``shared`` model also follows how SenecaLoader fills the tiers, where Eq. 2-8 do not: a
+sample read from storage keeps one *base* copy, decoded while that tier has room, else encoded,
+and, while another job can use it, an augmented copy besides (:func:`loader_counts`). A job never
+gets its own augmented copy back (the paper's ODS rule: no augmented sample is reused across
+epochs), and a copy is dropped once every other job used it. In a steady state the tier stays
+full: each copy waits on average ``(K - 1) / K`` epoch for the other K - 1 jobs, so the tier
+serves ``K x N_A`` hits per epoch out of ``K x N`` requests, and a hit fraction of
+``min(N_A / N, (K - 1) / K)`` (copies can only be made by requests that miss them). The other
+requests read the base copies; every ``K - 1`` hits cost one cache write of a new copy.
+
+Three spec fields that are not in the paper (their defaults give the paper's equations):
+
+* ``dataset.augmented_ratio``: an augmented sample's bytes over a decoded one's (a crop is
+  smaller than the image it comes from). Augmented samples in the cache and on PCIe are
+  ``M x ratio x S_data`` bytes; with 1.0 this is the paper's ``M x S_data``.
+* ``cluster.jobs`` (``shared`` only): K, the concurrent jobs sharing the cache. One job gets no
+  augmented hits.
+* ``cache.colocated`` (``shared`` only): the cache server runs on the training node and uses its
+  CPUs, so cache transfers and CPU work add up instead of overlapping (a single-node set-up such
+  as ``mdp profile`` with its embedded cache measures).
+* ``node.pipelined`` and ``node.cpu_cores`` (``shared`` only): with ``pipelined = false`` each
+  job has one sample in flight (a loader without workers), so a job's storage read, cache read
+  and decode do not overlap; the throughput is then that of a closed queueing network with K
+  samples in flight and ``cpu_cores`` cores (:mod:`mdp.queueing`), not 1 / the largest demand.
+
 Two readings of the paper that the code follows literally (Eq. 7 "as written"): DSI_S is
 ``min(DSI_E, B_storage / S_data)``, so storage reads are also capped by the cache-bandwidth term
 of DSI_E; and the PCIe term of DSI_E and DSI_S uses the decoded size ``M x S_data``.
@@ -24,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from mdp.queueing import mva_throughput
 from mdp.spec import Spec
 
 __all__ = [
@@ -37,8 +63,10 @@ __all__ = [
     "dsi_decoded",
     "dsi_encoded",
     "dsi_storage",
+    "loader_counts",
     "overall_paper",
     "overall_shared",
+    "served",
     "shared_demands",
     "tier_dsi",
 ]
@@ -65,6 +93,7 @@ BOUND_LABELS = {
 class Params:
     """Model parameters in SI units (Table 3 of the paper), derived from a :class:`Spec`.
 
+    ``m_a`` is the augmented inflation (``M x dataset.augmented_ratio``; 0 means ``M``).
     ``c_nw`` and ``c_pcie`` are gradient bytes per *sample*: the per-batch ring all-reduce
     volume ``2 (k - 1) / k x model bytes`` (k = nodes for the network, GPUs per node for PCIe)
     divided by the per-GPU batch size; NVLink inside a node zeroes ``c_pcie``, NVLink across
@@ -85,6 +114,11 @@ class Params:
     n_total: int
     c_nw: float
     c_pcie: float
+    m_a: float = 0.0
+    jobs: int = 1
+    colocated: bool = False
+    pipelined: bool = True
+    cores: int = 1
 
     @classmethod
     def from_spec(cls, spec: Spec) -> Params:
@@ -112,10 +146,23 @@ class Params:
             n_total=spec.samples,
             c_nw=c_nw,
             c_pcie=c_pcie,
+            m_a=spec.inflation * spec.augmented_ratio,
+            jobs=spec.jobs,
+            colocated=spec.cache_colocated,
+            pipelined=spec.pipelined,
+            cores=spec.cpu_cores,
         )
 
+    @property
+    def augmented_bytes(self) -> float:
+        """Bytes of one augmented sample (``M x S_data`` unless ``m_a`` says otherwise)."""
+        return (self.m_a or self.m) * self.s_data
+
     def sample_bytes(self, tier: str) -> float:
-        """Bytes one sample occupies in ``tier`` (encoded and storage: S_data; else M x S_data)."""
+        """Bytes one sample occupies in ``tier`` (encoded and storage: S_data; decoded:
+        M x S_data; augmented: :attr:`augmented_bytes`)."""
+        if tier == "augmented":
+            return self.augmented_bytes
         return self.s_data if tier in ("encoded", "storage") else self.m * self.s_data
 
 
@@ -125,32 +172,32 @@ def _bounded(terms: dict[str, float]) -> tuple[float, str]:
     return terms[name], name
 
 
-def _preprocessed_terms(p: Params) -> dict[str, float]:
-    """Terms shared by Eq. 1 and Eq. 3 (a cached tensor of M x S_data bytes)."""
-    tensor = p.m * p.s_data
+def _preprocessed_terms(p: Params, cached: float) -> dict[str, float]:
+    """Terms shared by Eq. 1 and Eq. 3: a cached tensor of ``cached`` bytes, an augmented one
+    over PCIe."""
     return {
-        "cache": p.b_cache / tensor,
-        "nic": p.n * p.b_nic / (tensor + p.c_nw),
-        "pcie": p.n * p.b_pcie / (tensor + p.c_pcie),
+        "cache": p.b_cache / cached,
+        "nic": p.n * p.b_nic / (cached + p.c_nw),
+        "pcie": p.n * p.b_pcie / (p.augmented_bytes + p.c_pcie),
         "gpu": p.n * p.t_gpu,
     }
 
 
 def dsi_augmented(p: Params) -> tuple[float, str]:
     """Eq. 1: samples/s when every sample is augmented in the cache, and its bound."""
-    return _bounded(_preprocessed_terms(p))
+    return _bounded(_preprocessed_terms(p, p.augmented_bytes))
 
 
 def dsi_decoded(p: Params) -> tuple[float, str]:
     """Eq. 3: Eq. 1 plus the CPU augmenting (n x T_A)."""
-    return _bounded({**_preprocessed_terms(p), "cpu_augment": p.n * p.t_a})
+    return _bounded({**_preprocessed_terms(p, p.m * p.s_data), "cpu_augment": p.n * p.t_a})
 
 
 def _encoded_terms(p: Params) -> dict[str, float]:
     return {
         "cache": p.b_cache / p.s_data,
         "nic": p.n * p.b_nic / (p.s_data + p.c_nw),
-        "pcie": p.n * p.b_pcie / (p.m * p.s_data + p.c_pcie),
+        "pcie": p.n * p.b_pcie / (p.augmented_bytes + p.c_pcie),
         "gpu": p.n * p.t_gpu,
         "cpu_decode_augment": p.n * p.t_da,
     }
@@ -184,11 +231,23 @@ def counts(p: Params, x_e: Any, x_d: Any, x_a: Any) -> dict[str, np.ndarray]:
     """
     tensor = p.m * p.s_data
     x_e, x_d, x_a = (np.asarray(x, dtype=np.float64) for x in (x_e, x_d, x_a))
-    n_a = np.minimum(p.n_total, x_a * p.s_cache / tensor)
+    n_a = np.minimum(p.n_total, x_a * p.s_cache / p.augmented_bytes)
     n_d = np.minimum(p.n_total - n_a, x_d * p.s_cache / tensor)
     n_e = np.minimum(p.n_total - (n_a + n_d), x_e * p.s_cache / p.s_data)
     n_s = p.n_total - n_a - n_d - n_e
     return {"augmented": n_a, "decoded": n_d, "encoded": n_e, "storage": n_s}
+
+
+def loader_counts(p: Params, x_e: Any, x_d: Any, x_a: Any) -> dict[str, np.ndarray]:
+    """SenecaLoader's tiers for cache fractions ``x_e``, ``x_d``, ``x_a``: base copies in the
+    decoded tier, then the encoded one (the rest on storage), and augmented copies besides
+    (``augmented`` counts copies, which overlap the base tiers; the others add up to N)."""
+    tensor = p.m * p.s_data
+    x_e, x_d, x_a = (np.asarray(x, dtype=np.float64) for x in (x_e, x_d, x_a))
+    n_a = np.minimum(p.n_total, x_a * p.s_cache / p.augmented_bytes)
+    n_d = np.minimum(p.n_total, x_d * p.s_cache / tensor)
+    n_e = np.minimum(p.n_total - n_d, x_e * p.s_cache / p.s_data)
+    return {"augmented": n_a, "decoded": n_d, "encoded": n_e, "storage": p.n_total - n_d - n_e}
 
 
 def overall_paper(p: Params, n: dict[str, np.ndarray]) -> np.ndarray:
@@ -197,30 +256,51 @@ def overall_paper(p: Params, n: dict[str, np.ndarray]) -> np.ndarray:
     return sum(n[t] / p.n_total * dsi[t][0] for t in TIERS)
 
 
+def served(p: Params, n: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per :func:`loader_counts` mix ``n``: the fraction of requests served from each form, and
+    ``written``, the augmented copies written per request (see the module docstring)."""
+    hits = np.zeros_like(np.asarray(n["augmented"], dtype=np.float64))
+    written = hits
+    if p.jobs > 1:
+        hits = np.minimum(np.asarray(n["augmented"]) / p.n_total, (p.jobs - 1) / p.jobs)
+        written = hits / (p.jobs - 1)
+    rest = 1.0 - hits
+    out = {t: rest * np.asarray(n[t], dtype=np.float64) / p.n_total for t in TIERS[1:]}
+    return {"augmented": hits, **out, "written": written}
+
+
 def shared_demands(p: Params, n: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Seconds of each shared resource that one average sample uses, per tier mix ``n``."""
-    f = {t: np.asarray(n[t], dtype=np.float64) / p.n_total for t in TIERS}
-    tensor = p.m * p.s_data
+    """Seconds of each shared resource that one average sample uses, per tier mix ``n`` (from
+    :func:`loader_counts`); with ``colocated`` the cache's seconds are added to the CPU's."""
+    f = served(p, n)
+    tensor, augmented = p.m * p.s_data, p.augmented_bytes
     ones = np.ones_like(f["storage"])
-    read = (f["augmented"] + f["decoded"]) * tensor
+    read = f["augmented"] * augmented + f["decoded"] * tensor
+    cache = (read + f["encoded"] * p.s_data + f["written"] * augmented) / p.b_cache
+    cpu = (f["decoded"] / p.t_a + (f["encoded"] + f["storage"]) / p.t_da) / p.n
     return {
-        "cache": (read + f["encoded"] * p.s_data) / p.b_cache,
+        "cache": cache,
         "nic": (read + (f["encoded"] + f["storage"]) * p.s_data + p.c_nw) / (p.n * p.b_nic),
-        "pcie": ones * (tensor + p.c_pcie) / (p.n * p.b_pcie),
+        "pcie": ones * (augmented + p.c_pcie) / (p.n * p.b_pcie),
         "gpu": ones / (p.n * p.t_gpu),
-        "cpu": (f["decoded"] / p.t_a + (f["encoded"] + f["storage"]) / p.t_da) / p.n,
+        "cpu": cpu + cache if p.colocated else cpu,
         "storage": f["storage"] * p.s_data / p.b_storage,
     }
 
 
 def overall_shared(p: Params, n: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """The ``shared`` model: throughput = 1 / max demand; also the index into the names of
-    :func:`shared_demands` of the resource that bounds each split (ties: first in that order).
+    """The ``shared`` model: throughput = 1 / max demand (or, not ``pipelined``, the closed
+    network's throughput with ``jobs`` samples in flight); also the index into the names of
+    :func:`shared_demands` of the resource with the largest demand (ties: first in that order).
     """
     demands = shared_demands(p, n)
     stacked = np.stack([np.asarray(v, dtype=np.float64) for v in demands.values()])
     worst = np.argmax(stacked, axis=0)
-    return 1.0 / np.max(stacked, axis=0), worst
+    if p.pipelined:
+        return 1.0 / np.max(stacked, axis=0), worst
+    if p.colocated:  # the cache's seconds are already in the CPU's
+        demands = {k: v for k, v in demands.items() if k != "cache"}
+    return mva_throughput(demands, p.jobs, "cpu", p.cores), worst
 
 
 #: Resource names in the order :func:`shared_demands` returns them.

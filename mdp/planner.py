@@ -25,6 +25,7 @@ from mdp.model import (
     TIERS,
     Params,
     counts,
+    loader_counts,
     overall_paper,
     overall_shared,
     tier_dsi,
@@ -122,13 +123,15 @@ def _check_model(model: str) -> None:
 def evaluate(
     p: Params, splits: np.ndarray, model: str = DEFAULT_MODEL
 ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray | None]:
-    """Throughput of each split (rows of ``(E, D, A)`` percent), the samples per tier, and under
-    the ``shared`` model the index into :data:`SHARED_RESOURCES` of each split's bound."""
+    """Throughput of each split (rows of ``(E, D, A)`` percent), the samples per tier (Eq. 2-8
+    under ``paper``, :func:`mdp.model.loader_counts` under ``shared``), and under the ``shared``
+    model the index into :data:`SHARED_RESOURCES` of each split's bound."""
     _check_model(model)
     x = np.asarray(splits, dtype=np.float64) / 100.0
-    n = counts(p, x[:, 0], x[:, 1], x[:, 2])
     if model == "paper":
+        n = counts(p, x[:, 0], x[:, 1], x[:, 2])
         return np.asarray(overall_paper(p, n), dtype=np.float64), n, None
+    n = loader_counts(p, x[:, 0], x[:, 1], x[:, 2])
     thr, worst = overall_shared(p, n)
     return thr, n, worst
 

@@ -7,6 +7,7 @@ SI units throughout: GB = 1e9 bytes, MB = 1e6, KB = 1e3, Gbit = 1e9 bits. Exampl
     gpus_per_node = 2
     intra_node_nvlink = false     # optional, default false
     inter_node_nvlink = false     # optional, default false
+    jobs = 1                      # optional, default 1: concurrent jobs sharing the cache
 
     [node]
     gpu_samples_per_s = 4550          # T_GPU
@@ -14,10 +15,13 @@ SI units throughout: GB = 1e9 bytes, MB = 1e6, KB = 1e3, Gbit = 1e9 bits. Exampl
     augment_samples_per_s = 4050      # T_A
     nic_gbit_per_s = 10               # B_NIC
     pcie_gbyte_per_s = 32             # B_PCIe
+    cpu_cores = 1                     # optional, default 1: cores T_D+A and T_A were measured on
+    pipelined = true                  # optional, default true: false for one sample in flight
 
     [cache]
     size_gb = 64                      # S_cache
     bandwidth_gbit_per_s = 10         # B_cache
+    colocated = false                 # optional, default false: cache server on the node's CPUs
 
     [storage]
     bandwidth_mbyte_per_s = 500       # B_storage
@@ -26,13 +30,16 @@ SI units throughout: GB = 1e9 bytes, MB = 1e6, KB = 1e3, Gbit = 1e9 bits. Exampl
     samples = 1281167                 # N_total
     sample_kb = 114                   # S_data (encoded)
     inflation = 5.12                  # M
+    augmented_ratio = 1.0             # optional, default 1: augmented / decoded bytes
 
     [model]
     size_mb = 102.2                   # gradient bytes synchronised per step
     batch_size = 256                  # per GPU
 
-Every key is required except the two NVLink flags. Unknown or missing keys, wrong types and
-non-positive numbers raise :class:`~seneca.errors.SpecError` naming the file and the key.
+Every key is required except the ones marked optional. ``jobs``, ``cpu_cores``, ``pipelined``,
+``colocated`` and ``augmented_ratio`` are not in the paper (see :mod:`mdp.model`). Unknown or
+missing keys, wrong types and non-positive numbers raise :class:`~seneca.errors.SpecError`
+naming the file and the key.
 """
 
 from __future__ import annotations
@@ -82,6 +89,7 @@ FIELDS: tuple[Field, ...] = (
     Field("cluster", "gpus_per_node", "gpus_per_node", int, "g", "GPUs per node"),
     Field("cluster", "intra_node_nvlink", "intra_node_nvlink", bool, "", "NVLink in a node", False),
     Field("cluster", "inter_node_nvlink", "inter_node_nvlink", bool, "", "NVLink across", False),
+    Field("cluster", "jobs", "jobs", int, "K", "concurrent jobs sharing the cache", 1),
     Field("node", "gpu_samples_per_s", "gpu_samples_per_s", float, "T_GPU", "GPU ingestion"),
     Field(
         "node",
@@ -94,12 +102,18 @@ FIELDS: tuple[Field, ...] = (
     Field("node", "augment_samples_per_s", "augment_samples_per_s", float, "T_A", "CPU augment"),
     Field("node", "nic_gbit_per_s", "nic_gbit_per_s", float, "B_NIC", "network per node"),
     Field("node", "pcie_gbyte_per_s", "pcie_gbyte_per_s", float, "B_PCIe", "PCIe per node"),
+    Field("node", "cpu_cores", "cpu_cores", int, "", "cores behind T_D+A and T_A", 1),
+    Field("node", "pipelined", "pipelined", bool, "", "loaders overlap their work", True),
     Field("cache", "size_gb", "cache_gb", float, "S_cache", "cache size"),
     Field("cache", "bandwidth_gbit_per_s", "cache_gbit_per_s", float, "B_cache", "cache link"),
+    Field("cache", "colocated", "cache_colocated", bool, "", "cache on the node's CPUs", False),
     Field("storage", "bandwidth_mbyte_per_s", "storage_mbyte_per_s", float, "B_storage", "storage"),
     Field("dataset", "samples", "samples", int, "N_total", "samples in the dataset"),
     Field("dataset", "sample_kb", "sample_kb", float, "S_data", "encoded sample size"),
     Field("dataset", "inflation", "inflation", float, "M", "decoded / encoded size"),
+    Field(
+        "dataset", "augmented_ratio", "augmented_ratio", float, "", "augmented / decoded size", 1.0
+    ),
     Field("model", "size_mb", "model_mb", float, "", "gradient bytes per step"),
     Field("model", "batch_size", "batch_size", int, "", "per-GPU batch size"),
 )
@@ -115,17 +129,22 @@ class Spec:
     gpus_per_node: int
     intra_node_nvlink: bool
     inter_node_nvlink: bool
+    jobs: int
     gpu_samples_per_s: float
     decode_augment_samples_per_s: float
     augment_samples_per_s: float
     nic_gbit_per_s: float
     pcie_gbyte_per_s: float
+    cpu_cores: int
+    pipelined: bool
     cache_gb: float
     cache_gbit_per_s: float
+    cache_colocated: bool
     storage_mbyte_per_s: float
     samples: int
     sample_kb: float
     inflation: float
+    augmented_ratio: float
     model_mb: float
     batch_size: int
     source: str = "<spec>"

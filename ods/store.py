@@ -141,7 +141,9 @@ class OdsStore:
         return [cmd, self.prefix, job, int(time.time() * 1000), *args]
 
     def _call(self, cmd: str, job: str, *args: object) -> object:
-        argv = self._argv(cmd, job, *args)
+        return self._run(self._argv(cmd, job, *args))
+
+    def _run(self, argv: list[object]) -> object:
         try:
             return self.client.evalsha(self._sha, 0, *argv)
         except redis.exceptions.NoScriptError:
@@ -239,11 +241,8 @@ class OdsStore:
         hits = [i for i, t in zip(decision.indices, decision.tiers, strict=True) if t]
         return self.release_hits(job, decision.pin_bucket, hits)
 
-    def release_hits(self, job: str, bucket: int, hits: Sequence[int]) -> list[int]:
-        """Unpin ``hits`` decided in pin ``bucket``; returns samples evicted now."""
-        if not hits:
-            return []
-        out = self._call(
+    def _release_argv(self, job: str, bucket: int, hits: Sequence[int]) -> list[object]:
+        return self._argv(
             "release",
             job,
             self.policy,
@@ -253,7 +252,18 @@ class OdsStore:
             int(bucket),
             *hits,
         )
+
+    def release_hits(self, job: str, bucket: int, hits: Sequence[int]) -> list[int]:
+        """Unpin ``hits`` decided in pin ``bucket``; returns samples evicted now."""
+        if not hits:
+            return []
+        out = self._run(self._release_argv(job, bucket, hits))
         return [int(i) for i in out]
+
+    def release_command(self, job: str, bucket: int, hits: Sequence[int]) -> tuple[object, ...]:
+        """:meth:`release_hits` as one ``EVALSHA`` command, to send in a pipeline after the
+        reads of the values it unpins (a NOSCRIPT reply means: call :meth:`release_hits`)."""
+        return ("EVALSHA", self._sha, 0, *self._release_argv(job, bucket, hits))
 
     def value_key(self, tier: str, index: int) -> str:
         """The key holding the value of sample ``index`` in ``tier`` (values stored)."""

@@ -1,10 +1,11 @@
 """Fetching a batch that ODS decided (runs in the loader process or a DataLoader worker).
 
 One round trip reads each sample's value from the tier ODS chose (straight into its own buffer,
-``seneca._resp``), the tiers' usage and the number of live jobs. A value that is gone (its pin
-lapsed and it was evicted) is looked for in the next tiers in a second round trip, else read
-from storage: a fetch never fails for a missing cache entry. Then one call releases the batch's
-pins and one admits the new values (the ODS policy decides what stays).
+``seneca._resp``), then releases the batch's pins (the server runs the release after the reads,
+so the values were read while pinned), and reads the tiers' usage and the number of live jobs.
+A value that is gone (its pin lapsed and it was evicted) is looked for in the next tiers in a
+second round trip, else read from storage: a fetch never fails for a missing cache entry. Then
+one call admits the new values (the ODS policy decides what stays).
 """
 
 from __future__ import annotations
@@ -23,14 +24,23 @@ __all__ = ["fetch_decided"]
 
 
 def _read(ds: Any, picks: Sequence[Any], count: Counter) -> tuple[list, dict, int]:
-    """Values per pick ((tier, bytearray) or (None, None)), bytes used per tier, live jobs."""
+    """Values per pick ((tier, bytearray) or (None, None)), bytes used per tier, live jobs; the
+    batch's hits are released in the same round trip."""
     store = ds.ods
     client = store.client
     keys = [store.value_key(p.tier, p.index) for p in picks if p.tier is not None]
+    hits = [p.index for p in picks if p.tier is not None]
     commands: list[tuple] = [("MGET", *keys)] if keys else []
+    if hits:  # exactly when there are keys: the release is reply 1
+        commands.append(store.release_command(ds.job, picks[0].bucket, hits))
     commands.append(("MGET", *(store.used_key(t) for t in TIERS)))
     commands.append(("ZCOUNT", store.live_jobs_key(), int(time.time() * 1000), "+inf"))
-    replies = execute(client, commands)
+    replies = execute(client, commands, raise_on_error=False)
+    for k, r in enumerate(replies):
+        if isinstance(r, redis.exceptions.NoScriptError) and hits and k == 1:
+            store.release_hits(ds.job, picks[0].bucket, hits)  # loads the script
+        elif isinstance(r, redis.ResponseError):
+            raise r
     live = int(replies[-1])
     used = {t: int(v or 0) for t, v in zip(TIERS, replies[-2], strict=True)}
     it = iter(replies[0] if keys else ())
@@ -81,9 +91,6 @@ def fetch_decided(ds: Any, picks: Sequence[Any]) -> list[tuple[Any, Any]]:
         out.append(ds._finish(p.index, tier, obj, count, offer, aug_ok))
     if used is not None:
         try:
-            hits = [p.index for p in picks if p.tier is not None]
-            if hits:
-                store.release_hits(ds.job, picks[0].bucket, hits)
             if admit:
                 overhead = store.overhead
                 items = [(i, t, len(v) + overhead, v) for i, t, v in admit]

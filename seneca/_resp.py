@@ -82,13 +82,20 @@ class _Reader:
         if kind == b"_":
             return None
         if kind in (b"-", b"!"):
-            return redis.ResponseError(rest.decode(errors="replace"))
+            text = rest.decode(errors="replace")
+            if text.startswith("NOSCRIPT"):
+                return redis.exceptions.NoScriptError(text)
+            return redis.ResponseError(text)
         raise redis.ConnectionError(f"unexpected reply from the cache: {line[:40]!r}")
 
 
-def execute(client: redis.Redis, commands: Sequence[Sequence[Any]]) -> list[Any]:
+def execute(
+    client: redis.Redis, commands: Sequence[Sequence[Any]], raise_on_error: bool = True
+) -> list[Any]:
     """Send ``commands`` (each ``(name, *args)``) in one write and return their replies: bulk
-    strings as ``bytearray``, integers as int, nulls as None, arrays as lists."""
+    strings as ``bytearray``, integers as int, nulls as None, arrays as lists. An error reply
+    is raised after every reply was read, or with ``raise_on_error=False`` returned in its place
+    as a ``redis.ResponseError`` (``redis.exceptions.NoScriptError`` for NOSCRIPT)."""
     pool = client.connection_pool
     conn = pool.get_connection()
     try:
@@ -107,6 +114,6 @@ def execute(client: redis.Redis, commands: Sequence[Sequence[Any]]) -> list[Any]
     finally:
         pool.release(conn)
     for r in replies:
-        if isinstance(r, redis.ResponseError):
+        if isinstance(r, redis.ResponseError) and raise_on_error:
             raise r
     return replies

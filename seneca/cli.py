@@ -97,9 +97,13 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--spec", default=None, help="cluster spec (default: mdp profile here)")
     v.add_argument("--sizes", default="0.5,1,2", help="encoded dataset size / cache size")
     v.add_argument("--jobs", type=int, default=2, help="concurrent jobs per measurement")
-    v.add_argument("--epochs", type=int, default=2, help="epochs per measurement (>= 2)")
+    v.add_argument("--epochs", type=int, default=3, help="epochs per measurement (>= 2)")
     v.add_argument("--crop", type=int, default=224)
-    v.add_argument("--workers", type=int, default=1)
+    v.add_argument("--workers", type=int, default=0)
+    v.add_argument("--loader", default="mdp", help="mdp (the default) or seneca (with ODS)")
+    v.add_argument(
+        "--storage-mbps", type=float, default=None, help="emulated storage bandwidth (MB/s)"
+    )
     v.add_argument("--out", required=True, help="directory for points.json and the plot")
 
     d = sub.add_parser("demo", help="two concurrent training jobs, Seneca vs DataLoader")
@@ -220,16 +224,23 @@ def _validate(args: argparse.Namespace) -> None:
         epochs=args.epochs,
         crop=args.crop,
         workers=args.workers,
+        loader=args.loader,
+        storage_mbps=args.storage_mbps,
     )
     print(f"{'size':>5} {'split':<9} {'measured':>9} {'paper':>9} {'shared':>9}")
     for p in r["points"]:
+        mark = "  (planned)" if p["planned"] else ""
         print(
             f"{p['size_ratio']:>5g} {p['split']:<9} {p['measured']:>9.1f} "
-            f"{p['paper']:>9.1f} {p['shared']:>9.1f}"
+            f"{p['paper']:>9.1f} {p['shared']:>9.1f}{mark}"
         )
     for model in ("paper", "shared"):
         m = r[model]
+        lines = ", ".join(f"{k} {v:.3f}" for k, v in m["pearson_r_per_split"].items())
         print(f"{model:<7} Pearson r {m['pearson_r']:.3f}, MAPE {m['mape']:.1f}%")
+        print(f"        Pearson r per split over the sizes: {lines}")
+    planned = ", ".join(f"size {k}: {v:.1%}" for k, v in r["planned_vs_best"].items())
+    print(f"planned split, measured, vs the best measured split: {planned}")
     print(f"wrote {args.out}/points.json and validation.png")
 
 

@@ -59,6 +59,8 @@ DATASET_SEED = 0
 #: ``mdp profile``: seconds per measurement and images measured.
 PROFILE_SECONDS = 2.0
 PROFILE_SAMPLES = 200
+#: ``mdp profile``: the crop size of the transform it times.
+PROFILE_CROP = 224
 #: ``mdp profile``: values it cannot measure on this machine, used unless ``--base`` gives them.
 #: Node values are the Seneca paper's in-house server (Table 5); the model is ResNet-50
 #: (25.6M fp32 parameters = 102.2 MB of gradients) at batch 256; one node with one GPU.
@@ -67,9 +69,11 @@ PROFILE_DEFAULTS = {
     "cluster.gpus_per_node": 1,
     "cluster.intra_node_nvlink": False,
     "cluster.inter_node_nvlink": False,
+    "cluster.jobs": 1,
     "node.gpu_samples_per_s": 4550.0,
     "node.nic_gbit_per_s": 10.0,
     "node.pcie_gbyte_per_s": 32.0,
+    "node.pipelined": True,
     "cache.size_gb": CACHE_SIZE / 1e9,
     "model.size_mb": 102.2,
     "model.batch_size": 256,

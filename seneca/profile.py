@@ -11,8 +11,11 @@ Measured here, each in K spawned worker processes that start together and run fo
   the measured images from the cache (``--cache`` or a private embedded cache);
 * ``storage.bandwidth_mbyte_per_s`` (B_storage): reads of the dataset's files, with the page
   cache of each file dropped first (``posix_fadvise``; data on tmpfs still reads from memory);
-* ``dataset.samples``, ``dataset.sample_kb`` (all files) and ``dataset.inflation`` (decoded
-  RGB bytes / encoded bytes of the measured images);
+* ``dataset.samples``, ``dataset.sample_kb`` (all files), ``dataset.inflation`` (decoded
+  RGB bytes / encoded bytes of the measured images) and ``dataset.augmented_ratio`` (a 224 x 224
+  crop's bytes / decoded bytes);
+* ``cache.colocated``: whether the cache runs on this machine (loopback, unix socket, embedded);
+* ``node.cpu_cores``: the worker processes that measured T_D+A and T_A (``--workers``);
 * ``cache.size_gb``: the server's ``maxmemory`` when ``--cache`` sets one.
 
 Everything else (GPU, NIC, PCIe, cluster shape, model) comes from ``--base`` or from
@@ -90,7 +93,7 @@ def _setup(kind: str, payload: dict[str, Any]) -> tuple[Any, Any]:
     from seneca.transforms import default_train_transform
 
     torch.set_num_threads(1)  # as in DataLoader workers
-    transform = default_train_transform()
+    transform = default_train_transform(defaults.PROFILE_CROP)
     blobs = [Path(p).read_bytes() for p in payload["paths"]]
     if kind == "decode_augment":
 
@@ -156,7 +159,9 @@ def _base_values(base: str | None) -> tuple[dict[str, Any], str]:
     return {f.name: spec.get(f.name) for f in FIELDS}, f"from {base}"
 
 
-def _inflation(paths: list[str]) -> float:
+def _inflation(paths: list[str], crop: int) -> tuple[float, float]:
+    """(decoded / encoded bytes, augmented / decoded bytes) of ``paths``; an augmented sample is
+    a ``crop`` x ``crop`` RGB uint8 image (the default transform's output before its tail)."""
     from PIL import Image
 
     decoded = encoded = 0
@@ -165,7 +170,15 @@ def _inflation(paths: list[str]) -> float:
             w, h = img.size
         decoded += w * h * 3  # the decoded tier holds RGB uint8
         encoded += os.path.getsize(path)
-    return decoded / encoded
+    return decoded / encoded, crop * crop * 3 * len(paths) / decoded
+
+
+def _is_local(url: str) -> bool:
+    """Whether the cache at ``url`` runs on this machine (a unix socket or a loopback host)."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url)
+    return parsed.scheme == "unix" or parsed.hostname in ("localhost", "127.0.0.1", "::1")
 
 
 def _cache_url(cache: str | None, need: int) -> str:
@@ -213,7 +226,10 @@ def run_profile(
     sizes = [os.path.getsize(p) for p in paths]
     measured("dataset.samples", len(paths), f"files in {data}")
     measured("dataset.sample_kb", round(sum(sizes) / len(sizes) / 1e3, 3), "mean file size")
-    measured("dataset.inflation", round(_inflation(chosen), 4), f"{len(chosen)} images")
+    inflation, ratio = _inflation(chosen, defaults.PROFILE_CROP)
+    measured("dataset.inflation", round(inflation, 4), f"{len(chosen)} images")
+    crop = defaults.PROFILE_CROP
+    measured("dataset.augmented_ratio", round(ratio, 4), f"{crop}x{crop} crops of those images")
     how = f"{workers} workers x {seconds:g} s, {len(chosen)} images"
     steps = tqdm(total=4, desc="mdp profile", unit="step", disable=not progress, leave=False)
 
@@ -229,6 +245,7 @@ def run_profile(
         rate, _ = _measure(kind, [{"paths": s} for s in _split(chosen, workers)], seconds)
         measured(name, round(rate, 2), how)
         steps.update()
+    measured("node.cpu_cores", workers, "the workers that measured T_D+A and T_A")
 
     steps.set_postfix_str("cache reads")
     blobs = [Path(p).read_bytes() for p in chosen]
@@ -255,6 +272,7 @@ def run_profile(
         for i in range(0, len(keys), 500):
             client.redis.delete(*keys[i : i + 500])
     measured("cache.bandwidth_gbit_per_s", round(rate * 8 / 1e9, 4), f"{how}, GETs in pipelines")
+    measured("cache.colocated", _is_local(url), f"cache at {client.redacted}")
     maxmemory = int(client.redis.config_get("maxmemory").get("maxmemory", 0)) if cache else 0
     if maxmemory:
         measured("cache.size_gb", maxmemory / 1e9, f"maxmemory of {client.redacted}")

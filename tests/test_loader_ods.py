@@ -76,6 +76,29 @@ def test_a_value_gone_after_the_decision_is_read_elsewhere(tiny_dataset, redis_p
     assert loader.stats()["ods_gone"] == 1
 
 
+def test_a_fetch_releases_its_pins_also_after_a_script_flush(tiny_dataset, redis_proc):
+    ds = indexed(tiny_dataset)
+    loader = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB")
+    epoch_of(loader)  # fills the cache
+    wrapped, r = loader.dataset, redis_proc.client
+    store = wrapped.ods
+
+    def pinned():
+        return sum(r.bitcount(k) for k in r.keys(f"{store.prefix}pin:*"))
+
+    for flush in (False, True):
+        store.start_epoch(wrapped.job, 10 + flush)
+        d = store.decide(wrapped.job, 8)
+        assert d.hits == 8
+        assert pinned() == 8  # the decided hits are pinned until fetched
+        if flush:
+            r.script_flush()  # the release in the read's round trip gets NOSCRIPT
+        picks = [Pick(i, t, d.pin_bucket) for i, t in zip(d.indices, d.tiers, strict=True)]
+        out = wrapped.__getitems__(picks)
+        assert [y for _, y in out] == list(d.indices)
+        assert pinned() == 0  # released
+
+
 def test_ods_option_errors(tiny_dataset, redis_url):
     ds = indexed(tiny_dataset)
     with pytest.raises(ConfigError, match="ods=True needs shuffle=True"):

@@ -9,6 +9,7 @@ import pytest
 from mdp_ref import REF, ref_spec
 
 from mdp.planner import parse_split, plan, predict, split_grid, sweep
+from mdp.queueing import mva_throughput
 from mdp.spec import example_names, load_spec, parse_spec
 from seneca.errors import ConfigError, SpecError
 
@@ -32,6 +33,7 @@ def _brute(spec, model):
     c_pcie = 0 if (spec.intra_node_nvlink or spec.inter_node_nvlink) else 2 * (g - 1) / g * grad
     c_nw = 0 if spec.inter_node_nvlink else 2 * (n - 1) / n * grad
     s, m = spec.sample_kb * 1e3, spec.inflation
+    ma = m * spec.augmented_ratio  # augmented inflation
     nic, pcie = n * spec.nic_gbit_per_s * 1e9 / 8, n * spec.pcie_gbyte_per_s * 1e9
     cache, store = spec.cache_gbit_per_s * 1e9 / 8, spec.storage_mbyte_per_s * 1e6
     gpu, ta, tda = (
@@ -39,31 +41,46 @@ def _brute(spec, model):
         n * spec.augment_samples_per_s,
         (n * spec.decode_augment_samples_per_s),
     )
-    a_ = min(cache / (m * s), nic / (m * s + c_nw), pcie / (m * s + c_pcie), gpu)
-    d_ = min(a_, ta)
-    e_ = min(cache / s, nic / (s + c_nw), tda, pcie / (m * s + c_pcie), gpu)
+    a_ = min(cache / (ma * s), nic / (ma * s + c_nw), pcie / (ma * s + c_pcie), gpu)
+    d_ = min(cache / (m * s), nic / (m * s + c_nw), pcie / (ma * s + c_pcie), gpu, ta)
+    e_ = min(cache / s, nic / (s + c_nw), tda, pcie / (ma * s + c_pcie), gpu)
     s_ = min(e_, store / s)
     total, size = spec.samples, spec.cache_gb * 1e9
     best = None
     for a in range(101):
         for d in range(101 - a):
             e = 100 - a - d
-            na = min(total, a / 100 * size / (m * s))
-            nd = min(total - na, d / 100 * size / (m * s))
-            ne = min(total - na - nd, e / 100 * size / s)
-            ns = total - na - nd - ne
             if model == "paper":
+                na = min(total, a / 100 * size / (ma * s))
+                nd = min(total - na, d / 100 * size / (m * s))
+                ne = min(total - na - nd, e / 100 * size / s)
+                ns = total - na - nd - ne
                 thr = (na * a_ + nd * d_ + ne * e_ + ns * s_) / total
-            else:
-                fa, fd, fe, fs = na / total, nd / total, ne / total, ns / total
-                thr = 1 / max(
-                    ((fa + fd) * m * s + fe * s) / cache,
-                    ((fa + fd) * m * s + (fe + fs) * s + c_nw) / nic,
-                    (m * s + c_pcie) / pcie,
-                    1 / gpu,
-                    fd / ta + (fe + fs) / tda,
-                    fs * s / store,
-                )
+            else:  # augmented copies besides base copies (decoded, then encoded)
+                na = min(total, a / 100 * size / (ma * s))
+                nd = min(total, d / 100 * size / (m * s))
+                ne = min(total - nd, e / 100 * size / s)
+                ns = total - nd - ne
+                jobs = spec.jobs
+                fh = min(na / total, (jobs - 1) / jobs)
+                written = fh / (jobs - 1) if jobs > 1 else 0.0
+                fd, fe, fs = ((1 - fh) * v / total for v in (nd, ne, ns))
+                read = fh * ma * s + fd * m * s
+                cache_s = (read + fe * s + written * ma * s) / cache
+                cpu_s = fd / ta + (fe + fs) / tda
+                demand = {
+                    "cache": cache_s,
+                    "nic": (read + (fe + fs) * s + c_nw) / nic,
+                    "pcie": (ma * s + c_pcie) / pcie,
+                    "gpu": 1 / gpu,
+                    "cpu": cpu_s + cache_s if spec.cache_colocated else cpu_s,
+                    "storage": fs * s / store,
+                }
+                thr = 1 / max(demand.values())
+                if not spec.pipelined:
+                    if spec.cache_colocated:
+                        del demand["cache"]
+                    thr = float(mva_throughput(demand, jobs, "cpu", spec.cpu_cores))
             key = (thr, total - ns)
             if best is None or _better(key, best[0]):
                 best = (key, (e, d, a))
@@ -85,16 +102,24 @@ def _random_spec(rng):
         "gpus_per_node": rng.choice([1, 2, 8]),
         "intra_node_nvlink": rng.random() < 0.3,
         "inter_node_nvlink": rng.random() < 0.2,
+        "jobs": rng.choice([1, 2, 3, 8]),
     }
     for key in data["node"]:
         data["node"][key] = round(10 ** rng.uniform(2.5, 4.5), 1)
     data["node"]["nic_gbit_per_s"] = rng.choice([1, 10, 100])
-    data["cache"] = {"size_gb": rng.choice([0.5, 8, 64, 400]), "bandwidth_gbit_per_s": 10}
+    data["node"]["cpu_cores"] = rng.choice([1, 2, 16])
+    data["node"]["pipelined"] = rng.random() < 0.5
+    data["cache"] = {
+        "size_gb": rng.choice([0.5, 8, 64, 400]),
+        "bandwidth_gbit_per_s": 10,
+        "colocated": rng.random() < 0.3,
+    }
     data["storage"]["bandwidth_mbyte_per_s"] = rng.choice([50, 500, 5000])
     data["dataset"] = {
         "samples": rng.choice([500, 50_000, 1_281_167]),
         "sample_kb": rng.choice([20, 114, 315]),
         "inflation": rng.choice([1.3, 5.12]),
+        "augmented_ratio": rng.choice([0.27, 1.0]),
     }
     return parse_spec(data, "random")
 
@@ -151,7 +176,8 @@ def test_predict_reports_tiers():
     assert t["encoded"].bound == "cpu_decode_augment" and t["storage"].bound == "storage"
     assert pred.bound is None
     shared = predict(ref_spec(), (50, 30, 20), model="shared")
-    assert shared.bound == "cpu" and shared.throughput == pytest.approx(1 / 4.5e-4)
+    cpu = (0.075 / 3000 + 0.925 / 1000) / 2  # one job: the augmented tier remakes its copies
+    assert shared.bound == "cpu" and shared.throughput == pytest.approx(1 / cpu)
 
 
 def test_shared_is_the_default_model():

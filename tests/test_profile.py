@@ -17,6 +17,9 @@ MEASURED = {
     "dataset.samples",
     "dataset.sample_kb",
     "dataset.inflation",
+    "dataset.augmented_ratio",
+    "cache.colocated",
+    "node.cpu_cores",
 }
 
 
@@ -33,6 +36,9 @@ def test_profile_command_with_cache_and_base(tiny_dataset, redis_proc, tmp_path,
     mean_kb = sum(p.stat().st_size for p in files) / len(files) / 1e3
     assert spec.sample_kb == pytest.approx(mean_kb, rel=1e-3)
     assert 1 < spec.inflation < 100  # 64x48 RGB = 9216 B vs a few KB of JPEG
+    assert spec.augmented_ratio == pytest.approx(224 * 224 / (64 * 48), rel=1e-3)
+    assert spec.cache_colocated  # the test's redis-server runs on this machine
+    assert spec.cpu_cores == 2  # --workers
     assert spec.decode_augment_samples_per_s > 0 and spec.augment_samples_per_s > 0
     assert spec.cache_gbit_per_s > 0 and spec.storage_mbyte_per_s > 0
     assert spec.cache_gb == pytest.approx(0.05)  # the server's maxmemory
@@ -56,6 +62,8 @@ def test_profile_defaults_and_embedded_cache(tiny_dataset):
         source = result.sources[f.name]
         if f.name in MEASURED:
             assert source.startswith("measured"), f.name
+            if f.name == "cache.colocated":
+                assert result.spec.get(f.name) is True  # the embedded cache
         else:
             assert source.startswith("default"), f.name
             assert result.spec.get(f.name) == defaults.PROFILE_DEFAULTS[f.name]

@@ -7,7 +7,7 @@ import pytest
 
 from mdp.spec import example_text
 from seneca.cli import main
-from seneca.validate import SPLITS, pearson
+from seneca.validate import SPLITS, pearson, summarise
 
 
 def test_pearson():
@@ -16,17 +16,61 @@ def test_pearson():
     assert math.isnan(pearson([1, 1, 1], [1, 2, 3]))
 
 
+def _point(size, split, measured, paper, shared, planned=False):
+    return {
+        "size_ratio": size,
+        "split": split,
+        "measured": measured,
+        "paper": paper,
+        "shared": shared,
+        "planned": planned,
+    }
+
+
+def test_summarise_per_split_lines_and_planned_split():
+    points = []
+    for size, scale in ((1, 3.0), (2, 2.0), (4, 1.0)):
+        for k, split in enumerate(SPLITS):
+            text = "-".join(map(str, split))
+            measured = 100 * scale + k
+            # paper tracks every line; shared is flat for 100-0-0 and reversed for 0-100-0
+            shared = {0: 500.0, 1: 400 - measured}.get(k, measured * 1.1)
+            points.append(
+                _point(size, text, measured, measured * 2, shared, planned=k == 0 and size != 4)
+            )
+    points.append(_point(4, "70-0-30", 50.0, 60.0, 60.0, planned=True))
+    out = summarise(points)
+    assert out["paper"]["pearson_r_per_split"] == pytest.approx(
+        dict.fromkeys(("-".join(map(str, s)) for s in SPLITS), 1.0)
+    )
+    shared = out["shared"]["pearson_r_per_split"]
+    assert math.isnan(shared["100-0-0"]) and shared["0-100-0"] == pytest.approx(-1.0)
+    assert out["paper"]["mape"] == pytest.approx(100.0)  # the extra planned split is left out
+    # size 1: 100-0-0 is planned, 300 of the best 305; size 4: 70-0-30 is planned (a 7th point)
+    assert out["planned_vs_best"]["1"] == pytest.approx(300 / 305)
+    assert out["planned_vs_best"]["4"] == pytest.approx(50 / 105)
+
+
 def test_validate_model_writes_points(tiny_dataset, tmp_path, capsys):
     spec = tmp_path / "spec.toml"
     spec.write_text(example_text("inhouse"))
     out = tmp_path / "val"
     argv = ["validate-model", "--data", str(tiny_dataset), "--spec", str(spec), "--sizes", "1"]
     argv += ["--jobs", "1", "--epochs", "2", "--crop", "16", "--workers", "0", "--out", str(out)]
+    argv[-2:-2] = ["--storage-mbps", "50"]
     assert main(argv) == 0
     result = json.loads((out / "points.json").read_text())
-    assert [p["split"] for p in result["points"]] == ["-".join(map(str, s)) for s in SPLITS]
+    six = ["-".join(map(str, s)) for s in SPLITS]
+    assert [p["split"] for p in result["points"]][:6] == six
+    planned = [p for p in result["points"] if p["planned"]]
+    assert result["storage_mbps"] == 50 and result["loader"] == "mdp"
+    assert len(planned) == 1 and result["planned_vs_best"]["1.0"] > 0
+    assert len(result["points"]) == 6 + (planned[0]["split"] not in six)
+    assert set(result["shared"]["pearson_r_per_split"]) == set(six)
     assert all(p["measured"] > 0 and p["paper"] > 0 and p["shared"] > 0 for p in result["points"])
     assert {"pearson_r", "mape"} <= set(result["paper"]) and result["shared"]["mape"] >= 0
     assert (out / "validation.png").read_bytes()[:4] == b"\x89PNG"
     assert "Pearson r" in capsys.readouterr().out
     assert main([*argv[:-2], "--out", str(out), "--sizes", "0"]) == 2
+    assert main([*argv, "--loader", "pytorch"]) == 2
+    assert "--loader" in capsys.readouterr().err

@@ -35,14 +35,16 @@ end
 
 local function bit(key, i) return redis.call('GETBIT', key, i) == 1 end
 
-local function member(j, i)
-  local m = P .. 'm:' .. j
-  if redis.call('EXISTS', m) == 0 then return true end
-  return bit(m, i)
+-- one BITFIELD call: bit i of key for every i in list (0/1 each)
+local function bits(key, list)
+  if #list == 0 then return {} end
+  local args = {}
+  for _, i in ipairs(list) do
+    args[#args + 1] = 'GET'; args[#args + 1] = 'u1'; args[#args + 1] = i
+  end
+  return redis.call('BITFIELD_RO', key, unpack(args))
 end
 
--- live jobs that still need sample i this epoch (for the augmented tier: that have not used
--- its current copy either)
 local function rest_key(j, e) return P .. 'r:' .. j .. ':' .. string.format('%d', e) end
 
 local REST = {}  -- job -> unserved bitmap of its latest epoch, looked up once per call
@@ -53,34 +55,32 @@ local function latest_rest(j)
   return REST[j]
 end
 
-local function demand(i, tier, live)
-  local d = 0
+-- per sample of list, the live jobs that still need it this epoch (for the augmented tier: that
+-- have not used its current copy either): 2 BITFIELD calls per live job
+local function demands(list, tier, live)
+  local out = {}
+  for k = 1, #list do out[k] = 0 end
   for _, j in ipairs(live) do
-    if bit(latest_rest(j), i)
-        and (tier ~= 'a' or not bit(P .. 'g:' .. j, i)) then
-      d = d + 1
+    local r = bits(latest_rest(j), list)
+    local g = tier == 'a' and bits(P .. 'g:' .. j, list) or {}
+    for k = 1, #list do
+      if r[k] == 1 and g[k] ~= 1 then out[k] = out[k] + 1 end
     end
   end
-  return d
+  return out
 end
 
 local PIN_LEASE = 60000  -- set by 'decide' / 'release' / 'admit' from their arguments
 
 local function pin_key(bucket) return P .. 'pin:' .. string.format('%d', bucket) end
 
-local function pinned(i)
+-- per sample of list: pinned in the current or the previous pin bucket
+local function pinned_many(list)
   local b = math.floor(now / PIN_LEASE)
-  return bit(pin_key(b), i) or bit(pin_key(b - 1), i)
-end
-
--- one BITFIELD call: bit i of key for every i in list (0/1 each)
-local function bits(key, list)
-  if #list == 0 then return {} end
-  local args = {}
-  for _, i in ipairs(list) do
-    args[#args + 1] = 'GET'; args[#args + 1] = 'u1'; args[#args + 1] = i
-  end
-  return redis.call('BITFIELD_RO', key, unpack(args))
+  local p0, p1 = bits(pin_key(b), list), bits(pin_key(b - 1), list)
+  local out = {}
+  for k = 1, #list do out[k] = p0[k] == 1 or p1[k] == 1 end
+  return out
 end
 
 -- one BITFIELD call: set bit i of key to v for every i in list; answers the previous bits
@@ -112,12 +112,20 @@ local function drop(i, tier, dp, overhead)
   redis.call('DECR', P .. 'n:' .. tier)
 end
 
--- every live job that trains on i has used its current augmented copy: nobody can use it again
-local function aug_spent(i, live)
+-- per sample of list: every live job that trains on it has used its current augmented copy,
+-- so nobody can use that copy again
+local function aug_spent_many(list, live)
+  local out = {}
+  for k = 1, #list do out[k] = true end
   for _, j in ipairs(live) do
-    if member(j, i) and not bit(P .. 'g:' .. j, i) then return false end
+    local m = P .. 'm:' .. j
+    local mem = redis.call('EXISTS', m) == 1 and bits(m, list) or nil
+    local g = bits(P .. 'g:' .. j, list)
+    for k = 1, #list do
+      if (mem == nil or mem[k] == 1) and g[k] ~= 1 then out[k] = false end
+    end
   end
-  return true
+  return out
 end
 
 -- first set bit of key at or after position r, wrapping; -1 when none in [0, n)
@@ -414,15 +422,17 @@ elseif cmd == 'release' then
     for k, s in ipairs(hits) do if a[k] == 1 then cands[#cands + 1] = s end end
   end
   local live = #cands > 0 and live_jobs() or {}
-  for _, s in ipairs(cands) do
-    if not pinned(s) then
+  local pins = pinned_many(cands)
+  local spent = policy ~= 'paper' and aug_spent_many(cands, live) or {}
+  for k, s in ipairs(cands) do
+    if not pins[k] then
       if policy == 'paper' then
         if redis.call('SREM', P .. 'doom', s) == 1 then
           for _, t in ipairs(TIERS) do drop(s, t, dp, overhead) end
           redis.call('BITFIELD', P .. 'ref', 'SET', 'u8', '#' .. s, 0)
           evicted[#evicted + 1] = s
         end
-      elseif bit(P .. 't:a', s) and aug_spent(s, live) then
+      elseif spent[k] then
         drop(s, 'a', dp, overhead)
         evicted[#evicted + 1] = s
       end
@@ -457,19 +467,22 @@ elseif cmd == 'admit' then
     else
       local used = tonumber(redis.call('GET', P .. 'u:' .. t) or '0')
       if used + size > cap[t] and policy ~= 'paper' then
-        local want = demand(s, t, live)
+        local want = demands({s}, t, live)[1]
         local nbits = redis.call('STRLEN', tkey) * 8
         for _ = 1, probes do
           if used + size <= cap[t] or nbits == 0 then break end
-          local best, best_d = nil, nil
+          -- 16 random entries; the unpinned one that live jobs need least goes
+          local cands = {}
           for _ = 1, 16 do
             local r = math.random(0, nbits - 1)
             local v = redis.call('BITPOS', tkey, 1, r, nbits - 1, 'BIT')
             if v == -1 then v = redis.call('BITPOS', tkey, 1, 0, nbits - 1, 'BIT') end
-            if v ~= -1 and not pinned(v) then
-              local d = demand(v, t, live)
-              if best_d == nil or d < best_d then best, best_d = v, d end
-            end
+            if v ~= -1 then cands[#cands + 1] = v end
+          end
+          local pins, need = pinned_many(cands), demands(cands, t, live)
+          local best, best_d = nil, nil
+          for k, v in ipairs(cands) do
+            if not pins[k] and (best_d == nil or need[k] < best_d) then best, best_d = v, need[k] end
           end
           if best == nil or best_d >= want then break end
           drop(best, t, dp, overhead)
