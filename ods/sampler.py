@@ -57,6 +57,8 @@ class OdsBatchSampler:
         indices: the samples this job trains on (default: all).
         substitute: replace misses by cached samples (ODS); False keeps the random order.
         num_replicas, rank: data-parallel ranks of the job (see the module docstring).
+        lookahead: batches decided per call to Redis: one round trip (and one script run)
+            serves several batches; their hits stay pinned until they are fetched.
     """
 
     def __init__(
@@ -69,7 +71,10 @@ class OdsBatchSampler:
         substitute: bool = True,
         num_replicas: int = 1,
         rank: int = 0,
+        lookahead: int = 4,
     ) -> None:
+        if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead <= 0:
+            raise ConfigError(f"lookahead: expected a positive integer, got {lookahead!r}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ConfigError(f"batch_size: expected a positive integer, got {batch_size!r}")
         if num_replicas < 1 or not 0 <= rank < num_replicas:
@@ -82,6 +87,7 @@ class OdsBatchSampler:
         self.substitute = substitute
         self.num_replicas = num_replicas
         self.rank = rank
+        self.lookahead = lookahead
         self.epoch = 0
         self.substitutions = 0
         #: per epoch, the batches (sample indices, 4 bytes each) this sampler has yielded
@@ -147,6 +153,15 @@ class OdsBatchSampler:
         self.yielded.setdefault(epoch, []).append(array("I", [p.index for p in picks]))
         return picks
 
+    def _release(self, picks: Sequence[Pick]) -> None:
+        """Unpin the hits of ``picks`` that will not be fetched."""
+        buckets: dict[int, list[int]] = {}
+        for p in picks:
+            if p.tier is not None:
+                buckets.setdefault(p.bucket, []).append(p.index)
+        for bucket, hits in buckets.items():
+            self.store.release_hits(self.job, bucket, hits)
+
     def _decide(self, epoch: int, want: int):
         while True:
             try:
@@ -168,18 +183,29 @@ class OdsBatchSampler:
         try:
             self._join()
             self.store.start_epoch(self.job, epoch)
+            ahead: list[Pick] = []  # decided, not yet yielded
+            drained = False
             while left is None or left > 0:
                 want = self.batch_size if left is None else min(self.batch_size, left)
                 if self.drop_last and want < self.batch_size:
                     break
-                d = self._decide(epoch, want)
-                picks = [Pick(i, t, d.pin_bucket) for i, t in zip(d.indices, d.tiers, strict=True)]
-                self.substitutions += d.substitutions
+                if len(ahead) < want and not drained:
+                    ask = self.batch_size * self.lookahead - len(ahead)
+                    if left is not None:  # no more than the rank's share (whole batches)
+                        limit = left - left % self.batch_size if self.drop_last else left
+                        ask = min(ask, limit - len(ahead))
+                    d = self._decide(epoch, ask)
+                    ahead += [
+                        Pick(i, t, d.pin_bucket) for i, t in zip(d.indices, d.tiers, strict=True)
+                    ]
+                    self.substitutions += d.substitutions
+                    drained = len(d.indices) < ask
+                picks, ahead = ahead[:want], ahead[want:]
                 if left is None:
                     if not picks:
                         break
                     if self.drop_last and len(picks) < self.batch_size:
-                        self.store.release(self.job, d)
+                        self._release(picks)
                         break
                 else:  # a rank's fixed share: pad when the other ranks drained the epoch
                     members = self._members()
@@ -188,6 +214,7 @@ class OdsBatchSampler:
                     ]
                     left -= want
                 yield self._record(epoch, picks)
+            self._release(ahead)
         except (redis.ConnectionError, redis.TimeoutError, OSError) as err:
             self._joined = False
             done = sum(len(b) for b in self.yielded[epoch])

@@ -56,7 +56,8 @@ class _Reader:
         out = bytearray(size)
         view = memoryview(out)
         have = min(size, len(self.buf) - self.pos)
-        view[:have] = self.buf[self.pos : self.pos + have]
+        with memoryview(self.buf) as buffered:  # released before the buffer is resized
+            view[:have] = buffered[self.pos : self.pos + have]
         self.pos += have
         while have < size:
             got = self.sock.recv_into(view[have:])

@@ -139,12 +139,15 @@ def test_paper_policy_evicts_at_threshold(redis_proc):
     assert store.state()["encoded"]["entries"] == 0
 
 
-def test_a_job_never_gets_the_same_augmented_copy_twice(redis_proc):
+# offset 20,000: the jobs train on samples 20,000-20,119, so the bitmaps (2.5 KB) are read with
+# BITFIELD; without it, whole (the script reads a bitmap whole up to 32 bytes per position)
+@pytest.mark.parametrize("offset", [0, 20_000])
+def test_a_job_never_gets_the_same_augmented_copy_twice(redis_proc, offset):
     n = 120
-    store = make_store(redis_proc, n, capacity={"augmented": 40}, seed=3)
+    store = make_store(redis_proc, offset + n, capacity={"augmented": 40}, seed=3)
     jobs = ["a", "b", "c"]
     for j in jobs:
-        store.join(j)
+        store.join(j, range(offset, offset + n) if offset else None)
         store.start_epoch(j, 0)
     generation = collections.Counter()
     used = set()

@@ -33,11 +33,22 @@ local function live_jobs()
   return redis.call('ZRANGE', jobs_key, 0, -1)
 end
 
+local band, rshift = bit.band, bit.rshift  -- the bit library, before 'bit' names a function
 local function bit(key, i) return redis.call('GETBIT', key, i) == 1 end
 
--- one BITFIELD call: bit i of key for every i in list (0/1 each)
+-- bit i of key for every i in list (0/1 each): a bitmap up to 32 bytes per position asked is
+-- read whole and tested here, a larger one with one BITFIELD call (its arguments cost more)
 local function bits(key, list)
   if #list == 0 then return {} end
+  if redis.call('STRLEN', key) <= 32 * #list then
+    local s, out = redis.call('GET', key), {}
+    local byte, floor = string.byte, math.floor
+    for k, i in ipairs(list) do
+      local b = s and byte(s, floor(i / 8) + 1)
+      out[k] = b and band(rshift(b, 7 - i % 8), 1) or 0
+    end
+    return out
+  end
   local args = {}
   for _, i in ipairs(list) do
     args[#args + 1] = 'GET'; args[#args + 1] = 'u1'; args[#args + 1] = i
@@ -112,20 +123,22 @@ local function drop(i, tier, dp, overhead)
   redis.call('DECR', P .. 'n:' .. tier)
 end
 
--- per sample of list: every live job that trains on it has used its current augmented copy,
--- so nobody can use that copy again
-local function aug_spent_many(list, live)
-  local out = {}
-  for k = 1, #list do out[k] = true end
+-- the samples of list whose current augmented copy every live job that trains on them has used
+-- (nobody can use it again); each job's bitmaps are read only for the samples still in question
+local function aug_spent(list, live)
+  local left = list
   for _, j in ipairs(live) do
+    if #left == 0 then break end
     local m = P .. 'm:' .. j
-    local mem = redis.call('EXISTS', m) == 1 and bits(m, list) or nil
-    local g = bits(P .. 'g:' .. j, list)
-    for k = 1, #list do
-      if (mem == nil or mem[k] == 1) and g[k] ~= 1 then out[k] = false end
+    local mem = redis.call('EXISTS', m) == 1 and bits(m, left) or nil
+    local g = bits(P .. 'g:' .. j, left)
+    local still = {}
+    for k, s in ipairs(left) do
+      if not ((mem == nil or mem[k] == 1) and g[k] ~= 1) then still[#still + 1] = s end
     end
+    left = still
   end
-  return out
+  return left
 end
 
 -- first set bit of key at or after position r, wrapping; -1 when none in [0, n)
@@ -421,18 +434,20 @@ elseif cmd == 'release' then
     local a = bits(P .. 't:a', hits)
     for k, s in ipairs(hits) do if a[k] == 1 then cands[#cands + 1] = s end end
   end
-  local live = #cands > 0 and live_jobs() or {}
-  local pins = pinned_many(cands)
-  local spent = policy ~= 'paper' and aug_spent_many(cands, live) or {}
-  for k, s in ipairs(cands) do
-    if not pins[k] then
-      if policy == 'paper' then
-        if redis.call('SREM', P .. 'doom', s) == 1 then
-          for _, t in ipairs(TIERS) do drop(s, t, dp, overhead) end
-          redis.call('BITFIELD', P .. 'ref', 'SET', 'u8', '#' .. s, 0)
-          evicted[#evicted + 1] = s
-        end
-      elseif spent[k] then
+  if policy == 'paper' then
+    local pins = pinned_many(cands)
+    for k, s in ipairs(cands) do
+      if not pins[k] and redis.call('SREM', P .. 'doom', s) == 1 then
+        for _, t in ipairs(TIERS) do drop(s, t, dp, overhead) end
+        redis.call('BITFIELD', P .. 'ref', 'SET', 'u8', '#' .. s, 0)
+        evicted[#evicted + 1] = s
+      end
+    end
+  else
+    local spent = aug_spent(cands, #cands > 0 and live_jobs() or {})
+    local pins = pinned_many(spent)
+    for k, s in ipairs(spent) do
+      if not pins[k] then
         drop(s, 'a', dp, overhead)
         evicted[#evicted + 1] = s
       end
