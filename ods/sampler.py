@@ -57,8 +57,10 @@ class OdsBatchSampler:
         indices: the samples this job trains on (default: all).
         substitute: replace misses by cached samples (ODS); False keeps the random order.
         num_replicas, rank: data-parallel ranks of the job (see the module docstring).
-        lookahead: batches decided per call to Redis: one round trip (and one script run)
-            serves several batches; their hits stay pinned until they are fetched.
+        lookahead: batches decided per call to Redis while the job's decisions are all hits
+            (one round trip and one script run serve several batches; their hits stay pinned
+            until fetched). After a decision with a miss it decides one batch at a time, so
+            that misses can be replaced by what other jobs cache meanwhile.
     """
 
     def __init__(
@@ -185,12 +187,13 @@ class OdsBatchSampler:
             self.store.start_epoch(self.job, epoch)
             ahead: list[Pick] = []  # decided, not yet yielded
             drained = False
+            span = 1  # batches the next decision asks for
             while left is None or left > 0:
                 want = self.batch_size if left is None else min(self.batch_size, left)
                 if self.drop_last and want < self.batch_size:
                     break
                 if len(ahead) < want and not drained:
-                    ask = self.batch_size * self.lookahead - len(ahead)
+                    ask = self.batch_size * span - len(ahead)
                     if left is not None:  # no more than the rank's share (whole batches)
                         limit = left - left % self.batch_size if self.drop_last else left
                         ask = min(ask, limit - len(ahead))
@@ -200,6 +203,7 @@ class OdsBatchSampler:
                     ]
                     self.substitutions += d.substitutions
                     drained = len(d.indices) < ask
+                    span = self.lookahead if d.indices and d.hits == len(d.indices) else 1
                 picks, ahead = ahead[:want], ahead[want:]
                 if left is None:
                     if not picks:

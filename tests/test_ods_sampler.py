@@ -80,3 +80,31 @@ def test_works_as_a_dataloader_batch_sampler(redis_proc):
     loader = DataLoader(Indices(), batch_sampler=sampler)
     values = torch.cat(list(loader)).tolist()
     assert sorted(values) == list(range(100))
+
+
+class CountingStore(OdsStore):
+    """A real OdsStore that counts its decide calls."""
+
+    decides = 0
+
+    def decide(self, *args, **kw):
+        self.decides += 1
+        return super().decide(*args, **kw)
+
+
+def test_lookahead_only_while_every_decided_sample_is_a_hit(redis_proc):
+    store = CountingStore(redis_proc.client, "look", 48, capacity={"encoded": 48}, seed=2)
+    sampler = OdsBatchSampler(store, "job", batch_size=4, lookahead=4)
+    cold = list(sampler)  # every sample a miss: one batch per decision
+    assert store.decides == 13  # 12 batches and the empty answer that ends the epoch
+    for b in cold:
+        store.admit("job", [(p.index, "encoded", 1, b"") for p in b])
+    store.decides = 0
+    warm = list(sampler)  # all hits: 1 batch, then 4 per decision
+    assert [len(b) for b in warm] == [4] * 12
+    seen = collections.Counter(p.index for b in warm for p in b)
+    assert set(seen) == set(range(48)) and max(seen.values()) == 1
+    assert all(p.tier == "encoded" for b in warm for p in b)
+    assert store.decides == 4  # 4 + 16 + 16 + 12 samples; the short answer ends the epoch
+    pins = redis_proc.client.keys(store.prefix + "pin:*")
+    assert sum(redis_proc.client.bitcount(k) for k in pins) == 48  # decided hits stay pinned
