@@ -57,10 +57,10 @@ class OdsBatchSampler:
         indices: the samples this job trains on (default: all).
         substitute: replace misses by cached samples (ODS); False keeps the random order.
         num_replicas, rank: data-parallel ranks of the job (see the module docstring).
-        lookahead: batches decided per call to Redis while the job's decisions are all hits
-            (one round trip and one script run serve several batches; their hits stay pinned
-            until fetched). After a decision with a miss it decides one batch at a time, so
-            that misses can be replaced by what other jobs cache meanwhile.
+        lookahead: batches decided per call to Redis while the cache covers the job (a
+            decision all hits without substitutions): one round trip and one script run serve
+            several batches, whose hits stay pinned until fetched. Otherwise it decides one
+            batch at a time, so that misses can be replaced by what other jobs cache meanwhile.
     """
 
     def __init__(
@@ -203,7 +203,8 @@ class OdsBatchSampler:
                     ]
                     self.substitutions += d.substitutions
                     drained = len(d.indices) < ask
-                    span = self.lookahead if d.indices and d.hits == len(d.indices) else 1
+                    covered = d.indices and d.hits == len(d.indices) and not d.substitutions
+                    span = self.lookahead if covered else 1
                 picks, ahead = ahead[:want], ahead[want:]
                 if left is None:
                     if not picks:

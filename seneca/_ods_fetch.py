@@ -12,20 +12,42 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
 
-from seneca._resp import execute
+from seneca import codec
+from seneca._resp import Place, Placed, execute
+from seneca._rows import BatchRows
 from seneca.keys import TIERS
 
 __all__ = ["fetch_decided"]
 
 
-def _read(ds: Any, picks: Sequence[Any], count: Counter) -> tuple[list, dict, int]:
-    """Values per pick ((tier, bytearray) or (None, None)), bytes used per tier, live jobs; the
-    batch's hits are released in the same round trip."""
+def _placer(rows: BatchRows, picks: Sequence[Any]) -> Callable[[int], Place | None]:
+    """For element k of the values' MGET: put an augmented tensor's payload in its row."""
+    where = [k for k, p in enumerate(picks) if p.tier is not None]
+
+    def place_element(j: int) -> Place | None:
+        k = where[j]
+        if picks[k].tier != "augmented":
+            return None
+
+        def place(header: bytearray, total: int) -> memoryview | None:
+            layout = codec.tensor_layout(header, total)
+            return None if layout is None else rows.place(k, *layout)
+
+        return place
+
+    return place_element
+
+
+def _read(
+    ds: Any, picks: Sequence[Any], count: Counter, rows: BatchRows | None
+) -> tuple[list, dict, int]:
+    """Values per pick ((tier, bytearray or Placed) or (None, None)), bytes used per tier, live
+    jobs; the batch's hits are released in the same round trip."""
     store = ds.ods
     client = store.client
     keys = [store.value_key(p.tier, p.index) for p in picks if p.tier is not None]
@@ -35,7 +57,8 @@ def _read(ds: Any, picks: Sequence[Any], count: Counter) -> tuple[list, dict, in
         commands.append(store.release_command(ds.job, picks[0].bucket, hits))
     commands.append(("MGET", *(store.used_key(t) for t in TIERS)))
     commands.append(("ZCOUNT", store.live_jobs_key(), int(time.time() * 1000), "+inf"))
-    replies = execute(client, commands, raise_on_error=False)
+    place = _placer(rows, picks) if rows is not None and keys else None
+    replies = execute(client, commands, raise_on_error=False, place=place)
     for k, r in enumerate(replies):
         if isinstance(r, redis.exceptions.NoScriptError) and hits and k == 1:
             store.release_hits(ds.job, picks[0].bucket, hits)  # loads the script
@@ -68,8 +91,10 @@ def fetch_decided(ds: Any, picks: Sequence[Any]) -> list[tuple[Any, Any]]:
     """``CachedDataset.__getitems__`` for a batch of ``ods.sampler.Pick``."""
     count: Counter = Counter(samples=len(picks))
     store = ds.ods
+    # with the batch tail deferred, augmented hits are read into the rows of the batch tensor
+    rows = BatchRows(len(picks)) if ds.defer_tail and ds.transform.tensor_first else None
     try:
-        values, used, live = _read(ds, picks, count)
+        values, used, live = _read(ds, picks, count, rows)
     except (redis.RedisError, OSError) as err:
         ds._cache_failed(err, count)
         values, used, live = [(None, None)] * len(picks), None, 0
@@ -81,14 +106,18 @@ def fetch_decided(ds: Any, picks: Sequence[Any]) -> list[tuple[Any, Any]]:
     offer = ds._offerer(room, admit, always=always)
     aug_ok = ds.transform.head is not None and live > 1
     out = []
-    for p, (tier, value) in zip(picks, values, strict=True):
-        obj = ds._cached_value(value, tier, count) if value is not None else None
+    for k, (p, (tier, value)) in enumerate(zip(picks, values, strict=True)):
+        if isinstance(value, Placed):
+            obj, size = rows.row(k), value.size
+        else:
+            obj = ds._cached_value(value, tier, count) if value is not None else None
+            size = len(value) if obj is not None else 0
         if obj is None:
             tier = None
         ds._count_lookup(tier, count)
-        if tier is not None:
-            count["bytes_cache"] += len(value)
-        out.append(ds._finish(p.index, tier, obj, count, offer, aug_ok))
+        count["bytes_cache"] += size
+        sample = ds._finish(p.index, tier, obj, count, offer, aug_ok)
+        out.append(rows.settle(k, sample) if rows is not None else sample)
     if used is not None:
         try:
             if admit:

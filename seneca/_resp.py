@@ -15,14 +15,29 @@ Errors map to redis-py's: a timeout to ``redis.TimeoutError``, a broken socket t
 from __future__ import annotations
 
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import redis
 
+from seneca import codec
+
 __all__ = ["execute"]
 
 _CHUNK = 1 << 16
+
+#: Called with a TENSOR value's header and total size: where its payload goes, or None.
+Place = Callable[[bytearray, int], memoryview | None]
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A value whose payload was read into the memory a placer gave (``payload``); ``size`` is
+    the value's whole size, header included."""
+
+    payload: memoryview
+    size: int
 
 
 class _Reader:
@@ -52,22 +67,42 @@ class _Reader:
                 return line
             self._fill()
 
-    def _bulk(self, size: int) -> bytearray:
-        out = bytearray(size)
-        view = memoryview(out)
-        have = min(size, len(self.buf) - self.pos)
+    def _into(self, view: memoryview) -> None:
+        """Fill ``view`` from the buffered bytes, then straight from the socket."""
+        have = min(len(view), len(self.buf) - self.pos)
         with memoryview(self.buf) as buffered:  # released before the buffer is resized
             view[:have] = buffered[self.pos : self.pos + have]
         self.pos += have
-        while have < size:
+        while have < len(view):
             got = self.sock.recv_into(view[have:])
             if not got:
                 raise redis.ConnectionError("the cache closed the connection mid-reply")
             have += got
+
+    def _bulk(self, size: int, place: Place | None = None) -> Any:
+        if place is not None and size >= codec.FIXED_SIZE:
+            head = bytearray(codec.FIXED_SIZE)
+            self._into(memoryview(head))
+            hsize = codec.tensor_header_size(head)
+            if hsize is not None and hsize <= size:
+                head += bytes(hsize - len(head))
+                self._into(memoryview(head)[codec.FIXED_SIZE :])
+                dest = place(head, size)
+                if dest is not None:
+                    self._into(dest)
+                    self._line()  # the CRLF after the payload
+                    return Placed(dest, size)
+            out = bytearray(size)
+            out[: len(head)] = head
+            self._into(memoryview(out)[len(head) :])
+        else:
+            out = bytearray(size)
+            self._into(memoryview(out))
         self._line()  # the CRLF after the payload
         return out
 
-    def reply(self) -> Any:
+    def reply(self, place: Callable[[int], Place] | None = None) -> Any:
+        """One reply; ``place(k)`` gives the placer of element k of an array reply."""
         line = self._line()
         kind, rest = line[:1], line[1:]
         if kind == b"$":
@@ -75,7 +110,26 @@ class _Reader:
             return None if size < 0 else self._bulk(size)
         if kind in (b"*", b"~", b">"):
             size = int(rest)
+            if size < 0:
+                return None
+            if place is None:
+                return [self.reply() for _ in range(size)]
+            return [self._element(place(k)) for k in range(size)]
+        return self._simple(kind, rest, line)
+
+    def _element(self, place: Place) -> Any:
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"$":
+            size = int(rest)
+            return None if size < 0 else self._bulk(size, place)
+        if kind in (b"*", b"~", b">"):
+            size = int(rest)
             return None if size < 0 else [self.reply() for _ in range(size)]
+        return self._simple(kind, rest, line)
+
+    @staticmethod
+    def _simple(kind: bytes, rest: bytes, line: bytes) -> Any:
         if kind == b":":
             return int(rest)
         if kind == b"+":
@@ -91,18 +145,25 @@ class _Reader:
 
 
 def execute(
-    client: redis.Redis, commands: Sequence[Sequence[Any]], raise_on_error: bool = True
+    client: redis.Redis,
+    commands: Sequence[Sequence[Any]],
+    raise_on_error: bool = True,
+    place: Callable[[int], Place] | None = None,
 ) -> list[Any]:
     """Send ``commands`` (each ``(name, *args)``) in one write and return their replies: bulk
     strings as ``bytearray``, integers as int, nulls as None, arrays as lists. An error reply
     is raised after every reply was read, or with ``raise_on_error=False`` returned in its place
-    as a ``redis.ResponseError`` (``redis.exceptions.NoScriptError`` for NOSCRIPT)."""
+    as a ``redis.ResponseError`` (``redis.exceptions.NoScriptError`` for NOSCRIPT).
+
+    ``place`` (for the first command's array reply): ``place(k)`` returns a placer for element
+    k, called with a TENSOR value's header and its total size; the memoryview it returns gets
+    the payload (a :class:`Placed` stands in the reply), None reads the value as usual."""
     pool = client.connection_pool
     conn = pool.get_connection()
     try:
         conn.send_packed_command(conn.pack_commands(commands))
         reader = _Reader(conn._sock)
-        replies = [reader.reply() for _ in commands]
+        replies = [reader.reply(place if k == 0 else None) for k in range(len(commands))]
     except TimeoutError as e:  # socket.timeout
         conn.disconnect()
         raise redis.TimeoutError(f"cache reply timed out: {e}") from None

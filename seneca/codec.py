@@ -29,11 +29,22 @@ from PIL import Image
 
 from seneca.errors import CodecError
 
-__all__ = ["FORMAT_VERSION", "MAGIC", "Kind", "decode", "encode"]
+__all__ = [
+    "FIXED_SIZE",
+    "FORMAT_VERSION",
+    "MAGIC",
+    "Kind",
+    "decode",
+    "encode",
+    "tensor_header_size",
+    "tensor_layout",
+]
 
 MAGIC = b"SNCA"
 FORMAT_VERSION = 1
 _FIXED = struct.Struct("<4sBBBB")
+#: Bytes at the start of every value that say how long its header is.
+FIXED_SIZE = _FIXED.size
 
 # torch.frombuffer over an immutable Redis reply warns once per process that the buffer is not
 # writable. The tensors we hand out are consumed by transforms/collate that copy; see decode().
@@ -125,6 +136,37 @@ def _parse(buf: bytes | memoryview) -> tuple[Kind, torch.dtype, tuple[int, ...],
             f"needs {expected}"
         )
     return Kind(kind), dtype, shape, offset
+
+
+def tensor_header_size(fixed: bytes | bytearray | memoryview) -> int | None:
+    """The header size of a TENSOR value from its first :data:`FIXED_SIZE` bytes; None for any
+    other value (another kind, version or a foreign one: decode it whole to find out)."""
+    if len(fixed) < FIXED_SIZE:
+        return None
+    magic, version, kind, dtype_code, ndim = _FIXED.unpack_from(fixed)
+    if magic != MAGIC or version != FORMAT_VERSION or kind != Kind.TENSOR:
+        return None
+    if dtype_code >= len(_DTYPES):
+        return None
+    size = FIXED_SIZE + 4 * ndim
+    return size + -size % 8
+
+
+def tensor_layout(
+    header: bytes | bytearray | memoryview, total: int
+) -> tuple[torch.dtype, tuple[int, ...]] | None:
+    """(dtype, shape) of a TENSOR value of ``total`` bytes whose whole header is ``header``
+    (:func:`tensor_header_size` bytes); None when its payload would not be ``total`` minus
+    the header (a damaged value: decode it whole for the error)."""
+    size = tensor_header_size(header)
+    if size is None or len(header) != size:
+        return None
+    _, _, _, dtype_code, ndim = _FIXED.unpack_from(header)
+    shape = struct.unpack_from(f"<{ndim}I", header, FIXED_SIZE)
+    dtype = _DTYPES[dtype_code]
+    if size + math.prod(shape) * dtype.itemsize != total:
+        return None
+    return dtype, shape
 
 
 def decode(

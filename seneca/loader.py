@@ -23,6 +23,7 @@ from seneca._options import (
     resolve_job,
     resolve_ods,
 )
+from seneca._rows import collate_rows
 from seneca._units import parse_size
 from seneca.connection import CacheClient
 from seneca.dataset import CachedDataset
@@ -137,6 +138,8 @@ class SenecaLoader(DataLoader):
         wrapped = CachedDataset(dataset, None, counters)
         wrapped.defer_tail = resolve_batch_tail(batch_tail, collate_fn, batch_size, batch_sampler)
         self._batch_tail = wrapped.transform.batch_tail if wrapped.defer_tail else None
+        if wrapped.defer_tail and collate_fn is None:
+            collate_fn = collate_rows  # default_collate, minus the copy of rows read in place
         size = size or planned_size
         if client is None:
             size = size or defaults.CACHE_SIZE

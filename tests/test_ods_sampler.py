@@ -92,7 +92,7 @@ class CountingStore(OdsStore):
         return super().decide(*args, **kw)
 
 
-def test_lookahead_only_while_every_decided_sample_is_a_hit(redis_proc):
+def test_lookahead_only_while_the_cache_covers_the_job(redis_proc):
     store = CountingStore(redis_proc.client, "look", 48, capacity={"encoded": 48}, seed=2)
     sampler = OdsBatchSampler(store, "job", batch_size=4, lookahead=4)
     cold = list(sampler)  # every sample a miss: one batch per decision

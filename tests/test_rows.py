@@ -1,0 +1,126 @@
+"""Cached tensors read straight into the rows of the batch tensor, and collated without a copy."""
+
+import pytest
+import torch
+from indexed import indexed
+from torch.utils.data import default_collate
+from torchvision.transforms import v2
+
+from seneca import SenecaLoader, codec
+from seneca._resp import Placed, execute
+from seneca._rows import BatchRows, collate_rows
+
+CROP = v2.Compose([v2.RandomResizedCrop(12, antialias=True), v2.PILToTensor()])
+CROP_NORM = v2.Compose(
+    [
+        v2.RandomResizedCrop(12, antialias=True),
+        v2.PILToTensor(),
+        v2.ToDtype(torch.float32, scale=True),
+        v2.Normalize([0.5] * 3, [0.25] * 3),
+    ]
+)
+
+
+def test_execute_places_tensor_payloads(redis_proc):
+    r = redis_proc.client
+    tensors = [torch.randint(0, 255, (3, 4, 5), dtype=torch.uint8) for _ in range(3)]
+    for k, t in enumerate(tensors):
+        r.set(f"t{k}", codec.encode(t))
+    r.set("raw", codec.encode(b"file bytes"))
+    r.set("odd", codec.encode(torch.zeros(2, 2, dtype=torch.uint8)))
+    rows = BatchRows(6)
+
+    def place(k):
+        if k == 5:
+            return None  # this element is read as usual
+
+        def put(header, total):
+            layout = codec.tensor_layout(header, total)
+            return None if layout is None else rows.place(k, *layout)
+
+        return put
+
+    keys = ["t0", "missing", "t1", "raw", "odd", "t2"]
+    (values, count) = execute(r, [("MGET", *keys), ("DBSIZE",)], place=place)
+    assert count == 5
+    assert isinstance(values[0], Placed) and isinstance(values[2], Placed)
+    assert values[0].size == len(codec.encode(tensors[0]))
+    assert torch.equal(rows.row(0), tensors[0]) and torch.equal(rows.row(2), tensors[1])
+    assert values[1] is None
+    assert isinstance(values[3], bytearray) and bytes(codec.decode(values[3])) == b"file bytes"
+    assert isinstance(values[4], bytearray)  # another shape: no row for it
+    assert isinstance(values[5], bytearray) and torch.equal(codec.decode(values[5]), tensors[2])
+    assert r.get("raw") is not None  # the connection is still in step
+
+
+def test_collate_rows_returns_the_rows_tensor():
+    rows = BatchRows(3)
+    rows.place(0, torch.uint8, (2, 2))
+    for k in range(3):
+        rows.row(k).fill_(k)
+    samples = [(rows.row(k), k) for k in range(3)]
+    images, targets = collate_rows(samples)
+    assert images is rows.rows and torch.equal(targets, torch.tensor([0, 1, 2]))
+    for mixed in (
+        samples[::-1],
+        samples[:2],
+        [samples[0], (torch.ones(2, 2, dtype=torch.uint8), 1)],
+    ):
+        got = collate_rows(mixed)
+        want = default_collate(mixed)
+        assert got[0] is not rows.rows and torch.equal(got[0], want[0])
+    # a sample made elsewhere is moved into its row when it fits
+    rows2 = BatchRows(2)
+    rows2.place(0, torch.uint8, (2, 2))
+    moved = rows2.settle(1, (torch.full((2, 2), 7, dtype=torch.uint8), "t"))
+    assert moved[1] == "t" and moved[0]._base is rows2.rows and int(rows2.rows[1, 0, 0]) == 7
+    assert rows2.settle(1, (torch.zeros(3), "t"))[0].shape == (3,)  # does not fit: as it is
+
+
+def _tail(transform, cached):
+    """What the loader makes of a cached crop: the transform's steps after PILToTensor."""
+    for step in transform.transforms[2:]:
+        cached = step(cached)
+    return cached
+
+
+@pytest.mark.parametrize(("transform", "workers"), [(CROP, 0), (CROP_NORM, 0), (CROP_NORM, 2)])
+def test_hits_are_read_into_the_batch(tiny_dataset, redis_proc, transform, workers):
+    ds = indexed(tiny_dataset)
+    ds.transform = transform
+    opts = {"batch_size": 8, "shuffle": True, "cache": redis_proc.url, "split": (0, 0, 1)}
+    a = SenecaLoader(ds, job="a", **opts)
+    a.dataset.ods.join("b")  # a second live job, so a admits augmented copies
+    for _ in a:
+        pass
+    assert a.stats()["augmented"]["admitted"] == len(ds)
+    c = SenecaLoader(ds, job="c", num_workers=workers, **opts)
+    store = c.dataset.ods
+    seen = 0
+    for x, y in c:
+        assert x.is_contiguous() and x.shape[1:] == (3, 12, 12)
+        for image, i in zip(x, y.tolist(), strict=True):
+            cached = codec.decode(redis_proc.client.get(store.value_key("augmented", i)))
+            assert torch.equal(image, _tail(transform, cached))
+            seen += 1
+    assert seen == len(ds) and c.stats()["augmented"]["hits"] == len(ds)
+
+
+def test_a_batch_of_hits_and_misses(tiny_dataset, redis_proc):
+    ds = indexed(tiny_dataset)
+    ds.transform = CROP
+    opts = {"batch_size": 48, "shuffle": True, "cache": redis_proc.url, "split": (0, 0, 1)}
+    a = SenecaLoader(ds, job="a", cache_size="10KB", **opts)  # room for some crops only
+    a.dataset.ods.join("b")
+    next(iter(a))
+    c = SenecaLoader(ds, job="c", cache_size="10KB", **opts)
+    x, y = next(iter(c))
+    hits = c.stats()["augmented"]["hits"]
+    assert 0 < hits < 48  # one batch, both kinds
+    assert x.shape == (48, 3, 12, 12) and x._base is None and x.is_contiguous()
+    store = c.dataset.ods
+    same = 0
+    for image, i in zip(x, y.tolist(), strict=True):
+        value = redis_proc.client.get(store.value_key("augmented", i))
+        same += value is not None and torch.equal(image, codec.decode(value))
+    assert same >= hits
