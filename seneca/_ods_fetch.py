@@ -51,17 +51,20 @@ def _read(
     store = ds.ods
     client = store.client
     keys = [store.value_key(p.tier, p.index) for p in picks if p.tier is not None]
-    hits = [p.index for p in picks if p.tier is not None]
+    buckets: dict[int, list[int]] = {}  # the hits by pin bucket (one, unless decided apart)
+    for p in picks:
+        if p.tier is not None:
+            buckets.setdefault(p.bucket, []).append(p.index)
+    releases = list(buckets.items())
     commands: list[tuple] = [("MGET", *keys)] if keys else []
-    if hits:  # exactly when there are keys: the release is reply 1
-        commands.append(store.release_command(ds.job, picks[0].bucket, hits))
+    commands += [store.release_command(ds.job, b, hits) for b, hits in releases]  # replies 1..
     commands.append(("MGET", *(store.used_key(t) for t in TIERS)))
     commands.append(("ZCOUNT", store.live_jobs_key(), int(time.time() * 1000), "+inf"))
     place = _placer(rows, picks) if rows is not None and keys else None
     replies = execute(client, commands, raise_on_error=False, place=place)
     for k, r in enumerate(replies):
-        if isinstance(r, redis.exceptions.NoScriptError) and hits and k == 1:
-            store.release_hits(ds.job, picks[0].bucket, hits)  # loads the script
+        if isinstance(r, redis.exceptions.NoScriptError) and 1 <= k <= len(releases):
+            store.release_hits(ds.job, *releases[k - 1])  # loads the script
         elif isinstance(r, redis.ResponseError):
             raise r
     live = int(replies[-1])

@@ -99,6 +99,25 @@ def test_a_fetch_releases_its_pins_also_after_a_script_flush(tiny_dataset, redis
         assert pinned() == 0  # released
 
 
+def test_a_batch_decided_in_two_pin_buckets_releases_both(tiny_dataset, redis_proc):
+    ds = indexed(tiny_dataset)
+    loader = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB")
+    epoch_of(loader)  # fills the cache
+    wrapped, r = loader.dataset, redis_proc.client
+    store = wrapped.ods
+    store.start_epoch(wrapped.job, 10)
+    d = store.decide(wrapped.job, 8)
+    assert d.hits == 8
+    b = d.pin_bucket
+    older = d.indices[4:]  # as if decided one pin lease earlier
+    for i in older:
+        r.setbit(f"{store.prefix}pin:{b}", i, 0)
+        r.setbit(f"{store.prefix}pin:{b - 1}", i, 1)
+    picks = [Pick(i, t, b - (i in older)) for i, t in zip(d.indices, d.tiers, strict=True)]
+    wrapped.__getitems__(picks)
+    assert sum(r.bitcount(k) for k in r.keys(f"{store.prefix}pin:*")) == 0
+
+
 def test_ods_option_errors(tiny_dataset, redis_url):
     ds = indexed(tiny_dataset)
     with pytest.raises(ConfigError, match="ods=True needs shuffle=True"):
