@@ -22,7 +22,7 @@ serves ``K x N_A`` hits per epoch out of ``K x N`` requests, and a hit fraction 
 ``min(N_A / N, (K - 1) / K)`` (copies can only be made by requests that miss them). The other
 requests read the base copies; every ``K - 1`` hits cost one cache write of a new copy.
 
-Three spec fields that are not in the paper (their defaults give the paper's equations):
+Spec fields that are not in the paper (their defaults give the paper's equations):
 
 * ``dataset.augmented_ratio``: an augmented sample's bytes over a decoded one's (a crop is
   smaller than the image it comes from). Augmented samples in the cache and on PCIe are
@@ -93,7 +93,7 @@ BOUND_LABELS = {
 class Params:
     """Model parameters in SI units (Table 3 of the paper), derived from a :class:`Spec`.
 
-    ``m_a`` is the augmented inflation (``M x dataset.augmented_ratio``; 0 means ``M``).
+    ``m_a`` is the augmented inflation, ``M x dataset.augmented_ratio``.
     ``c_nw`` and ``c_pcie`` are gradient bytes per *sample*: the per-batch ring all-reduce
     volume ``2 (k - 1) / k x model bytes`` (k = nodes for the network, GPUs per node for PCIe)
     divided by the per-GPU batch size; NVLink inside a node zeroes ``c_pcie``, NVLink across
@@ -114,7 +114,7 @@ class Params:
     n_total: int
     c_nw: float
     c_pcie: float
-    m_a: float = 0.0
+    m_a: float
     jobs: int = 1
     colocated: bool = False
     pipelined: bool = True
@@ -155,8 +155,8 @@ class Params:
 
     @property
     def augmented_bytes(self) -> float:
-        """Bytes of one augmented sample (``M x S_data`` unless ``m_a`` says otherwise)."""
-        return (self.m_a or self.m) * self.s_data
+        """Bytes of one augmented sample, ``m_a x S_data``."""
+        return self.m_a * self.s_data
 
     def sample_bytes(self, tier: str) -> float:
         """Bytes one sample occupies in ``tier`` (encoded and storage: S_data; decoded:

@@ -30,7 +30,7 @@ import redis
 from ods.store import OdsStore, set_bit, test_bit
 from seneca.errors import ConfigError
 
-__all__ = ["OdsBatchSampler", "Pick"]
+__all__ = ["OdsBatchSampler", "Pick", "hits_by_bucket"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,16 @@ class Pick:
 
     def __index__(self) -> int:
         return self.index
+
+
+def hits_by_bucket(picks: Sequence[Pick]) -> dict[int, list[int]]:
+    """The hits among ``picks`` (samples, in order) by the pin bucket their release names: one
+    bucket, unless the batch holds picks decided on both sides of a pin-lease boundary."""
+    buckets: dict[int, list[int]] = {}
+    for p in picks:
+        if p.tier is not None:
+            buckets.setdefault(p.bucket, []).append(p.index)
+    return buckets
 
 
 class OdsBatchSampler:
@@ -157,11 +167,7 @@ class OdsBatchSampler:
 
     def _release(self, picks: Sequence[Pick]) -> None:
         """Unpin the hits of ``picks`` that will not be fetched."""
-        buckets: dict[int, list[int]] = {}
-        for p in picks:
-            if p.tier is not None:
-                buckets.setdefault(p.bucket, []).append(p.index)
-        for bucket, hits in buckets.items():
+        for bucket, hits in hits_by_bucket(picks).items():
             self.store.release_hits(self.job, bucket, hits)
 
     def _decide(self, epoch: int, want: int):

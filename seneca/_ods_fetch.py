@@ -12,21 +12,22 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import redis
 
+from ods.sampler import hits_by_bucket
 from seneca import codec
-from seneca._resp import Place, Placed, execute
+from seneca._resp import Elements, Place, Placed, execute
 from seneca._rows import BatchRows
 from seneca.keys import TIERS
 
 __all__ = ["fetch_decided"]
 
 
-def _placer(rows: BatchRows, picks: Sequence[Any]) -> Callable[[int], Place | None]:
-    """For element k of the values' MGET: put an augmented tensor's payload in its row."""
+def _placer(rows: BatchRows, picks: Sequence[Any]) -> Elements:
+    """For element j of the values' MGET: put an augmented tensor's payload in its row."""
     where = [k for k, p in enumerate(picks) if p.tier is not None]
 
     def place_element(j: int) -> Place | None:
@@ -51,11 +52,7 @@ def _read(
     store = ds.ods
     client = store.client
     keys = [store.value_key(p.tier, p.index) for p in picks if p.tier is not None]
-    buckets: dict[int, list[int]] = {}  # the hits by pin bucket (one, unless decided apart)
-    for p in picks:
-        if p.tier is not None:
-            buckets.setdefault(p.bucket, []).append(p.index)
-    releases = list(buckets.items())
+    releases = list(hits_by_bucket(picks).items())
     commands: list[tuple] = [("MGET", *keys)] if keys else []
     commands += [store.release_command(ds.job, b, hits) for b, hits in releases]  # replies 1..
     commands.append(("MGET", *(store.used_key(t) for t in TIERS)))
@@ -95,7 +92,7 @@ def fetch_decided(ds: Any, picks: Sequence[Any]) -> list[tuple[Any, Any]]:
     count: Counter = Counter(samples=len(picks))
     store = ds.ods
     # with the batch tail deferred, augmented hits are read into the rows of the batch tensor
-    rows = BatchRows(len(picks)) if ds.defer_tail and ds.transform.tensor_first else None
+    rows = BatchRows(len(picks)) if ds.tensor_hits else None
     try:
         values, used, live = _read(ds, picks, count, rows)
     except (redis.RedisError, OSError) as err:

@@ -23,20 +23,21 @@ import redis
 
 from seneca import codec
 
-__all__ = ["execute"]
+__all__ = ["Elements", "Place", "Placed", "execute"]
 
 _CHUNK = 1 << 16
 
 #: Called with a TENSOR value's header and total size: where its payload goes, or None.
 Place = Callable[[bytearray, int], memoryview | None]
+#: The placer of element k of an array reply (None: read it as usual).
+Elements = Callable[[int], Place | None]
 
 
 @dataclass(frozen=True)
 class Placed:
-    """A value whose payload was read into the memory a placer gave (``payload``); ``size`` is
-    the value's whole size, header included."""
+    """Stands in a reply for a value whose payload went where its placer said; ``size`` is the
+    value's whole size, header included."""
 
-    payload: memoryview
     size: int
 
 
@@ -91,7 +92,7 @@ class _Reader:
                 if dest is not None:
                     self._into(dest)
                     self._line()  # the CRLF after the payload
-                    return Placed(dest, size)
+                    return Placed(size)
             out = bytearray(size)
             out[: len(head)] = head
             self._into(memoryview(out)[len(head) :])
@@ -101,23 +102,9 @@ class _Reader:
         self._line()  # the CRLF after the payload
         return out
 
-    def reply(self, place: Callable[[int], Place] | None = None) -> Any:
-        """One reply; ``place(k)`` gives the placer of element k of an array reply."""
-        line = self._line()
-        kind, rest = line[:1], line[1:]
-        if kind == b"$":
-            size = int(rest)
-            return None if size < 0 else self._bulk(size)
-        if kind in (b"*", b"~", b">"):
-            size = int(rest)
-            if size < 0:
-                return None
-            if place is None:
-                return [self.reply() for _ in range(size)]
-            return [self._element(place(k)) for k in range(size)]
-        return self._simple(kind, rest, line)
-
-    def _element(self, place: Place) -> Any:
+    def reply(self, place: Place | None = None, elements: Elements | None = None) -> Any:
+        """One reply; a bulk string goes through ``place``; element k of an array reply gets
+        ``elements(k)`` as its placer."""
         line = self._line()
         kind, rest = line[:1], line[1:]
         if kind == b"$":
@@ -125,11 +112,9 @@ class _Reader:
             return None if size < 0 else self._bulk(size, place)
         if kind in (b"*", b"~", b">"):
             size = int(rest)
-            return None if size < 0 else [self.reply() for _ in range(size)]
-        return self._simple(kind, rest, line)
-
-    @staticmethod
-    def _simple(kind: bytes, rest: bytes, line: bytes) -> Any:
+            if size < 0:
+                return None
+            return [self.reply(elements(k) if elements else None) for k in range(size)]
         if kind == b":":
             return int(rest)
         if kind == b"+":
@@ -148,7 +133,7 @@ def execute(
     client: redis.Redis,
     commands: Sequence[Sequence[Any]],
     raise_on_error: bool = True,
-    place: Callable[[int], Place] | None = None,
+    place: Elements | None = None,
 ) -> list[Any]:
     """Send ``commands`` (each ``(name, *args)``) in one write and return their replies: bulk
     strings as ``bytearray``, integers as int, nulls as None, arrays as lists. An error reply
@@ -163,7 +148,7 @@ def execute(
     try:
         conn.send_packed_command(conn.pack_commands(commands))
         reader = _Reader(conn._sock)
-        replies = [reader.reply(place if k == 0 else None) for k in range(len(commands))]
+        replies = [reader.reply(elements=place if k == 0 else None) for k in range(len(commands))]
     except TimeoutError as e:  # socket.timeout
         conn.disconnect()
         raise redis.TimeoutError(f"cache reply timed out: {e}") from None

@@ -150,15 +150,20 @@ class CachedDataset(torch.utils.data.Dataset):
             raise DatasetError(f"cannot decode image {path}: {e}") from e
 
     def _cached_value(self, value: bytes, tier: str, count: Counter) -> Any | None:
-        as_tensor = tier == "augmented" and self.defer_tail and self.transform.tensor_first
         try:
-            return codec.decode(value, image_tensor=as_tensor)
+            return codec.decode(value, image_tensor=tier == "augmented" and self.tensor_hits)
         except CodecError as err:
             count["cache_errors"] += 1
             warnings.warn(
                 f"ignoring a bad cached {tier} value: {err}", RuntimeWarning, stacklevel=2
             )
             return None
+
+    @property
+    def tensor_hits(self) -> bool:
+        """Augmented hits are handed on as uint8 tensors (views of the cached bytes): the batch
+        tail is deferred and the sample tail starts with ``PILToTensor``."""
+        return self.defer_tail and self.transform.tensor_first
 
     def _augmented_value(self, obj: Any) -> Any:
         """What the augmented tier stores for a head output: when the tail starts with

@@ -226,9 +226,9 @@ def run_profile(
     sizes = [os.path.getsize(p) for p in paths]
     measured("dataset.samples", len(paths), f"files in {data}")
     measured("dataset.sample_kb", round(sum(sizes) / len(sizes) / 1e3, 3), "mean file size")
-    inflation, ratio = _inflation(chosen, defaults.PROFILE_CROP)
-    measured("dataset.inflation", round(inflation, 4), f"{len(chosen)} images")
     crop = defaults.PROFILE_CROP
+    inflation, ratio = _inflation(chosen, crop)
+    measured("dataset.inflation", round(inflation, 4), f"{len(chosen)} images")
     measured("dataset.augmented_ratio", round(ratio, 4), f"{crop}x{crop} crops of those images")
     how = f"{workers} workers x {seconds:g} s, {len(chosen)} images"
     steps = tqdm(total=4, desc="mdp profile", unit="step", disable=not progress, leave=False)

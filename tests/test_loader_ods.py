@@ -76,16 +76,22 @@ def test_a_value_gone_after_the_decision_is_read_elsewhere(tiny_dataset, redis_p
     assert loader.stats()["ods_gone"] == 1
 
 
-def test_a_fetch_releases_its_pins_also_after_a_script_flush(tiny_dataset, redis_proc):
+def _warm(tiny_dataset, redis_proc):
+    """A loader's dataset after one epoch filled the cache, and a count of pinned samples."""
     ds = indexed(tiny_dataset)
     loader = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB")
-    epoch_of(loader)  # fills the cache
+    epoch_of(loader)
     wrapped, r = loader.dataset, redis_proc.client
-    store = wrapped.ods
 
     def pinned():
-        return sum(r.bitcount(k) for k in r.keys(f"{store.prefix}pin:*"))
+        return sum(r.bitcount(k) for k in r.keys(f"{wrapped.ods.prefix}pin:*"))
 
+    return wrapped, pinned
+
+
+def test_a_fetch_releases_its_pins_also_after_a_script_flush(tiny_dataset, redis_proc):
+    wrapped, pinned = _warm(tiny_dataset, redis_proc)
+    store, r = wrapped.ods, redis_proc.client
     for flush in (False, True):
         store.start_epoch(wrapped.job, 10 + flush)
         d = store.decide(wrapped.job, 8)
@@ -100,11 +106,8 @@ def test_a_fetch_releases_its_pins_also_after_a_script_flush(tiny_dataset, redis
 
 
 def test_a_batch_decided_in_two_pin_buckets_releases_both(tiny_dataset, redis_proc):
-    ds = indexed(tiny_dataset)
-    loader = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB")
-    epoch_of(loader)  # fills the cache
-    wrapped, r = loader.dataset, redis_proc.client
-    store = wrapped.ods
+    wrapped, pinned = _warm(tiny_dataset, redis_proc)
+    store, r = wrapped.ods, redis_proc.client
     store.start_epoch(wrapped.job, 10)
     d = store.decide(wrapped.job, 8)
     assert d.hits == 8
@@ -115,7 +118,7 @@ def test_a_batch_decided_in_two_pin_buckets_releases_both(tiny_dataset, redis_pr
         r.setbit(f"{store.prefix}pin:{b - 1}", i, 1)
     picks = [Pick(i, t, b - (i in older)) for i, t in zip(d.indices, d.tiers, strict=True)]
     wrapped.__getitems__(picks)
-    assert sum(r.bitcount(k) for k in r.keys(f"{store.prefix}pin:*")) == 0
+    assert pinned() == 0
 
 
 def test_ods_option_errors(tiny_dataset, redis_url):
