@@ -165,25 +165,33 @@ class CachedDataset(torch.utils.data.Dataset):
         tail is deferred and the sample tail starts with ``PILToTensor``."""
         return self.defer_tail and self.transform.tensor_first
 
-    def _augmented_value(self, obj: Any) -> Any:
-        """What the augmented tier stores for a head output: when the tail starts with
-        ``PILToTensor``, its result laid out contiguously (C x H x W), so a hit is collated with
-        a plain copy instead of a transposing one."""
-        if self.transform.tensor_first and isinstance(obj, Image.Image):
-            return pil_to_tensor(obj).contiguous()
-        return obj
+    def _tensor_value(self, obj: Any) -> bytes | None:
+        """When the sample tail starts with ``PILToTensor`` and ``obj`` (a head output) is a PIL
+        image: its ``PILToTensor`` result as a cache value (C x H x W, contiguous), which is
+        both what the augmented tier stores and, decoded, what the rest of the tail gets.
+        None otherwise, also for images whose tensor the codec cannot store (uint16 modes)."""
+        if not (self.transform.tensor_first and isinstance(obj, Image.Image)):
+            return None
+        value = codec.encode_image_chw(obj)
+        if value is None:  # other modes: torchvision's own conversion
+            try:
+                value = codec.encode(pil_to_tensor(obj).contiguous())
+            except CodecError:
+                return None
+        return value
 
     def _offerer(
         self, room: dict[str, int], admit: list[tuple[int, str, bytes]], always: str | None = None
     ) -> Callable[[int, str, Any], bool]:
-        """``offer(index, tier, value)``: queue a value for admission while ``room`` (bytes per
-        tier, updated) allows; ``always`` names a tier offered even when full (ODS decides)."""
+        """``offer(index, tier, value, encoded=False)``: queue a value (``encoded``: already a
+        cache value) for admission while ``room`` (bytes per tier, updated) allows; ``always``
+        names a tier offered even when full (ODS decides)."""
         overhead = self.tiers.overhead if self.tiers is not None else 0
 
-        def offer(index: int, tier: str, value: Any) -> bool:
+        def offer(index: int, tier: str, value: Any, encoded: bool = False) -> bool:
             if room.get(tier, 0) <= overhead and tier != always:
                 return False
-            data = codec.encode(value)
+            data = value if encoded else codec.encode(value)
             if room.get(tier, 0) < len(data) + overhead and tier != always:
                 room[tier] = 0  # full for this batch: don't encode more values just to drop them
                 return False
@@ -203,6 +211,8 @@ class CachedDataset(torch.utils.data.Dataset):
         aug_ok: bool,
     ) -> tuple[Any, Any]:
         """The remaining work for a sample found in ``tier`` as ``obj`` (None: storage)."""
+        # whether obj is PILToTensor's result (a view of a cache value's bytes)
+        as_tensor = tier == "augmented" and isinstance(obj, torch.Tensor)
         if tier != "augmented":
             if tier == "decoded":
                 image = obj
@@ -222,11 +232,16 @@ class CachedDataset(torch.utils.data.Dataset):
             if self.transform.head is not None:
                 obj = self.transform.head(obj)
                 count["transforms"] += 1
-                if aug_ok:
-                    offer(index, "augmented", self._augmented_value(obj))
+            value = self._tensor_value(obj)
+            if value is not None:
+                obj, as_tensor = codec.decode(value), True
+            if aug_ok and self.transform.head is not None:
+                if value is not None:
+                    offer(index, "augmented", value, encoded=True)
+                elif not (self.transform.tensor_first and isinstance(obj, Image.Image)):
+                    offer(index, "augmented", obj)
         tail = self.transform.sample_tail if self.defer_tail else self.transform.tail
-        if tier == "augmented" and self.transform.tensor_first and isinstance(obj, torch.Tensor):
-            # obj is already PILToTensor's result (a view of the cached bytes)
+        if as_tensor and self.transform.tensor_first:
             if self.defer_tail:
                 tail = self.transform.after_tensor
             else:  # the user's collate_fn may write into it: hand over a copy

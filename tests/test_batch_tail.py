@@ -101,3 +101,39 @@ def test_batch_tail_option_errors(tiny_dataset, redis_url, kwargs, message):
     ds = ImageFolder(str(tiny_dataset), transform=DET_V2)
     with pytest.raises(ConfigError, match=message):
         SenecaLoader(ds, cache=redis_url, **kwargs)
+
+
+def _open_as_is(path):
+    """A dataset loader that keeps the file's own mode (torchvision's converts to RGB)."""
+    with open(path, "rb") as f:
+        img = Image.open(f)
+        img.load()
+    return img
+
+
+@pytest.mark.parametrize("mode, cached", [("P", True), ("LA", True), ("I;16", False)])
+def test_other_image_modes_give_pil_to_tensor_results(tmp_path, redis_proc, mode, cached):
+    """Heads that output images of other modes: the same tensors as PILToTensor, cached as
+    tensors where the codec can store them (not uint16), never as converted images."""
+    for k in range(8):
+        d = tmp_path / "data" / f"c{k % 2}"
+        d.mkdir(parents=True, exist_ok=True)
+        img = Image.new("L", (9, 7), 10 * k).convert(mode) if mode != "I;16" else None
+        if img is None:
+            img = Image.frombytes("I;16", (9, 7), bytes(range(k, k + 2 * 63)))
+        img.save(d / f"{k}.png")
+    tf = v2.Compose([v2.CenterCrop(5), v2.PILToTensor()])
+    ds = ImageFolder(str(tmp_path / "data"), transform=tf, loader=_open_as_is)
+    want = [
+        v2.functional.pil_to_tensor(v2.functional.center_crop(_open_as_is(p), 5))
+        for p, _ in ds.samples
+    ]
+    opts = {"batch_size": 4, "cache": redis_proc.url, "split": (0, 0, 1), "shuffle": False}
+    a = SenecaLoader(ds, job="a", **opts)
+    b = SenecaLoader(ds, job="b", **opts)
+    next(iter(b))  # b is live: a admits augmented values
+    for loader in (a, b):
+        got = torch.cat([x for x, _ in loader])
+        assert torch.equal(got, torch.stack(want))
+    assert (a.stats()["augmented"]["admitted"] > 0) == cached
+    assert (b.stats()["augmented"]["hits"] > 0) == cached

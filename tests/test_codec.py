@@ -47,6 +47,23 @@ def test_image_round_trip(mode):
     assert np.array_equal(np.asarray(back), np.asarray(img))
 
 
+@pytest.mark.parametrize("mode", ["L", "RGB", "RGBA"])
+def test_image_chw_value_equals_pil_to_tensor(mode):
+    from torchvision.transforms.v2.functional import pil_to_tensor
+
+    rng = np.random.default_rng(1)
+    shape = (5, 7) if mode == "L" else (5, 7, len(mode))
+    img = Image.fromarray(rng.integers(0, 255, shape, dtype=np.uint8))
+    back = codec.decode(codec.encode_image_chw(img), expect=codec.Kind.TENSOR)
+    want = pil_to_tensor(img)
+    assert back.is_contiguous() and back.dtype == torch.uint8 and torch.equal(back, want)
+
+
+def test_image_chw_value_only_for_byte_modes():
+    assert codec.encode_image_chw(Image.new("F", (3, 2))) is None
+    assert codec.encode_image_chw(Image.new("I;16", (3, 2))) is None
+
+
 def test_raw_bytes_round_trip_is_a_view():
     value = codec.encode(b"\xff\xd8jpeg bytes")
     view = codec.decode(value, expect=codec.Kind.RAW)
