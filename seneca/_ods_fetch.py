@@ -105,10 +105,21 @@ def fetch_decided(ds: Any, picks: Sequence[Any]) -> list[tuple[Any, Any]]:
     always = "encoded" if used is not None and store.capacity["encoded"] > 0 else None
     offer = ds._offerer(room, admit, always=always)
     aug_ok = ds.transform.head is not None and live > 1
+    # a hit read into its row needs nothing more than its target when no step follows
+    # PILToTensor: the common case, kept to a few operations per sample
+    plain = ds.transform.after_tensor is None and ds.target_transform is None
+    views = rows.rows.unbind(0) if rows is not None and rows.rows is not None else ()
+    samples = ds.storage.samples
     out = []
+    placed = placed_bytes = 0
     for k, (p, (tier, value)) in enumerate(zip(picks, values, strict=True)):
         if isinstance(value, Placed):
-            obj, size = rows.row(k), value.size
+            if plain:
+                out.append((views[k], samples[p.index][1]))
+                placed += 1
+                placed_bytes += value.size
+                continue
+            obj, size = views[k], value.size
         else:
             obj = ds._cached_value(value, tier, count) if value is not None else None
             size = len(value) if obj is not None else 0
@@ -118,6 +129,8 @@ def fetch_decided(ds: Any, picks: Sequence[Any]) -> list[tuple[Any, Any]]:
         count["bytes_cache"] += size
         sample = ds._finish(p.index, tier, obj, count, offer, aug_ok)
         out.append(rows.settle(k, sample) if rows is not None else sample)
+    count["hits_augmented"] += placed
+    count["bytes_cache"] += placed_bytes
     if used is not None:
         try:
             if admit:

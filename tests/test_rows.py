@@ -6,7 +6,7 @@ from indexed import indexed
 from torch.utils.data import default_collate
 from torchvision.transforms import v2
 
-from seneca import SenecaLoader, codec
+from seneca import CacheBoundary, SenecaLoader, codec
 from seneca._resp import Placed, execute
 from seneca._rows import BatchRows, collate_rows
 
@@ -104,6 +104,34 @@ def test_hits_are_read_into_the_batch(tiny_dataset, redis_proc, transform, worke
             assert torch.equal(image, _tail(transform, cached))
             seen += 1
     assert seen == len(ds) and c.stats()["augmented"]["hits"] == len(ds)
+
+
+def _negate(target):
+    return -target
+
+
+@pytest.mark.parametrize("tail_step", [None, v2.ToPureTensor()])
+def test_hits_with_a_target_transform_or_a_sample_tail(tiny_dataset, redis_proc, tail_step):
+    """Hits that need more than their target (a target transform, a step after PILToTensor
+    that runs per sample) take the general path, with the same rows."""
+    ds = indexed(tiny_dataset)
+    steps = [v2.RandomResizedCrop(12, antialias=True), v2.PILToTensor()]
+    ds.transform = v2.Compose(steps + ([CacheBoundary(), tail_step] if tail_step else []))
+    opts = {"batch_size": 8, "shuffle": True, "cache": redis_proc.url, "split": (0, 0, 1)}
+    a = SenecaLoader(ds, job="a", **opts)
+    a.dataset.ods.join("b")
+    for _ in a:
+        pass
+    ds.target_transform = _negate if tail_step is None else None
+    c = SenecaLoader(ds, job="c", **opts)
+    store = c.dataset.ods
+    for x, y in c:
+        assert x._base is None and x.shape[1:] == (3, 12, 12)
+        for image, t in zip(x, y.tolist(), strict=True):
+            i = -t if tail_step is None else t
+            cached = codec.decode(redis_proc.client.get(store.value_key("augmented", i)))
+            assert torch.equal(image, cached)
+    assert c.stats()["augmented"]["hits"] == len(ds) and c.stats()["bytes_cache"] > 0
 
 
 def test_a_batch_of_hits_and_misses(tiny_dataset, redis_proc):
