@@ -109,13 +109,13 @@ def fetch_decided(ds: Any, picks: Sequence[Any]) -> list[tuple[Any, Any]]:
     # PILToTensor: the common case, kept to a few operations per sample
     plain = ds.transform.after_tensor is None and ds.target_transform is None
     views = rows.rows.unbind(0) if rows is not None and rows.rows is not None else ()
-    samples = ds.storage.samples
+    label = ds.storage.label
     out = []
     placed = placed_bytes = 0
     for k, (p, (tier, value)) in enumerate(zip(picks, values, strict=True)):
         if isinstance(value, Placed):
             if plain:
-                out.append((views[k], samples[p.index][1]))
+                out.append((views[k], label(p.index)))
                 placed += 1
                 placed_bytes += value.size
                 continue
@@ -129,7 +129,7 @@ def fetch_decided(ds: Any, picks: Sequence[Any]) -> list[tuple[Any, Any]]:
         count["bytes_cache"] += size
         sample = ds._finish(p.index, tier, obj, count, offer, aug_ok)
         out.append(rows.settle(k, sample) if rows is not None else sample)
-    count["hits_augmented"] += placed
+    count["hits_augmented"] += placed  # what _count_lookup counts for an augmented hit
     count["bytes_cache"] += placed_bytes
     if used is not None:
         try:

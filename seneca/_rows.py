@@ -51,11 +51,6 @@ class BatchRows:
         size = rows[0].numel() * rows.element_size()
         return self._bytes[row * size : (row + 1) * size]
 
-    def row(self, k: int) -> torch.Tensor:
-        """Row ``k`` (a view)."""
-        assert self.rows is not None
-        return self.rows[k]
-
     def settle(self, k: int, sample: Any) -> Any:
         """``sample`` (an ``(image, target)`` pair) with its image moved into row ``k`` when it
         fits; otherwise as it is."""

@@ -165,17 +165,15 @@ class CachedDataset(torch.utils.data.Dataset):
         tail is deferred and the sample tail starts with ``PILToTensor``."""
         return self.defer_tail and self.transform.tensor_first
 
-    def _tensor_value(self, obj: Any) -> bytes | None:
-        """When the sample tail starts with ``PILToTensor`` and ``obj`` (a head output) is a PIL
-        image: its ``PILToTensor`` result as a cache value (C x H x W, contiguous), which is
-        both what the augmented tier stores and, decoded, what the rest of the tail gets.
-        None otherwise, also for images whose tensor the codec cannot store (uint16 modes)."""
-        if not (self.transform.tensor_first and isinstance(obj, Image.Image)):
-            return None
-        value = codec.encode_image_chw(obj)
+    @staticmethod
+    def _tensor_value(img: Image.Image) -> bytes | None:
+        """``PILToTensor(img)`` as a cache value (C x H x W, contiguous): both what the
+        augmented tier stores and, decoded, what the rest of the tail gets. None for images
+        whose tensor the codec cannot store (uint16 modes)."""
+        value = codec.encode_image_chw(img)
         if value is None:  # other modes: torchvision's own conversion
             try:
-                value = codec.encode(pil_to_tensor(obj).contiguous())
+                value = codec.encode(pil_to_tensor(img).contiguous())
             except CodecError:
                 return None
         return value
@@ -232,13 +230,15 @@ class CachedDataset(torch.utils.data.Dataset):
             if self.transform.head is not None:
                 obj = self.transform.head(obj)
                 count["transforms"] += 1
-            value = self._tensor_value(obj)
+            # the tail starts with PILToTensor: run it here, as the value the tier would store
+            to_tensor = self.transform.tensor_first and isinstance(obj, Image.Image)
+            value = self._tensor_value(obj) if to_tensor else None
             if value is not None:
                 obj, as_tensor = codec.decode(value), True
             if aug_ok and self.transform.head is not None:
                 if value is not None:
                     offer(index, "augmented", value, encoded=True)
-                elif not (self.transform.tensor_first and isinstance(obj, Image.Image)):
+                elif not to_tensor:  # an image the codec cannot store as a tensor: not cached
                     offer(index, "augmented", obj)
         tail = self.transform.sample_tail if self.defer_tail else self.transform.tail
         if as_tensor and self.transform.tensor_first:

@@ -118,9 +118,10 @@ def test_other_image_modes_give_pil_to_tensor_results(tmp_path, redis_proc, mode
     for k in range(8):
         d = tmp_path / "data" / f"c{k % 2}"
         d.mkdir(parents=True, exist_ok=True)
-        img = Image.new("L", (9, 7), 10 * k).convert(mode) if mode != "I;16" else None
-        if img is None:
-            img = Image.frombytes("I;16", (9, 7), bytes(range(k, k + 2 * 63)))
+        if mode == "I;16":
+            img = Image.frombytes(mode, (9, 7), bytes(range(k, k + 2 * 63)))
+        else:
+            img = Image.new("L", (9, 7), 10 * k).convert(mode)
         img.save(d / f"{k}.png")
     tf = v2.Compose([v2.CenterCrop(5), v2.PILToTensor()])
     ds = ImageFolder(str(tmp_path / "data"), transform=tf, loader=_open_as_is)

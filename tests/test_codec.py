@@ -37,11 +37,15 @@ def test_non_contiguous_and_numpy_inputs():
     assert torch.equal(codec.decode(codec.encode(a)), torch.from_numpy(a))
 
 
+def _random_image(mode, seed):
+    rng = np.random.default_rng(seed)
+    shape = (5, 7) if mode == "L" else (5, 7, len(mode))
+    return Image.fromarray(rng.integers(0, 255, shape, dtype=np.uint8))
+
+
 @pytest.mark.parametrize("mode", ["L", "RGB", "RGBA"])
 def test_image_round_trip(mode):
-    rng = np.random.default_rng(0)
-    shape = (5, 7) if mode == "L" else (5, 7, len(mode))
-    img = Image.fromarray(rng.integers(0, 255, shape, dtype=np.uint8))
+    img = _random_image(mode, 0)
     back = codec.decode(codec.encode(img), expect=codec.Kind.IMAGE)
     assert back.mode == mode and back.size == img.size
     assert np.array_equal(np.asarray(back), np.asarray(img))
@@ -51,9 +55,7 @@ def test_image_round_trip(mode):
 def test_image_chw_value_equals_pil_to_tensor(mode):
     from torchvision.transforms.v2.functional import pil_to_tensor
 
-    rng = np.random.default_rng(1)
-    shape = (5, 7) if mode == "L" else (5, 7, len(mode))
-    img = Image.fromarray(rng.integers(0, 255, shape, dtype=np.uint8))
+    img = _random_image(mode, 1)
     back = codec.decode(codec.encode_image_chw(img), expect=codec.Kind.TENSOR)
     want = pil_to_tensor(img)
     assert back.is_contiguous() and back.dtype == torch.uint8 and torch.equal(back, want)

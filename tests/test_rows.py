@@ -45,7 +45,7 @@ def test_execute_places_tensor_payloads(redis_proc):
     assert count == 5
     assert isinstance(values[0], Placed) and isinstance(values[2], Placed)
     assert values[0].size == len(codec.encode(tensors[0]))
-    assert torch.equal(rows.row(0), tensors[0]) and torch.equal(rows.row(2), tensors[1])
+    assert torch.equal(rows.rows[0], tensors[0]) and torch.equal(rows.rows[2], tensors[1])
     assert values[1] is None
     assert isinstance(values[3], bytearray) and bytes(codec.decode(values[3])) == b"file bytes"
     assert isinstance(values[4], bytearray)  # another shape: no row for it
@@ -57,8 +57,8 @@ def test_collate_rows_returns_the_rows_tensor():
     rows = BatchRows(3)
     rows.place(0, torch.uint8, (2, 2))
     for k in range(3):
-        rows.row(k).fill_(k)
-    samples = [(rows.row(k), k) for k in range(3)]
+        rows.rows[k].fill_(k)
+    samples = [(rows.rows[k], k) for k in range(3)]
     images, targets = collate_rows(samples)
     assert images is rows.rows and torch.equal(targets, torch.tensor([0, 1, 2]))
     for mixed in (
