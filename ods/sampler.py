@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import redis
 
-from ods.store import OdsStore, set_bit, test_bit
+from ods.outbox import Call
+from ods.store import Decision, OdsStore, parse_decision, set_bit, test_bit
 from seneca.errors import ConfigError
 
 __all__ = ["OdsBatchSampler", "Pick", "hits_by_bucket"]
@@ -170,7 +171,29 @@ class OdsBatchSampler:
         for bucket, hits in hits_by_bucket(picks).items():
             self.store.release_hits(self.job, bucket, hits)
 
-    def _decide(self, epoch: int, want: int):
+    def _ask(self, span: int, ahead: int, left: int | None) -> int:
+        """Samples to ask for: ``span`` batches less what is ``ahead``, within a rank's share
+        (whole batches with drop_last)."""
+        ask = self.batch_size * span - ahead
+        if left is not None:
+            limit = left - left % self.batch_size if self.drop_last else left
+            ask = min(ask, limit - ahead)
+        return ask
+
+    def _collect(self, epoch: int, call: Call, ask: int) -> Decision:
+        """The decision of a prefetch (decided again when its reply is an error)."""
+        reply = call.result()
+        if isinstance(reply, redis.ResponseError):  # NOSCRIPT, or the lease lapsed
+            return self._decide(epoch, ask)
+        return parse_decision(reply)
+
+    def _drop_prefetch(self, epoch: int, prefetch: tuple[Call, int] | None) -> None:
+        """Unpin the hits of a prefetched decision that will not be served."""
+        if prefetch is not None and not prefetch[0].cancel():
+            d = self._collect(epoch, *prefetch)
+            self.store.release(self.job, d)
+
+    def _decide(self, epoch: int, want: int) -> Decision:
         while True:
             try:
                 return self.store.decide(self.job, want, self.substitute, epoch)
@@ -188,6 +211,7 @@ class OdsBatchSampler:
         if left is not None and self.resumed is not None and self.resumed[0] == epoch:
             left = max(0, left - self.resumed[1])
         share = left
+        prefetch: tuple[Call, int] | None = None  # a decision posted early, and its ask
         try:
             self._join()
             self.store.start_epoch(self.job, epoch)
@@ -199,11 +223,12 @@ class OdsBatchSampler:
                 if self.drop_last and want < self.batch_size:
                     break
                 if len(ahead) < want and not drained:
-                    ask = self.batch_size * span - len(ahead)
-                    if left is not None:  # no more than the rank's share (whole batches)
-                        limit = left - left % self.batch_size if self.drop_last else left
-                        ask = min(ask, limit - len(ahead))
-                    d = self._decide(epoch, ask)
+                    if prefetch is not None:
+                        (call, ask), prefetch = prefetch, None
+                        d = self._collect(epoch, call, ask)
+                    else:
+                        ask = self._ask(span, len(ahead), left)
+                        d = self._decide(epoch, ask)
                     ahead += [
                         Pick(i, t, d.pin_bucket) for i, t in zip(d.indices, d.tiers, strict=True)
                     ]
@@ -224,9 +249,24 @@ class OdsBatchSampler:
                         Pick(random.choice(members), None, 0) for _ in range(want - len(picks))
                     ]
                     left -= want
+                if span > 1 and not drained and prefetch is None and len(ahead) < self.batch_size:
+                    # covered by the cache: the next decision is posted now, so that it runs
+                    # on the server while this batch is worked on (sent after its fetch)
+                    ask = self._ask(span, len(ahead), left)
+                    if ask > 0 and (left is None or left > len(ahead)):
+                        call = self.store.decide_later(self.job, ask, self.substitute, epoch)
+                        prefetch = (call, ask)
                 yield self._record(epoch, picks)
+            self._drop_prefetch(epoch, prefetch)
             self._release(ahead)
+            self.store.outbox.settle()
+        except GeneratorExit:  # the loop stopped early: a prefetch not sent yet is dropped
+            if prefetch is not None:
+                prefetch[0].cancel()
+            raise
         except (redis.ConnectionError, redis.TimeoutError, OSError) as err:
+            if prefetch is not None:
+                prefetch[0].cancel()
             self._joined = False
             done = sum(len(b) for b in self.yielded[epoch])
             yield from self._fallback(epoch, err, None if share is None else share - done)

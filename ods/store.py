@@ -28,9 +28,18 @@ from importlib import resources
 
 import redis
 
+from ods.outbox import Call, Outbox
 from seneca.errors import ConfigError
 
-__all__ = ["POLICIES", "TIER_CODES", "Decision", "OdsStore", "set_bit", "test_bit"]
+__all__ = [
+    "POLICIES",
+    "TIER_CODES",
+    "Decision",
+    "OdsStore",
+    "parse_decision",
+    "set_bit",
+    "test_bit",
+]
 
 POLICIES = ("seneca", "paper")
 #: Tier names and the letters the script uses.
@@ -128,6 +137,7 @@ class OdsStore:
         self._seed_value = seed
         self._rng = random.Random(seed)
         self._pid = os.getpid()
+        self._outbox = Outbox(lambda: self.client)
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -198,17 +208,10 @@ class OdsStore:
 
     # -- batches ----------------------------------------------------------------------------
 
-    def decide(
-        self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
-    ) -> Decision:
-        """The next batch of at most ``batch`` samples the job has not seen in ``epoch``
-        (default: its latest started epoch; the two latest can be served at once).
-
-        Misses are replaced by cached samples the job has not seen (unless ``substitute`` is
-        False); the displaced misses stay unseen and come in a later batch. Hits are pinned
-        until :meth:`release`. An empty batch means the epoch is complete.
-        """
-        epoch, served, subs, picked, tiers, bucket = self._call(
+    def _decide_argv(
+        self, job: str, batch: int, substitute: bool, epoch: int | None
+    ) -> list[object]:
+        return self._argv(
             "decide",
             job,
             int(batch),
@@ -220,14 +223,40 @@ class OdsStore:
             self.pin_lease_ms,
             "" if epoch is None else int(epoch),
         )
-        return Decision(
-            epoch=int(epoch),
-            served=int(served),
-            substitutions=int(subs),
-            indices=[int(i) for i in picked],
-            tiers=[_NAMES.get(t.decode() if isinstance(t, bytes) else t) for t in tiers],
-            pin_bucket=int(bucket),
-        )
+
+    def decide(
+        self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
+    ) -> Decision:
+        """The next batch of at most ``batch`` samples the job has not seen in ``epoch``
+        (default: its latest started epoch; the two latest can be served at once).
+
+        Misses are replaced by cached samples the job has not seen (unless ``substitute`` is
+        False); the displaced misses stay unseen and come in a later batch. Hits are pinned
+        until :meth:`release`. An empty batch means the epoch is complete.
+        """
+        return _decision(self._run(self._decide_argv(job, batch, substitute, epoch)))
+
+    def decide_later(
+        self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
+    ) -> Call:
+        """:meth:`decide`, posted to this process's :attr:`outbox`: sent at the next flush
+        (after the current batch's values were read), or at once when no fetch here flushes.
+        ``parse_decision(call.result())`` gives the Decision; a NOSCRIPT reply means: call
+        :meth:`decide`."""
+        argv = self._decide_argv(job, batch, substitute, epoch)
+        return self.outbox.post(("EVALSHA", self._sha, 0, *argv))
+
+    @property
+    def outbox(self) -> Outbox:
+        """Calls of this process whose replies are read later (see ``ods.outbox``)."""
+        return self._outbox
+
+    def __getstate__(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if k != "_outbox"}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._outbox = Outbox(lambda: self.client)
 
     def restore(self, job: str, epoch: int, consumed: bytes) -> int:
         """Continue ``epoch`` with every sample not set in the bitmap ``consumed`` (bit i, most
@@ -259,6 +288,20 @@ class OdsStore:
             return []
         out = self._run(self._release_argv(job, bucket, hits))
         return [int(i) for i in out]
+
+    def release_later(self, job: str, bucket: int, hits: Sequence[int]) -> None:
+        """:meth:`release_hits` posted to the :attr:`outbox` (sent at its next flush); the
+        reply is read at the flush after (NOSCRIPT: released again with the script loaded)."""
+        if not hits:
+            return
+
+        def check(reply: object) -> None:
+            if isinstance(reply, redis.exceptions.NoScriptError):
+                self.release_hits(job, bucket, hits)
+            elif isinstance(reply, Exception):
+                raise reply
+
+        self.outbox.post(self.release_command(job, bucket, hits), on_reply=check)
 
     def release_command(self, job: str, bucket: int, hits: Sequence[int]) -> tuple[object, ...]:
         """:meth:`release_hits` as one ``EVALSHA`` command, to send in a pipeline after the
@@ -350,3 +393,22 @@ class OdsStore:
 def _glob(text: str) -> str:
     """``text`` with SCAN glob characters escaped."""
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+def parse_decision(reply: object) -> Decision:
+    """The :class:`Decision` of a ``decide`` reply; an error reply (an exception) is raised."""
+    if isinstance(reply, Exception):
+        raise reply
+    return _decision(reply)
+
+
+def _decision(reply: object) -> Decision:
+    epoch, served, subs, picked, tiers, bucket = reply  # type: ignore[misc]
+    return Decision(
+        epoch=int(epoch),
+        served=int(served),
+        substitutions=int(subs),
+        indices=[int(i) for i in picked],
+        tiers=[_NAMES.get(t.decode() if isinstance(t, bytes) else t) for t in tiers],
+        pin_bucket=int(bucket),
+    )

@@ -16,32 +16,32 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
+from torch.utils.data import get_worker_info
 
 from ods.sampler import hits_by_bucket
 from seneca import codec
-from seneca._resp import Elements, Place, Placed, execute
+from seneca._resp import Place, Placed, execute
 from seneca._rows import BatchRows
 from seneca.keys import TIERS
 
 __all__ = ["fetch_decided"]
 
 
-def _placer(rows: BatchRows, picks: Sequence[Any]) -> Elements:
+def _placer(rows: BatchRows, picks: Sequence[Any]) -> Place:
     """For element j of the values' MGET: put an augmented tensor's payload in its row."""
     where = [k for k, p in enumerate(picks) if p.tier is not None]
+    known: list[Any] = [None, None]  # the last header and total seen, and their layout
 
-    def place_element(j: int) -> Place | None:
+    def place(j: int, header: bytes, total: int) -> memoryview | None:
         k = where[j]
         if picks[k].tier != "augmented":
             return None
+        if known[0] != (header, total):  # the values of a batch mostly share one header
+            known[:] = [(header, total), codec.tensor_layout(header, total)]
+        layout = known[1]
+        return None if layout is None else rows.place(k, *layout)
 
-        def place(header: bytearray, total: int) -> memoryview | None:
-            layout = codec.tensor_layout(header, total)
-            return None if layout is None else rows.place(k, *layout)
-
-        return place
-
-    return place_element
+    return place
 
 
 def _read(
@@ -54,6 +54,10 @@ def _read(
     keys = [store.value_key(p.tier, p.index) for p in picks if p.tier is not None]
     releases = list(hits_by_bucket(picks).items())
     commands: list[tuple] = [("MGET", *keys)] if keys else []
+    if get_worker_info() is None:  # released after the read, replies read at the next fetch
+        later, releases = releases, []
+    else:  # a worker may exit after this batch: the release rides in this round trip
+        later = []
     commands += [store.release_command(ds.job, b, hits) for b, hits in releases]  # replies 1..
     commands.append(("MGET", *(store.used_key(t) for t in TIERS)))
     commands.append(("ZCOUNT", store.live_jobs_key(), int(time.time() * 1000), "+inf"))
@@ -64,6 +68,8 @@ def _read(
             store.release_hits(ds.job, *releases[k - 1])  # loads the script
         elif isinstance(r, redis.ResponseError):
             raise r
+    for bucket, hits in later:
+        store.release_later(ds.job, bucket, hits)
     live = int(replies[-1])
     used = {t: int(v or 0) for t, v in zip(TIERS, replies[-2], strict=True)}
     it = iter(replies[0] if keys else ())
@@ -98,6 +104,11 @@ def fetch_decided(ds: Any, picks: Sequence[Any]) -> list[tuple[Any, Any]]:
     except (redis.RedisError, OSError) as err:
         ds._cache_failed(err, count)
         values, used, live = [(None, None)] * len(picks), None, 0
+    else:
+        try:  # the releases and the sampler's next decision run while this batch is made
+            store.outbox.flush()
+        except (redis.RedisError, OSError) as err:
+            ds._cache_failed(err, count)
     room = {t: store.capacity[t] - used[t] for t in TIERS} if used is not None else {}
     admit: list[tuple[int, str, bytes]] = []
     # a full encoded tier is still offered values (the ODS policy evicts what live jobs need

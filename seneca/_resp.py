@@ -23,14 +23,13 @@ import redis
 
 from seneca import codec
 
-__all__ = ["Elements", "Place", "Placed", "execute"]
+__all__ = ["Place", "Placed", "execute"]
 
 _CHUNK = 1 << 16
 
-#: Called with a TENSOR value's header and total size: where its payload goes, or None.
-Place = Callable[[bytearray, int], memoryview | None]
-#: The placer of element k of an array reply (None: read it as usual).
-Elements = Callable[[int], Place | None]
+#: Called with a TENSOR value's index in its array reply, its header and its total size:
+#: where its payload goes, or None (read it as usual).
+Place = Callable[[int, bytes, int], memoryview | None]
 
 
 @dataclass(frozen=True)
@@ -80,41 +79,43 @@ class _Reader:
                 raise redis.ConnectionError("the cache closed the connection mid-reply")
             have += got
 
-    def _bulk(self, size: int, place: Place | None = None) -> Any:
+    def _want(self, n: int) -> None:
+        """Have at least ``n`` bytes buffered."""
+        while len(self.buf) - self.pos < n:
+            self._fill()
+
+    def _bulk(self, size: int, place: Place | None = None, index: int = -1) -> Any:
         if place is not None and size >= codec.FIXED_SIZE:
-            head = bytearray(codec.FIXED_SIZE)
-            self._into(memoryview(head))
-            hsize = codec.tensor_header_size(head)
+            self._want(codec.FIXED_SIZE)  # the header is looked at where it is buffered
+            hsize = codec.tensor_header_size(self.buf, self.pos)
             if hsize is not None and hsize <= size:
-                head += bytes(hsize - len(head))
-                self._into(memoryview(head)[codec.FIXED_SIZE :])
-                dest = place(head, size)
+                self._want(hsize)
+                dest = place(index, bytes(self.buf[self.pos : self.pos + hsize]), size)
                 if dest is not None:
+                    self.pos += hsize
                     self._into(dest)
                     self._line()  # the CRLF after the payload
                     return Placed(size)
-            out = bytearray(size)
-            out[: len(head)] = head
-            self._into(memoryview(out)[len(head) :])
-        else:
-            out = bytearray(size)
-            self._into(memoryview(out))
+        out = bytearray(size)
+        self._into(memoryview(out))
         self._line()  # the CRLF after the payload
         return out
 
-    def reply(self, place: Place | None = None, elements: Elements | None = None) -> Any:
-        """One reply; a bulk string goes through ``place``; element k of an array reply gets
-        ``elements(k)`` as its placer."""
+    def reply(self, place: Place | None = None, index: int = -1) -> Any:
+        """One reply; bulk strings go through ``place`` (in an array reply: with their index in
+        it; alone: with ``index``)."""
         line = self._line()
         kind, rest = line[:1], line[1:]
         if kind == b"$":
             size = int(rest)
-            return None if size < 0 else self._bulk(size, place)
+            return None if size < 0 else self._bulk(size, place, index)
         if kind in (b"*", b"~", b">"):
             size = int(rest)
             if size < 0:
                 return None
-            return [self.reply(elements(k) if elements else None) for k in range(size)]
+            if place is None:
+                return [self.reply() for _ in range(size)]
+            return [self.reply(place, k) for k in range(size)]
         if kind == b":":
             return int(rest)
         if kind == b"+":
@@ -133,22 +134,22 @@ def execute(
     client: redis.Redis,
     commands: Sequence[Sequence[Any]],
     raise_on_error: bool = True,
-    place: Elements | None = None,
+    place: Place | None = None,
 ) -> list[Any]:
     """Send ``commands`` (each ``(name, *args)``) in one write and return their replies: bulk
     strings as ``bytearray``, integers as int, nulls as None, arrays as lists. An error reply
     is raised after every reply was read, or with ``raise_on_error=False`` returned in its place
     as a ``redis.ResponseError`` (``redis.exceptions.NoScriptError`` for NOSCRIPT).
 
-    ``place`` (for the first command's array reply): ``place(k)`` returns a placer for element
-    k, called with a TENSOR value's header and its total size; the memoryview it returns gets
-    the payload (a :class:`Placed` stands in the reply), None reads the value as usual."""
+    ``place`` (for the first command's array reply) is called for element k that is a TENSOR
+    value with k, its header and its total size; the memoryview it returns gets the payload (a
+    :class:`Placed` stands in the reply), None reads the value as usual."""
     pool = client.connection_pool
     conn = pool.get_connection()
     try:
         conn.send_packed_command(conn.pack_commands(commands))
         reader = _Reader(conn._sock)
-        replies = [reader.reply(elements=place if k == 0 else None) for k in range(len(commands))]
+        replies = [reader.reply(place if k == 0 else None) for k in range(len(commands))]
     except TimeoutError as e:  # socket.timeout
         conn.disconnect()
         raise redis.TimeoutError(f"cache reply timed out: {e}") from None

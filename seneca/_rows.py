@@ -29,6 +29,8 @@ class BatchRows:
         self.n = n
         self.rows: torch.Tensor | None = None
         self._bytes: memoryview | None = None
+        self._layout: tuple[torch.dtype, tuple[int, ...]] | None = None
+        self._row_bytes = 0
 
     def _make(self, dtype: torch.dtype, shape: tuple[int, ...]) -> None:
         if get_worker_info() is not None:  # shared memory, as default_collate does in workers
@@ -40,15 +42,16 @@ class BatchRows:
         setattr(rows, _MARK, True)
         self.rows = rows
         self._bytes = memoryview(rows.view(-1).view(torch.uint8).numpy())
+        self._layout = (dtype, tuple(shape))
+        self._row_bytes = rows[0].numel() * rows.element_size()
 
     def place(self, row: int, dtype: torch.dtype, shape: tuple[int, ...]) -> memoryview | None:
         """The bytes of ``row`` for a tensor of ``dtype`` and ``shape`` (None: it does not fit)."""
-        if self.rows is None:
+        if self._layout is None:
             self._make(dtype, shape)
-        rows = self.rows
-        if rows is None or rows.dtype != dtype or tuple(rows.shape[1:]) != tuple(shape):
+        if self._layout != (dtype, shape) or self._bytes is None:
             return None
-        size = rows[0].numel() * rows.element_size()
+        size = self._row_bytes
         return self._bytes[row * size : (row + 1) * size]
 
     def settle(self, k: int, sample: Any) -> Any:

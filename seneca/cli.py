@@ -57,7 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--samples", type=int, default=1000, help="values cached and read")
     h.add_argument("--batch-size", type=int, default=32)
     h.add_argument("--crop", type=int, default=224, help="RandomResizedCrop size")
-    h.add_argument("--repeats", type=int, default=3, help="rounds (the best one is reported)")
+    h.add_argument("--repeats", type=int, default=3, help="fills of the cache")
+    h.add_argument("--passes", type=int, default=3, help="turns of the three reads per fill")
     h.add_argument("--cache", help="Redis URL (default: a private embedded one)")
     h.add_argument("--out", help="directory for hit_path.json")
 
@@ -145,7 +146,14 @@ def _run(args: argparse.Namespace) -> None:
         from seneca.hitpath import format_hit_path, run_hit_path
 
         r = run_hit_path(
-            args.data, args.samples, args.batch_size, args.crop, args.repeats, args.cache, args.out
+            args.data,
+            args.samples,
+            args.batch_size,
+            args.crop,
+            args.repeats,
+            args.cache,
+            args.out,
+            args.passes,
         )
         print(format_hit_path(r))
     elif args.command == "validate-model":

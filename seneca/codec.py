@@ -151,12 +151,13 @@ def _parse(buf: bytes | memoryview) -> tuple[Kind, torch.dtype, tuple[int, ...],
     return Kind(kind), dtype, shape, offset
 
 
-def tensor_header_size(fixed: bytes | bytearray | memoryview) -> int | None:
-    """The header size of a TENSOR value from its first :data:`FIXED_SIZE` bytes; None for any
-    other value (another kind, version or a foreign one: decode it whole to find out)."""
-    if len(fixed) < FIXED_SIZE:
+def tensor_header_size(fixed: bytes | bytearray | memoryview, offset: int = 0) -> int | None:
+    """The header size of a TENSOR value from its first :data:`FIXED_SIZE` bytes (at
+    ``offset`` in ``fixed``); None for any other value (another kind, version or a foreign one:
+    decode it whole to find out)."""
+    if len(fixed) - offset < FIXED_SIZE:
         return None
-    magic, version, kind, dtype_code, ndim = _FIXED.unpack_from(fixed)
+    magic, version, kind, dtype_code, ndim = _FIXED.unpack_from(fixed, offset)
     if magic != MAGIC or version != FORMAT_VERSION or kind != Kind.TENSOR:
         return None
     if dtype_code >= len(_DTYPES):

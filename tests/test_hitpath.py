@@ -16,9 +16,13 @@ def test_rates_side_by_side(tiny_dataset, redis_url, tmp_path):
         repeats=2,
         cache=redis_url,
         out=str(tmp_path),
+        passes=2,
     )
     assert set(r["best_bytes_per_s"]) == {"redis-py MGET", "socket MGET", "loader"}
-    assert all(len(v) == 2 and min(v) > 0 for v in r["rounds"].values())
+    assert all(len(v) == 4 and min(v) > 0 for v in r["rounds"].values())
+    turns = zip(r["rounds"]["loader"], r["rounds"]["redis-py MGET"], strict=True)
+    ratios = sorted(x / y for x, y in turns)
+    assert r["median_turn_loader_vs_redis_py"] == pytest.approx((ratios[1] + ratios[2]) / 2)
     assert r["loader_vs_redis_py"] == pytest.approx(
         r["best_bytes_per_s"]["loader"] / r["best_bytes_per_s"]["redis-py MGET"]
     )

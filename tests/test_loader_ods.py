@@ -98,10 +98,11 @@ def test_a_fetch_releases_its_pins_also_after_a_script_flush(tiny_dataset, redis
         assert d.hits == 8
         assert pinned() == 8  # the decided hits are pinned until fetched
         if flush:
-            r.script_flush()  # the release in the read's round trip gets NOSCRIPT
+            r.script_flush()  # the release sent after the read gets NOSCRIPT
         picks = [Pick(i, t, d.pin_bucket) for i, t in zip(d.indices, d.tiers, strict=True)]
         out = wrapped.__getitems__(picks)
         assert [y for _, y in out] == list(d.indices)
+        store.outbox.settle()  # the release's reply is read at the next fetch, or here
         assert pinned() == 0  # released
 
 
@@ -118,6 +119,7 @@ def test_a_batch_decided_in_two_pin_buckets_releases_both(tiny_dataset, redis_pr
         r.setbit(f"{store.prefix}pin:{b - 1}", i, 1)
     picks = [Pick(i, t, b - (i in older)) for i, t in zip(d.indices, d.tiers, strict=True)]
     wrapped.__getitems__(picks)
+    store.outbox.settle()
     assert pinned() == 0
 
 

@@ -30,15 +30,11 @@ def test_execute_places_tensor_payloads(redis_proc):
     r.set("odd", codec.encode(torch.zeros(2, 2, dtype=torch.uint8)))
     rows = BatchRows(6)
 
-    def place(k):
+    def place(k, header, total):
         if k == 5:
             return None  # this element is read as usual
-
-        def put(header, total):
-            layout = codec.tensor_layout(header, total)
-            return None if layout is None else rows.place(k, *layout)
-
-        return put
+        layout = codec.tensor_layout(header, total)
+        return None if layout is None else rows.place(k, *layout)
 
     keys = ["t0", "missing", "t1", "raw", "odd", "t2"]
     (values, count) = execute(r, [("MGET", *keys), ("DBSIZE",)], place=place)

@@ -1,0 +1,168 @@
+"""Calls whose replies are read later: a job's next ODS decision and its pin releases.
+
+After a fetch has read a batch's values, the loader works on them (misses, collation, the
+training step) while the cache server is idle. Calls sent at that moment run on the server
+meanwhile. An :class:`Outbox` holds calls until the fetch's :meth:`Outbox.flush`, which sends
+them in one write on a connection of their own (checked out of the client's pool) and reads
+their replies only when a caller asks for one (or at the next flush), so neither the fetch nor
+the sampler waits for the server's work.
+
+A call posted with ``hold=False`` is sent at once. One whose reply is asked for before any flush
+is sent then, so a call is never lost for want of a flush; a held call that is cancelled before
+it was sent never reaches the server.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import redis
+
+__all__ = ["Call", "Outbox"]
+
+
+class _Sent:
+    """Commands written on one connection; their replies, read once on demand."""
+
+    def __init__(self, client: redis.Redis, commands: Sequence[Sequence[Any]]) -> None:
+        self._pool = client.connection_pool
+        self._conn: Any = None
+        self._count = len(commands)
+        self._replies: list[Any] | None = None
+        self._failed: BaseException | None = None
+        try:  # a failure is raised where the replies are asked for
+            self._conn = self._pool.get_connection()
+            self._conn.send_packed_command(self._conn.pack_commands(commands))
+        except (redis.RedisError, OSError) as err:
+            self._drop(err)
+
+    def _drop(self, err: BaseException) -> None:
+        self._failed = err
+        if self._conn is not None:
+            self._conn.disconnect()
+            self._pool.release(self._conn)
+
+    def replies(self) -> list[Any]:
+        """Every reply, an error reply as its ``redis.ResponseError``; raises the connection's
+        error (for every caller) if it broke."""
+        if self._failed is not None:
+            raise self._failed
+        if self._replies is None:
+            out: list[Any] = []
+            try:
+                for _ in range(self._count):
+                    try:
+                        out.append(self._conn.read_response())
+                    except redis.ResponseError as err:  # read whole: the connection is in step
+                        out.append(err)
+            except BaseException as err:
+                self._drop(err)
+                raise
+            self._replies = out
+            self._pool.release(self._conn)
+        return self._replies
+
+
+class Call:
+    """One posted command: queued until a flush, or sent."""
+
+    def __init__(self, outbox: Outbox, command: tuple, on_reply: Callable[[Any], None] | None):
+        self.command = command
+        self.on_reply = on_reply
+        self._outbox = outbox
+        self._sent: _Sent | None = None
+        self._index = 0
+
+    @property
+    def sent(self) -> bool:
+        return self._sent is not None
+
+    def result(self) -> Any:
+        """The reply (sent now if it is still queued); an error reply is returned as its
+        ``redis.ResponseError``, a broken connection raised."""
+        if self._sent is None:
+            self._outbox.flush()
+        assert self._sent is not None
+        return self._sent.replies()[self._index]
+
+    def cancel(self) -> bool:
+        """Drop the call if it was not sent yet; True when dropped."""
+        return self._outbox._cancel(self)
+
+
+class Outbox:
+    """The calls of one process on ``client()`` (see the module docstring)."""
+
+    def __init__(self, client: Callable[[], redis.Redis]) -> None:
+        self._client = client
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pid = os.getpid()
+        self._queued: list[Call] = []
+        self._unsettled: list[tuple[_Sent, list[Call]]] = []  # sent, replies not yet read
+        #: a fetch in this process flushes this outbox (so held calls wait for it)
+        self.flushing = False
+
+    def _mine(self) -> None:
+        if self._pid != os.getpid():  # a forked child: the parent's calls are not its own
+            self._reset()
+
+    def post(
+        self, command: tuple, hold: bool = True, on_reply: Callable[[Any], None] | None = None
+    ) -> Call:
+        """Queue ``command`` for the next flush (``hold``, when a fetch in this process
+        flushes) or send it now; ``on_reply`` runs with its reply once read."""
+        self._mine()
+        call = Call(self, command, on_reply)
+        if hold and self.flushing:
+            self._queued.append(call)
+        else:
+            self._send([call])
+        return call
+
+    def flush(self) -> None:
+        """Read the replies of what was sent before (running their ``on_reply``), then send
+        what is queued, in one write."""
+        self._mine()
+        self.flushing = True
+        try:
+            self.settle()
+        finally:  # what is queued is sent even when a reply read now was an error
+            self._send()
+
+    def settle(self) -> None:
+        """Read the replies of everything sent (their connections go back to the pool) and
+        run the ``on_reply`` of each call; the first error is raised once all were read."""
+        self._mine()
+        first: BaseException | None = None
+        while self._unsettled:
+            sent, calls = self._unsettled.pop(0)
+            try:
+                replies = sent.replies()
+                for call in calls:
+                    if call.on_reply is not None:
+                        call.on_reply(replies[call._index])
+            except Exception as err:
+                first = first or err
+        if first is not None:
+            raise first
+
+    def _send(self, calls: list[Call] | None = None) -> None:
+        """Send ``calls`` (default: every queued one) in one write."""
+        if calls is None:
+            calls, self._queued = self._queued, []
+        if not calls:
+            return
+        sent = _Sent(self._client(), [c.command for c in calls])
+        for k, c in enumerate(calls):
+            c._sent, c._index = sent, k
+        self._unsettled.append((sent, calls))
+
+    def _cancel(self, call: Call) -> bool:
+        if call in self._queued:
+            self._queued.remove(call)
+            return True
+        return False

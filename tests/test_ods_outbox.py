@@ -1,0 +1,166 @@
+"""ods.outbox: calls held until a flush, replies read later, errors, forks; the sampler's
+prefetched decisions and the fetch's deferred releases."""
+
+import collections
+import os
+
+import pytest
+import redis
+
+from ods.outbox import Outbox
+from ods.sampler import OdsBatchSampler
+from ods.store import OdsStore, parse_decision
+
+
+def _clients(redis_proc):
+    """The outbox's own client, and how many of its pool's connections are checked out."""
+    client = redis.Redis(unix_socket_path=str(redis_proc.sock))
+    return client, lambda: len(client.connection_pool._in_use_connections)
+
+
+def test_held_calls_wait_for_the_flush_and_replies_are_read_later(redis_proc):
+    client, in_use = _clients(redis_proc)
+    box = Outbox(lambda: client)
+    r = redis_proc.client
+    first = box.post(("SET", "k", "1"))  # no flush seen yet: sent at once
+    assert first.sent and first.result() == b"OK"
+    box.flush()  # from now on a fetch flushes: held calls wait for it
+    held = box.post(("INCR", "k"))
+    assert not held.sent and r.get("k") == b"1"
+    seen = []
+    box.post(("INCR", "k"), hold=False, on_reply=seen.append)  # sent now, in its own write
+    assert seen == []  # its reply is read at the next settle or flush
+    box.settle()
+    assert seen == [2] and not held.sent
+    box.flush()  # sends the held call
+    assert held.sent and held.result() == 3 and r.get("k") == b"3"
+    assert in_use() == 0  # every connection went back to the pool
+
+
+def test_result_sends_a_held_call_that_no_flush_sent(redis_proc):
+    client, in_use = _clients(redis_proc)
+    box = Outbox(lambda: client)
+    box.flush()
+    call = box.post(("PING",))
+    assert not call.sent
+    assert call.result() == b"PONG" and in_use() == 0
+
+
+def test_a_cancelled_call_never_reaches_the_server(redis_proc):
+    client, _ = _clients(redis_proc)
+    box = Outbox(lambda: client)
+    box.flush()
+    call = box.post(("SET", "gone", "1"))
+    assert call.cancel()
+    box.flush()
+    box.settle()
+    assert redis_proc.client.get("gone") is None
+    sent = box.post(("SET", "kept", "1"), hold=False)
+    assert not sent.cancel() and sent.result() == b"OK"
+
+
+def test_error_replies_are_returned_and_on_reply_errors_raised_after_all_were_read(redis_proc):
+    client, in_use = _clients(redis_proc)
+    box = Outbox(lambda: client)
+    redis_proc.client.set("s", "text")
+    box.flush()
+
+    def strict(reply):
+        if isinstance(reply, Exception):
+            raise reply
+
+    bad = box.post(("INCR", "s"), on_reply=strict)
+    good = box.post(("INCR", "n"))
+    box.flush()
+    assert isinstance(bad.result(), redis.ResponseError) and good.result() == 1
+    with pytest.raises(redis.ResponseError, match="not an integer"):
+        box.settle()
+    assert in_use() == 0
+
+
+def test_a_dead_server_raises_where_the_reply_is_asked_for(redis_proc):
+    client, in_use = _clients(redis_proc)
+    box = Outbox(lambda: client)
+    box.flush()
+    call = box.post(("PING",))
+    redis_proc.stop()
+    with pytest.raises(redis.ConnectionError):
+        call.result()
+    with pytest.raises(redis.ConnectionError):  # the same error for every caller
+        call.result()
+    assert in_use() == 0
+
+
+def test_a_forked_child_does_not_touch_its_parents_calls(redis_proc):
+    client, _ = _clients(redis_proc)
+    box = Outbox(lambda: client)
+    box.flush()
+    box.post(("SET", "parent", "1"))
+    pid = os.fork()
+    if pid == 0:  # the child: a fresh outbox state, the parent's held call is not sent
+        try:
+            box.flush()
+            os._exit(0 if not box._queued and not box._unsettled else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert redis_proc.client.get("parent") is None
+    box.flush()
+    box.settle()
+    assert redis_proc.client.get("parent") == b"1"
+
+
+def _covered_store(redis_proc, n=48):
+    store = OdsStore(redis_proc.client, "pre", n, capacity={"encoded": n}, seed=3)
+    store.join("filler")
+    store.admit("filler", [(i, "encoded", 1, b"") for i in range(n)])
+    return store
+
+
+def test_prefetched_decisions_are_sent_at_the_flush_and_keep_epochs_exactly_once(redis_proc):
+    store = _covered_store(redis_proc)
+    sampler = OdsBatchSampler(store, "job", batch_size=4, lookahead=3)
+    store.outbox.flush()  # as the fetch in this process does after each batch
+    it = iter(sampler)
+    served = []
+    sent_before_flush = []
+    for batch in it:
+        served += [p.index for p in batch]
+        sent_before_flush += [c.sent for c in store.outbox._queued]
+        store.outbox.flush()
+    assert sorted(served) == list(range(48))
+    assert sent_before_flush and not any(sent_before_flush)  # held until the flush
+    assert collections.Counter(served).most_common(1)[0][1] == 1
+
+
+def test_prefetch_after_a_script_flush_and_an_early_stop(redis_proc):
+    store = _covered_store(redis_proc)
+    sampler = OdsBatchSampler(store, "job", batch_size=4, lookahead=3)
+    store.outbox.flush()
+    served, direct = [], []
+    decide = sampler._decide
+    sampler._decide = lambda *a: direct.append(a) or decide(*a)
+    for k, batch in enumerate(sampler):
+        served += [p.index for p in batch]
+        if k == 1:
+            redis_proc.client.script_flush()  # the prefetch gets NOSCRIPT: decided again
+        store.outbox.flush()
+    assert sorted(served) == list(range(48))
+    assert len(direct) == 2  # the epoch's first decision, and the one that got NOSCRIPT
+    del sampler._decide
+    # an early stop: the held prefetch is dropped, so the job's epoch keeps its samples
+    it = iter(sampler)
+    for _ in range(4):  # decisions of 4, then 12 (prefetched at the first batch)
+        next(it)
+        assert store.outbox._queued or len(store.outbox._unsettled) <= 1
+    assert store.outbox._queued  # the next decision, posted and held
+    it.close()
+    assert not store.outbox._queued
+    left = redis_proc.client.bitcount(f"{store.prefix}r:job:1")
+    assert left == 48 - 16  # nothing more was decided
+
+
+def test_parse_decision_raises_an_error_reply():
+    with pytest.raises(redis.ResponseError, match="ODS_NOJOB"):
+        parse_decision(redis.ResponseError("ODS_NOJOB"))
