@@ -23,11 +23,11 @@ import os
 import random
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from importlib import resources
 
 import redis
 
+from ods.decision import TIER_CODES, Decision, parse_decision
 from ods.outbox import Call, Outbox
 from seneca.errors import ConfigError
 
@@ -42,9 +42,6 @@ __all__ = [
 ]
 
 POLICIES = ("seneca", "paper")
-#: Tier names and the letters the script uses.
-TIER_CODES = {"augmented": "a", "decoded": "d", "encoded": "e"}
-_NAMES = {v: k for k, v in TIER_CODES.items()}
 _SCRIPT = (resources.files("ods") / "lua" / "ods.lua").read_text()
 #: Staged values (see OdsStore.admit) expire after this long if the script never ran.
 STAGE_TTL_MS = 60_000
@@ -58,26 +55,6 @@ def set_bit(bits: bytearray, i: int) -> None:
 def test_bit(bits: bytes | bytearray, i: int) -> bool:
     """Bit ``i`` of ``bits`` in Redis' order."""
     return bool(bits[i >> 3] & (0x80 >> (i & 7)))
-
-
-@dataclass(frozen=True)
-class Decision:
-    """One batch for one job: sample indices and, per index, the tier to read (None: storage).
-
-    ``served`` is the job's count of samples served this epoch after this batch; ``epoch`` the
-    epoch the batch belongs to; ``substitutions`` how many misses were replaced by hits.
-    """
-
-    epoch: int
-    served: int
-    substitutions: int
-    indices: list[int]
-    tiers: list[str | None]
-    pin_bucket: int = 0
-
-    @property
-    def hits(self) -> int:
-        return sum(t is not None for t in self.tiers)
 
 
 class OdsStore:
@@ -234,7 +211,7 @@ class OdsStore:
         False); the displaced misses stay unseen and come in a later batch. Hits are pinned
         until :meth:`release`. An empty batch means the epoch is complete.
         """
-        return _decision(self._run(self._decide_argv(job, batch, substitute, epoch)))
+        return parse_decision(self._run(self._decide_argv(job, batch, substitute, epoch)))
 
     def decide_later(
         self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
@@ -393,22 +370,3 @@ class OdsStore:
 def _glob(text: str) -> str:
     """``text`` with SCAN glob characters escaped."""
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
-
-
-def parse_decision(reply: object) -> Decision:
-    """The :class:`Decision` of a ``decide`` reply; an error reply (an exception) is raised."""
-    if isinstance(reply, Exception):
-        raise reply
-    return _decision(reply)
-
-
-def _decision(reply: object) -> Decision:
-    epoch, served, subs, picked, tiers, bucket = reply  # type: ignore[misc]
-    return Decision(
-        epoch=int(epoch),
-        served=int(served),
-        substitutions=int(subs),
-        indices=[int(i) for i in picked],
-        tiers=[_NAMES.get(t.decode() if isinstance(t, bytes) else t) for t in tiers],
-        pin_bucket=int(bucket),
-    )
