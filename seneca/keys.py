@@ -5,7 +5,10 @@ Cluster keeps the shard in one slot and the per-batch Lua scripts stay single-sl
 
     seneca:{<dataset>.<shard>}:e:<index>            encoded tier (string)
     seneca:{<dataset>.<shard>}:d:<index>            decoded tier (string)
-    seneca:{<dataset>.<shard>}:a.<transform>:<index> augmented tier (hash: v, n, j:<job>)
+    seneca:{<dataset>.<shard>}:a.<transform>:<index> augmented tier (string)
+    seneca:{<dataset>.<shard>}:a.<transform>:<index>:m  its uses (hash: n, j:<job>)
+    seneca:{<dataset>.<shard>}:s:<token>:<k>        a value staged for admission (expires)
+    seneca:{<dataset>.<shard>}:t:<token>:<k>        a used-up augmented copy, read once (expires)
     seneca:{<dataset>.<shard>}:used                 bytes used per tier in this shard (hash)
     seneca:{<dataset>.<shard>}:jobs                 live jobs and their lease expiry (zset)
 """
@@ -42,6 +45,18 @@ class KeySpace:
         if tier == "augmented":
             return f"{base}:a.{self.transform}:{index}"
         return f"{base}:{tier[0]}:{index}"
+
+    def augmented_meta(self, index: int) -> str:
+        """The hash of an augmented copy's uses."""
+        return self.sample("augmented", index) + ":m"
+
+    def staged(self, shard: int, token: str) -> str:
+        """Prefix of the staging keys of one admission (append the item's number)."""
+        return f"{self.base(shard)}:s:{token}:"
+
+    def taken(self, shard: int, token: str) -> str:
+        """Prefix of the keys a lookup moves used-up augmented copies to (append the number)."""
+        return f"{self.base(shard)}:t:{token}:"
 
     def used(self, shard: int) -> str:
         return f"{self.base(shard)}:used"

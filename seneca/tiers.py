@@ -1,12 +1,14 @@
 """The three cache tiers (encoded, decoded, augmented) of one dataset in one Redis.
 
-A batch's lookups and a batch's admissions each take one round trip per key shard (one in all
-with the default single shard), done by Lua scripts so that budgets hold under any number of
-concurrent admitters.
+A batch's lookup takes two round trips (a Lua script per key shard decides which keys to read,
+then one MGET reads them) and a batch's admission one (the values are SET under staging keys
+and a script per shard renames the admitted ones), so budgets hold under any number of
+concurrent admitters and values never pass through Lua.
 """
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +18,7 @@ from typing import ClassVar
 import redis
 
 from seneca import defaults
+from seneca._resp import execute
 from seneca.connection import CacheClient
 from seneca.keys import TIERS, KeySpace
 
@@ -26,6 +29,9 @@ _SCRIPT_ORDER = ("encoded", "decoded", "augmented")
 #: Codes the scripts use: 0 means storage.
 TIER_CODE = {"encoded": 1, "decoded": 2, "augmented": 3}
 _CODE_TIER = {v: k for k, v in TIER_CODE.items()}
+#: Staged values and used-up augmented copies expire after this long if never renamed or read.
+_STAGE_TTL_MS = 60_000
+_TAKEN_TTL_MS = 60_000
 
 
 def _script(name: str) -> str:
@@ -37,7 +43,7 @@ class Lookup:
     """Result of a batch lookup: per sample the tier it came from (None: storage) and value."""
 
     tiers: list[str | None]
-    values: list[bytes | None]
+    values: list[bytes | bytearray | None]
     used: dict[str, int]
     live_jobs: int
 
@@ -76,20 +82,26 @@ class CacheTiers:
         self.overhead = overhead
         self._sha: dict[str, str] = {}
 
-    def _run(self, calls: list[tuple[str, list[str], list]]) -> list:
-        """Run (script, keys, args) calls in one pipeline, loading scripts the server lacks."""
+    def _scripts(self, r: redis.Redis, calls: list[tuple[str, list[str], list]]) -> list[tuple]:
+        if not self._sha:
+            self._sha = {n: r.script_load(src) for n, src in self._sources.items()}
+        return [("EVALSHA", self._sha[name], len(keys), *keys, *args) for name, keys, args in calls]
+
+    def _execute(self, before: list[tuple], calls: list[tuple[str, list[str], list]]) -> list:
+        """Run ``before`` (plain commands), then the (script, keys, args) calls, in one round
+        trip; returns the scripts' replies (loading the scripts when the server lacks them)."""
         r = self.client.redis
         for attempt in (0, 1):
-            if not self._sha or attempt:
-                self._sha = {n: r.script_load(src) for n, src in self._sources.items()}
-            pipe = r.pipeline(transaction=False)
-            for name, keys, args in calls:
-                pipe.evalsha(self._sha[name], len(keys), *keys, *args)
-            try:
-                return pipe.execute()
-            except redis.exceptions.NoScriptError:
-                if attempt:
-                    raise
+            if attempt:
+                self._sha = {}
+            replies = execute(r, before + self._scripts(r, calls), raise_on_error=False)
+            out = replies[len(before) :]
+            if any(isinstance(x, redis.exceptions.NoScriptError) for x in out) and not attempt:
+                continue
+            for x in out:
+                if isinstance(x, redis.ResponseError):
+                    raise x
+            return out
         raise AssertionError("unreachable")
 
     def _by_shard(self, indices: Sequence[int]) -> dict[int, list[int]]:
@@ -99,43 +111,71 @@ class CacheTiers:
         return groups
 
     def lookup(self, indices: Sequence[int]) -> Lookup:
-        """Find each sample in the first tier that holds it (augmented, decoded, encoded)."""
+        """Find each sample in the first tier that holds it (augmented, decoded, encoded): one
+        script call per shard names the keys, one MGET reads them (values never pass through
+        Lua). A value gone in between (another job used up an augmented copy) is a miss."""
         groups = self._by_shard(indices)
+        token = os.urandom(6).hex()
         calls = []
         for shard, positions in groups.items():
-            keys = [self.keys.sample(t, indices[p]) for p in positions for t in TIERS]
+            keys = []
+            for p in positions:
+                i = indices[p]
+                keys += [self.keys.sample("augmented", i), self.keys.augmented_meta(i)]
+                keys += [self.keys.sample("decoded", i), self.keys.sample("encoded", i)]
             keys += [self.keys.used(shard), self.keys.jobs(shard)]
-            calls.append(("lookup", keys, [len(positions), self.job, self.lease_ms, self.overhead]))
+            args = [len(positions), self.job, self.lease_ms, self.overhead]
+            calls.append(("lookup", keys, [*args, self.keys.taken(shard, token), _TAKEN_TTL_MS]))
         tiers: list[str | None] = [None] * len(indices)
-        values: list[bytes | None] = [None] * len(indices)
+        values: list[bytes | bytearray | None] = [None] * len(indices)
         used = dict.fromkeys(_SCRIPT_ORDER, 0)
         live = 0
-        for (_, positions), reply in zip(groups.items(), self._run(calls), strict=True):
+        reads: list[tuple[int, bytes]] = []
+        for (_, positions), reply in zip(groups.items(), self._execute([], calls), strict=True):
             for k, name in enumerate(_SCRIPT_ORDER):
                 used[name] += int(reply[k])
             live = max(live, int(reply[3]))
             for j, p in enumerate(positions):
                 tiers[p] = _CODE_TIER.get(int(reply[4 + 2 * j]))
-                values[p] = reply[5 + 2 * j]
+                if tiers[p] is not None:
+                    reads.append((p, bytes(reply[5 + 2 * j])))
+        if reads:
+            commands: list[tuple] = [("MGET", *(key for _, key in reads))]
+            taken = [key for _, key in reads if b":t:" in key]
+            commands += [("UNLINK", *taken)] if taken else []
+            got = execute(self.client.redis, commands)[0]
+            for (p, _), value in zip(reads, got, strict=True):
+                values[p] = value
+                if value is None:
+                    tiers[p] = None
         return Lookup(tiers, values, used, live)
 
     def admit(self, items: Sequence[tuple[int, str, bytes]]) -> AdmitResult:
-        """Admit ``(index, tier, value)`` items; a tier that is full takes nothing more."""
+        """Admit ``(index, tier, value)`` items; a tier that is full takes nothing more. The
+        values are staged with SET in the same round trip as the script that admits them."""
         result = AdmitResult(dict.fromkeys(TIERS, 0), dict.fromkeys(TIERS, 0))
         if not items:
             return result
         groups = self._by_shard([i for i, _, _ in items])
         share = self.keys.shards
         limits = [self.budgets[t] // share for t in _SCRIPT_ORDER]
+        token = os.urandom(6).hex()
+        staging: list[tuple] = []
         calls = []
         for shard, positions in groups.items():
-            keys = [self.keys.sample(items[p][1], items[p][0]) for p in positions]
-            keys += [self.keys.used(shard), self.keys.jobs(shard)]
+            keys: list[str] = []
             args: list = [len(positions), self.job, self.overhead, *limits]
-            for p in positions:
-                args += [TIER_CODE[items[p][1]], items[p][2]]
+            for k, p in enumerate(positions):
+                index, tier, value = items[p]
+                key, staged = self.keys.sample(tier, index), f"{self.keys.staged(shard, token)}{k}"
+                meta = self.keys.augmented_meta(index) if tier == "augmented" else key
+                staging.append(("SET", staged, value, "PX", _STAGE_TTL_MS))
+                keys += [key, staged, meta]
+                args.append(TIER_CODE[tier])
+            keys += [self.keys.used(shard), self.keys.jobs(shard)]
             calls.append(("admit", keys, args))
-        for (_, positions), reply in zip(groups.items(), self._run(calls), strict=True):
+        replies = self._execute(staging, calls)
+        for (_, positions), reply in zip(groups.items(), replies, strict=True):
             for p, r in zip(positions, reply, strict=True):
                 tier = items[p][1]
                 if r == 1:

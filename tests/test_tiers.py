@@ -97,3 +97,57 @@ def test_keys_carry_one_hash_tag_per_shard(shards):
         tag = ks.sample("decoded", i).split("{")[1].split("}")[0]
         assert tag == f"abc.{i % shards}"
         assert ks.used(i % shards).startswith(f"seneca:{{{tag}}}")
+
+
+def test_values_are_staged_and_renamed_and_used_up_copies_read_once(redis_proc):
+    a, b = _tiers(redis_proc.url, job="a"), _tiers(redis_proc.url, job="b")
+    r = redis_proc.client
+    a.lookup([0])
+    b.lookup([0])  # two live jobs
+    assert a.admit([(0, "augmented", b"AUG"), (1, "decoded", b"D1")]).admitted == {
+        "augmented": 1,
+        "decoded": 1,
+        "encoded": 0,
+    }
+    ks = a.keys
+    assert r.get(ks.sample("augmented", 0)) == b"AUG" and r.ttl(ks.sample("augmented", 0)) == -1
+    assert r.ttl(ks.sample("decoded", 1)) == -1  # renamed from an expiring staging key
+    assert not list(r.scan_iter(match="*:s:*"))  # no staged value left
+    found = b.lookup([0, 1])  # b is the last live job to use the copy: it is taken and read
+    assert found.tiers == ["augmented", "decoded"] and found.values == [b"AUG", b"D1"]
+    assert r.exists(ks.sample("augmented", 0), ks.augmented_meta(0)) == 0
+    assert not list(r.scan_iter(match="*:t:*"))  # the taken key was deleted after its read
+    assert a.usage() == {"augmented": 0, "decoded": 2 + defaults.ENTRY_OVERHEAD, "encoded": 0}
+
+
+def test_a_set_refused_by_redis_is_counted_full(redis_proc):
+    t = _tiers(redis_proc.url, budgets={k: 10**9 for k in BUDGETS})
+    r = redis_proc.client
+    r.config_set("maxmemory-policy", "noeviction")
+    r.config_set("maxmemory", int(r.info("memory")["used_memory"]) + 100_000)
+    try:
+        result = t.admit([(0, "encoded", b"x" * 400_000), (1, "encoded", b"y" * 400_000)])
+        assert result.full["encoded"] == 2 and result.admitted["encoded"] == 0
+    finally:
+        r.config_set("maxmemory", 0)
+    assert t.usage()["encoded"] == 0 and t.lookup([0, 1]).tiers == [None, None]
+
+
+class _Racing(CacheTiers):
+    """Deletes the keys the lookup script named before they are read (as when another job
+    used up an augmented copy in between)."""
+
+    def _execute(self, before, calls):
+        out = super()._execute(before, calls)
+        for reply in out:
+            names = [bytes(k) for k in reply[5::2] if k]
+            if names and calls[0][0] == "lookup":
+                self.client.redis.delete(*names)
+        return out
+
+
+def test_a_value_gone_before_its_read_is_a_miss(redis_url):
+    t = _Racing(CacheClient(redis_url), KeySpace("ds1", "tf1"), BUDGETS, "job")
+    t.admit([(0, "encoded", b"E0")])
+    found = t.lookup([0, 1])
+    assert found.tiers == [None, None] and found.values == [None, None]

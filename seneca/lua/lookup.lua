@@ -1,13 +1,17 @@
 #!lua flags=allow-oom
--- Batch lookup for one shard: renew this job's lease, then for each sample return the first
--- tier that holds it (3 augmented, 2 decoded, 1 encoded, 0 none) and its value.
--- An augmented copy is served at most once to each job and deleted once every live job had it.
--- KEYS: (augmented, decoded, encoded) per sample, then used, jobs
--- ARGV: n, job, lease_ms, overhead
+-- Batch lookup for one shard, values not included: renew this job's lease, then for each sample
+-- the first tier that holds it (3 augmented, 2 decoded, 1 encoded, 0 none) and the key to read
+-- its value from (the caller reads them with one MGET right after).
+-- An augmented copy is served at most once to each job; the lookup that makes every live job
+-- have had it renames it to a 'taken' key (expiring after ARGV[6] ms) that only its caller
+-- reads, and its bytes leave the augmented budget.
+-- KEYS: (augmented, augmented meta, decoded, encoded) per sample, then used, jobs
+-- ARGV: n, job, lease_ms, overhead, taken-key prefix (in this shard's hash tag), taken ttl ms
 local n = tonumber(ARGV[1])
 local job = ARGV[2]
 local overhead = tonumber(ARGV[4])
-local used, jobs = KEYS[3 * n + 1], KEYS[3 * n + 2]
+local taken, ttl = ARGV[5], ARGV[6]
+local used, jobs = KEYS[4 * n + 1], KEYS[4 * n + 2]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', jobs, now + tonumber(ARGV[3]), job)
@@ -16,29 +20,25 @@ local live = redis.call('ZCARD', jobs)
 local seen = 'j:' .. job
 local out = {0, 0, 0, live}
 for i = 0, n - 1 do
-  local a, d, e = KEYS[3 * i + 1], KEYS[3 * i + 2], KEYS[3 * i + 3]
-  local tier, v = 0, false
-  if redis.call('HEXISTS', a, seen) == 0 then
-    v = redis.call('HGET', a, 'v')
-  end
-  if v then
-    tier = 3
-    redis.call('HSET', a, seen, 1)
-    if redis.call('HINCRBY', a, 'n', 1) >= live then
-      redis.call('DEL', a)
-      redis.call('HINCRBY', used, 'a', -(#v + overhead))
+  local a, m, d, e = KEYS[4 * i + 1], KEYS[4 * i + 2], KEYS[4 * i + 3], KEYS[4 * i + 4]
+  local tier, key = 0, ''
+  if redis.call('EXISTS', a) == 1 and redis.call('HEXISTS', m, seen) == 0 then
+    tier, key = 3, a
+    redis.call('HSET', m, seen, 1)
+    if redis.call('HINCRBY', m, 'n', 1) >= live then
+      key = taken .. i
+      redis.call('HINCRBY', used, 'a', -(redis.call('STRLEN', a) + overhead))
+      redis.call('RENAME', a, key)
+      redis.call('PEXPIRE', key, ttl)
+      redis.call('DEL', m)
     end
-  else
-    v = redis.call('GET', d)
-    if v then
-      tier = 2
-    else
-      v = redis.call('GET', e)
-      if v then tier = 1 end
-    end
+  elseif redis.call('EXISTS', d) == 1 then
+    tier, key = 2, d
+  elseif redis.call('EXISTS', e) == 1 then
+    tier, key = 1, e
   end
   out[#out + 1] = tier
-  out[#out + 1] = v
+  out[#out + 1] = key
 end
 local u = redis.call('HMGET', used, 'e', 'd', 'a')
 out[1], out[2], out[3] = tonumber(u[1] or 0), tonumber(u[2] or 0), tonumber(u[3] or 0)
