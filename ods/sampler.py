@@ -171,10 +171,11 @@ class OdsBatchSampler:
         for bucket, hits in hits_by_bucket(picks).items():
             self.store.release_hits(self.job, bucket, hits)
 
-    def _ask(self, span: int, ahead: int, left: int | None) -> int:
-        """Samples to ask for: ``span`` batches less what is ``ahead``, within a rank's share
-        (whole batches with drop_last)."""
-        ask = self.batch_size * span - ahead
+    def _ask(self, span: int, ahead: int, left: int | None, keep: int | None = None) -> int:
+        """Samples to ask for: ``span`` batches less what is ``ahead`` (or the ``keep`` of it
+        still unserved when the answer is used), within a rank's share (whole batches with
+        drop_last)."""
+        ask = self.batch_size * span - (ahead if keep is None else keep)
         if left is not None:
             limit = left - left % self.batch_size if self.drop_last else left
             ask = min(ask, limit - ahead)
@@ -249,10 +250,13 @@ class OdsBatchSampler:
                         Pick(random.choice(members), None, 0) for _ in range(want - len(picks))
                     ]
                     left -= want
-                if span > 1 and not drained and prefetch is None and len(ahead) < self.batch_size:
-                    # covered by the cache: the next decision is posted now, so that it runs
-                    # on the server while this batch is worked on (sent after its fetch)
-                    ask = self._ask(span, len(ahead), left)
+                near = len(ahead) < 2 * self.batch_size
+                if span > 1 and not drained and prefetch is None and near:
+                    # covered by the cache: the decision after the batches in hand is posted
+                    # a batch early; it is sent after this batch's fetch, so that the server
+                    # runs it while the loader works (its reply is read a batch later)
+                    keep = max(0, len(ahead) - self.batch_size)
+                    ask = self._ask(span, len(ahead), left, keep)
                     if ask > 0 and (left is None or left > len(ahead)):
                         call = self.store.decide_later(self.job, ask, self.substitute, epoch)
                         prefetch = (call, ask)
