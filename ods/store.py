@@ -29,6 +29,7 @@ import redis
 
 from ods.decision import TIER_CODES, Decision, parse_decision
 from ods.outbox import Call, Outbox
+from seneca import defaults
 from seneca.errors import ConfigError
 
 __all__ = [
@@ -43,8 +44,6 @@ __all__ = [
 
 POLICIES = ("seneca", "paper")
 _SCRIPT = (resources.files("ods") / "lua" / "ods.lua").read_text()
-#: Staged values (see OdsStore.admit) expire after this long if the script never ran.
-STAGE_TTL_MS = 60_000
 
 
 def set_bit(bits: bytearray, i: int) -> None:
@@ -114,7 +113,8 @@ class OdsStore:
         self._seed_value = seed
         self._rng = random.Random(seed)
         self._pid = os.getpid()
-        self._outbox = Outbox(lambda: self.client)
+        #: calls of this process whose replies are read later (see ``ods.outbox``)
+        self.outbox = Outbox(lambda: self.client)
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -223,17 +223,12 @@ class OdsStore:
         argv = self._decide_argv(job, batch, substitute, epoch)
         return self.outbox.post(("EVALSHA", self._sha, 0, *argv))
 
-    @property
-    def outbox(self) -> Outbox:
-        """Calls of this process whose replies are read later (see ``ods.outbox``)."""
-        return self._outbox
-
     def __getstate__(self) -> dict[str, object]:
-        return {k: v for k, v in self.__dict__.items() if k != "_outbox"}
+        return {k: v for k, v in self.__dict__.items() if k != "outbox"}
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
-        self._outbox = Outbox(lambda: self.client)
+        self.outbox = Outbox(lambda: self.client)
 
     def restore(self, job: str, epoch: int, consumed: bytes) -> int:
         """Continue ``epoch`` with every sample not set in the bitmap ``consumed`` (bit i, most
@@ -305,9 +300,9 @@ class OdsStore:
         """Offer samples to the cache: (index, tier, size in units, value or b"").
 
         One round trip: the values are SET under staging keys (expiring after
-        ``STAGE_TTL_MS``) and the script renames the admitted ones to their data keys, so
-        the bytes never pass through Lua. Returns per item 1 (admitted), 2 (already cached in
-        that form) or 0 (refused, also when Redis refused to store its value).
+        ``defaults.STAGED_VALUE_TTL_MS``) and the script renames the admitted ones to their data
+        keys, so the bytes never pass through Lua. Returns per item 1 (admitted), 2 (already
+        cached in that form) or 0 (refused, also when Redis refused to store its value).
         """
         if not items:
             return []
@@ -318,7 +313,7 @@ class OdsStore:
             staged = ""
             if value and self.data_prefixes[tier]:
                 staged = f"{self.prefix}s:{token}:{k}"
-                pipe.set(staged, value, px=STAGE_TTL_MS)
+                pipe.set(staged, value, px=defaults.STAGED_VALUE_TTL_MS)
             flat += [int(index), TIER_CODES[tier], int(size), staged]
         caps = [self.capacity[t] for t in TIER_CODES]
         argv = self._argv(

@@ -113,8 +113,6 @@ class _Reader:
             size = int(rest)
             if size < 0:
                 return None
-            if place is None:
-                return [self.reply() for _ in range(size)]
             return [self.reply(place, k) for k in range(size)]
         if kind == b":":
             return int(rest)

@@ -38,6 +38,9 @@ MALLOC_TRIM_THRESHOLD = 256 * 1024 * 1024
 
 #: A job not seen for this long stops counting as a live job of its dataset.
 JOB_LEASE = 10.0
+#: Milliseconds a value staged for admission (SET before the script that renames it), or a
+#: used-up augmented copy moved aside for its one reader, lives if nobody renames or reads it.
+STAGED_VALUE_TTL_MS = 60_000
 #: Job name used when ``job`` is not given (jobs with the same name count as one job).
 JOB_NAME = None  # None: "<host>:<pid>:<n>", unique per loader
 

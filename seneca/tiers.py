@@ -29,9 +29,6 @@ _SCRIPT_ORDER = ("encoded", "decoded", "augmented")
 #: Codes the scripts use: 0 means storage.
 TIER_CODE = {"encoded": 1, "decoded": 2, "augmented": 3}
 _CODE_TIER = {v: k for k, v in TIER_CODE.items()}
-#: Staged values and used-up augmented copies expire after this long if never renamed or read.
-_STAGE_TTL_MS = 60_000
-_TAKEN_TTL_MS = 60_000
 
 
 def _script(name: str) -> str:
@@ -125,7 +122,8 @@ class CacheTiers:
                 keys += [self.keys.sample("decoded", i), self.keys.sample("encoded", i)]
             keys += [self.keys.used(shard), self.keys.jobs(shard)]
             args = [len(positions), self.job, self.lease_ms, self.overhead]
-            calls.append(("lookup", keys, [*args, self.keys.taken(shard, token), _TAKEN_TTL_MS]))
+            taken = self.keys.taken(shard, token)
+            calls.append(("lookup", keys, [*args, taken, defaults.STAGED_VALUE_TTL_MS]))
         tiers: list[str | None] = [None] * len(indices)
         values: list[bytes | bytearray | None] = [None] * len(indices)
         used = dict.fromkeys(_SCRIPT_ORDER, 0)
@@ -141,7 +139,8 @@ class CacheTiers:
                     reads.append((p, bytes(reply[5 + 2 * j])))
         if reads:
             commands: list[tuple] = [("MGET", *(key for _, key in reads))]
-            taken = [key for _, key in reads if b":t:" in key]
+            prefixes = tuple(self.keys.taken(s, token).encode() for s in groups)
+            taken = [key for _, key in reads if key.startswith(prefixes)]
             commands += [("UNLINK", *taken)] if taken else []
             got = execute(self.client.redis, commands)[0]
             for (p, _), value in zip(reads, got, strict=True):
@@ -169,7 +168,7 @@ class CacheTiers:
                 index, tier, value = items[p]
                 key, staged = self.keys.sample(tier, index), f"{self.keys.staged(shard, token)}{k}"
                 meta = self.keys.augmented_meta(index) if tier == "augmented" else key
-                staging.append(("SET", staged, value, "PX", _STAGE_TTL_MS))
+                staging.append(("SET", staged, value, "PX", defaults.STAGED_VALUE_TTL_MS))
                 keys += [key, staged, meta]
                 args.append(TIER_CODE[tier])
             keys += [self.keys.used(shard), self.keys.jobs(shard)]

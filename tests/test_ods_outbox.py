@@ -12,15 +12,18 @@ from ods.sampler import OdsBatchSampler
 from ods.store import OdsStore, parse_decision
 
 
-def _clients(redis_proc):
-    """The outbox's own client, and how many of its pool's connections are checked out."""
+def _box(redis_proc, flushing=True):
+    """An outbox on a client of its own (``flushing``: as after a fetch's first flush, so held
+    calls wait), and how many of that client's pool connections are checked out."""
     client = redis.Redis(unix_socket_path=str(redis_proc.sock))
-    return client, lambda: len(client.connection_pool._in_use_connections)
+    box = Outbox(lambda: client)
+    if flushing:
+        box.flush()
+    return box, lambda: len(client.connection_pool._in_use_connections)
 
 
 def test_held_calls_wait_for_the_flush_and_replies_are_read_later(redis_proc):
-    client, in_use = _clients(redis_proc)
-    box = Outbox(lambda: client)
+    box, in_use = _box(redis_proc, flushing=False)
     r = redis_proc.client
     first = box.post(("SET", "k", "1"))  # no flush seen yet: sent at once
     assert first.sent and first.result() == b"OK"
@@ -38,18 +41,14 @@ def test_held_calls_wait_for_the_flush_and_replies_are_read_later(redis_proc):
 
 
 def test_result_sends_a_held_call_that_no_flush_sent(redis_proc):
-    client, in_use = _clients(redis_proc)
-    box = Outbox(lambda: client)
-    box.flush()
+    box, in_use = _box(redis_proc)
     call = box.post(("PING",))
     assert not call.sent
     assert call.result() == b"PONG" and in_use() == 0
 
 
 def test_a_cancelled_call_never_reaches_the_server(redis_proc):
-    client, _ = _clients(redis_proc)
-    box = Outbox(lambda: client)
-    box.flush()
+    box, _ = _box(redis_proc)
     call = box.post(("SET", "gone", "1"))
     assert call.cancel()
     box.flush()
@@ -60,10 +59,8 @@ def test_a_cancelled_call_never_reaches_the_server(redis_proc):
 
 
 def test_error_replies_are_returned_and_on_reply_errors_raised_after_all_were_read(redis_proc):
-    client, in_use = _clients(redis_proc)
-    box = Outbox(lambda: client)
+    box, in_use = _box(redis_proc)
     redis_proc.client.set("s", "text")
-    box.flush()
 
     def strict(reply):
         if isinstance(reply, Exception):
@@ -79,9 +76,7 @@ def test_error_replies_are_returned_and_on_reply_errors_raised_after_all_were_re
 
 
 def test_a_dead_server_raises_where_the_reply_is_asked_for(redis_proc):
-    client, in_use = _clients(redis_proc)
-    box = Outbox(lambda: client)
-    box.flush()
+    box, in_use = _box(redis_proc)
     call = box.post(("PING",))
     redis_proc.stop()
     with pytest.raises(redis.ConnectionError):
@@ -92,9 +87,7 @@ def test_a_dead_server_raises_where_the_reply_is_asked_for(redis_proc):
 
 
 def test_a_forked_child_does_not_touch_its_parents_calls(redis_proc):
-    client, _ = _clients(redis_proc)
-    box = Outbox(lambda: client)
-    box.flush()
+    box, _ = _box(redis_proc)
     box.post(("SET", "parent", "1"))
     pid = os.fork()
     if pid == 0:  # the child: a fresh outbox state, the parent's held call is not sent
