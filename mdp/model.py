@@ -51,6 +51,7 @@ import numpy as np
 
 from mdp.queueing import mva_throughput
 from mdp.spec import Spec
+from seneca_base.tiers import TIERS as CACHE_TIERS
 
 __all__ = [
     "BOUNDS",
@@ -72,7 +73,7 @@ __all__ = [
 ]
 
 #: The four places a sample can come from, in the order Eq. 2, 4, 6, 8 fill them.
-TIERS = ("augmented", "decoded", "encoded", "storage")
+TIERS = (*CACHE_TIERS, "storage")
 
 #: Components that can bound a throughput; when two terms are equal the first one named here is
 #: reported.

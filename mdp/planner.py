@@ -31,7 +31,8 @@ from mdp.model import (
     tier_dsi,
 )
 from mdp.spec import Spec
-from seneca.errors import ConfigError
+from seneca_base.errors import ConfigError
+from seneca_base.tiers import SPLIT_ORDER
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -54,7 +55,7 @@ MODELS = ("paper", "shared")
 #: (docs/validate), and its plans ran faster than Eq. 9's in ``seneca bench``.
 DEFAULT_MODEL = "shared"
 #: Order of the numbers in a split ``E-D-A``.
-SPLIT_TIERS = ("encoded", "decoded", "augmented")
+SPLIT_TIERS = SPLIT_ORDER
 #: Relative tolerance under which two predicted throughputs count as a tie.
 TIE_TOLERANCE = 1e-9
 

@@ -9,7 +9,7 @@ from typing import Any
 from mdp.model import BOUND_LABELS, TIERS
 from mdp.planner import SPLIT_TIERS, Prediction
 from mdp.spec import Spec
-from seneca._units import format_size
+from seneca_base.units import format_size
 
 __all__ = ["format_prediction", "format_sweep", "plot_sweep"]
 

@@ -38,7 +38,7 @@ SI units throughout: GB = 1e9 bytes, MB = 1e6, KB = 1e3, Gbit = 1e9 bits. Exampl
 
 Every key is required except the ones marked optional. ``jobs``, ``cpu_cores``, ``pipelined``,
 ``colocated`` and ``augmented_ratio`` are not in the paper (see :mod:`mdp.model`). Unknown or
-missing keys, wrong types and non-positive numbers raise :class:`~seneca.errors.SpecError`
+missing keys, wrong types and non-positive numbers raise :class:`~seneca_base.errors.SpecError`
 naming the file and the key.
 """
 
@@ -52,7 +52,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from seneca.errors import SpecError
+from seneca_base.errors import SpecError
 
 __all__ = [
     "FIELDS",

@@ -14,17 +14,16 @@ decision is one atomic Lua call (:class:`OdsStore`)::
     store.release("job-1", d)           # the fetch is done: its hits may be evicted
     store.admit("job-1", [(i, "encoded", size, value), ...])
 
-Command line: ``ods simulate``.
+Command line: ``ods simulate`` (``seneca.cli.ods``). Defaults: ``ods.defaults``.
 """
 
 from ods.sampler import OdsBatchSampler, Pick
 from ods.simulate import BASELINES, SimConfig, simulate_baseline, simulate_ods
-from ods.store import POLICIES, TIER_CODES, Decision, OdsStore
+from ods.store import POLICIES, Decision, OdsStore
 
 __all__ = [
     "BASELINES",
     "POLICIES",
-    "TIER_CODES",
     "Decision",
     "OdsBatchSampler",
     "OdsStore",

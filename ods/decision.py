@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["TIER_CODES", "Decision", "parse_decision"]
+from seneca_base.tiers import tier_of_letter
 
-#: Tier names and the letters the script uses.
-TIER_CODES = {"augmented": "a", "decoded": "d", "encoded": "e"}
-_NAMES = {v: k for k, v in TIER_CODES.items()}
+__all__ = ["Decision", "parse_decision"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +43,6 @@ def _decision(reply: object) -> Decision:
         served=int(served),
         substitutions=int(subs),
         indices=[int(i) for i in picked],
-        tiers=[_NAMES.get(t.decode() if isinstance(t, bytes) else t) for t in tiers],
+        tiers=[tier_of_letter(t) for t in tiers],
         pin_bucket=int(bucket),
     )

@@ -29,7 +29,7 @@ import redis
 
 from ods.outbox import Call
 from ods.store import Decision, OdsStore, parse_decision, set_bit, test_bit
-from seneca.errors import ConfigError
+from seneca_base.errors import ConfigError
 
 __all__ = ["OdsBatchSampler", "Pick", "hits_by_bucket"]
 
@@ -110,7 +110,8 @@ class OdsBatchSampler:
         #: (epoch, samples this rank consumed before a resume): its share of that epoch shrinks
         self.resumed: tuple[int, int] | None = None
 
-    def _join(self) -> None:
+    def join(self) -> None:
+        """Register the job with the store (once; again after its lease lapsed)."""
         if not self._joined:
             self.store.join(self.job, self.indices)
             self._joined = True
@@ -202,7 +203,7 @@ class OdsBatchSampler:
                 if "ODS_NOJOB" not in str(err):
                     raise
                 self._joined = False
-                self._join()
+                self.join()
 
     def __iter__(self) -> Iterator[list[Pick]]:
         epoch = self.epoch
@@ -214,7 +215,7 @@ class OdsBatchSampler:
         share = left
         prefetch: tuple[Call, int] | None = None  # a decision posted early, and its ask
         try:
-            self._join()
+            self.join()
             self.store.start_epoch(self.job, epoch)
             ahead: list[Pick] = []  # decided, not yet yielded
             drained = False

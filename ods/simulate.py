@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import redis
 
 from ods.store import OdsStore
-from seneca.errors import ConfigError
+from seneca_base.errors import ConfigError
 
 __all__ = ["BASELINES", "SimConfig", "simulate_baseline", "simulate_ods"]
 

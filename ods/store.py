@@ -27,14 +27,14 @@ from importlib import resources
 
 import redis
 
-from ods.decision import TIER_CODES, Decision, parse_decision
+from ods import defaults
+from ods.decision import Decision, parse_decision
 from ods.outbox import Call, Outbox
-from seneca import defaults
-from seneca.errors import ConfigError
+from seneca_base.errors import ConfigError
+from seneca_base.tiers import LETTER, TIERS, with_lua_tiers
 
 __all__ = [
     "POLICIES",
-    "TIER_CODES",
     "Decision",
     "OdsStore",
     "parse_decision",
@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 POLICIES = ("seneca", "paper")
-_SCRIPT = (resources.files("ods") / "lua" / "ods.lua").read_text()
+_SCRIPT = with_lua_tiers((resources.files("ods") / "lua" / "ods.lua").read_text())
 
 
 def set_bit(bits: bytearray, i: int) -> None:
@@ -61,7 +61,7 @@ class OdsStore:
 
     Args:
         client: a redis-py client (decode_responses must be False), or an object whose
-            ``redis`` attribute gives one per process (``seneca.connection.CacheClient``;
+            ``redis`` attribute gives one per process (``seneca.cache.client.CacheClient``;
             the store then pickles into DataLoader workers).
         dataset: dataset id (a fingerprint); keys share the hash tag ``{<dataset>.0}``.
         samples: number of samples in the dataset.
@@ -81,13 +81,13 @@ class OdsStore:
         dataset: str,
         samples: int,
         *,
-        policy: str = "seneca",
+        policy: str = defaults.POLICY,
         capacity: Mapping[str, int] | None = None,
         values: bool = False,
         overhead: int = 0,
-        lease: float = 10.0,
-        pin_lease: float = 60.0,
-        prefix: str = "seneca",
+        lease: float = defaults.JOB_LEASE,
+        pin_lease: float = defaults.PIN_LEASE,
+        prefix: str = defaults.KEY_PREFIX,
         seed: int | None = None,
     ) -> None:
         if policy not in POLICIES:
@@ -95,17 +95,15 @@ class OdsStore:
         if isinstance(samples, bool) or not isinstance(samples, int) or samples <= 0:
             raise ConfigError(f"samples: expected a positive integer, got {samples!r}")
         capacity = dict(capacity or {})
-        unknown = set(capacity) - set(TIER_CODES)
+        unknown = set(capacity) - set(TIERS)
         if unknown:
             raise ConfigError(f"capacity: unknown tier {sorted(unknown)[0]!r}")
         self._source = client
         self.samples = samples
         self.policy = policy
-        self.capacity = {t: int(capacity.get(t, 0)) for t in TIER_CODES}
+        self.capacity = {t: int(capacity.get(t, 0)) for t in TIERS}
         self.prefix = f"{prefix}:{{{dataset}.0}}:o:"
-        self.data_prefixes = {
-            t: f"{self.prefix}v:{code}:" if values else "" for t, code in TIER_CODES.items()
-        }
+        self.data_prefixes = {t: f"{self.prefix}v:{LETTER[t]}:" if values else "" for t in TIERS}
         self.overhead = int(overhead)
         self.lease_ms = int(lease * 1000)
         self.pin_lease_ms = int(pin_lease * 1000)
@@ -145,7 +143,7 @@ class OdsStore:
         return self._rng.randrange(1, 2**31)
 
     def _prefixes(self) -> list[str]:
-        return [self.data_prefixes[t] for t in TIER_CODES]
+        return [self.data_prefixes[t] for t in TIERS]
 
     # -- jobs -------------------------------------------------------------------------------
 
@@ -290,17 +288,17 @@ class OdsStore:
 
     def tier_key(self, tier: str) -> str:
         """The bitmap of samples cached in ``tier``."""
-        return f"{self.prefix}t:{TIER_CODES[tier]}"
+        return f"{self.prefix}t:{LETTER[tier]}"
 
     def used_key(self, tier: str) -> str:
         """The counter of units ``tier`` holds."""
-        return f"{self.prefix}u:{TIER_CODES[tier]}"
+        return f"{self.prefix}u:{LETTER[tier]}"
 
     def admit(self, job: str, items: Sequence[tuple[int, str, int, bytes]]) -> list[int]:
         """Offer samples to the cache: (index, tier, size in units, value or b"").
 
         One round trip: the values are SET under staging keys (expiring after
-        ``defaults.STAGED_VALUE_TTL_MS``) and the script renames the admitted ones to their data
+        ``ods.defaults.STAGED_VALUE_TTL_MS``) and the script renames the admitted ones to their data
         keys, so the bytes never pass through Lua. Returns per item 1 (admitted), 2 (already
         cached in that form) or 0 (refused, also when Redis refused to store its value).
         """
@@ -314,8 +312,8 @@ class OdsStore:
             if value and self.data_prefixes[tier]:
                 staged = f"{self.prefix}s:{token}:{k}"
                 pipe.set(staged, value, px=defaults.STAGED_VALUE_TTL_MS)
-            flat += [int(index), TIER_CODES[tier], int(size), staged]
-        caps = [self.capacity[t] for t in TIER_CODES]
+            flat += [int(index), LETTER[tier], int(size), staged]
+        caps = [self.capacity[t] for t in TIERS]
         argv = self._argv(
             "admit",
             job,
@@ -324,7 +322,8 @@ class OdsStore:
             *self._prefixes(),
             *caps,
             self._seed(),
-            4,
+            defaults.EVICTION_ROUNDS,
+            defaults.EVICTION_CANDIDATES,
             self.pin_lease_ms,
             *flat,
         )
@@ -343,7 +342,7 @@ class OdsStore:
         """Entries and units held per tier, and the number of live jobs."""
         vals = [int(v) for v in self._call("state", "")]
         out: dict[str, object] = {}
-        for k, tier in enumerate(TIER_CODES):
+        for k, tier in enumerate(TIERS):
             out[tier] = {"entries": vals[2 * k], "units": vals[2 * k + 1]}
         out["live_jobs"] = vals[-1]
         return out

@@ -1,7 +1,7 @@
 """What reading cached crops into a batch tensor costs, against reading them into buffers.
 
 3,000 values of one 3x224x224 uint8 tensor (our codec) in a private embedded Redis, read in
-batches of 32 with ``seneca._resp.execute``, three ways, alternating per batch:
+batches of 32 with ``seneca.cache.resp.execute``, three ways, alternating per batch:
 
 * ``buffers``: each value into its own fresh ``bytearray`` (the socket MGET of hit-path);
 * ``new rows``: payloads into the rows of a new batch tensor per batch (what the loader does);
@@ -21,12 +21,12 @@ import redis
 import torch
 
 from ods.sampler import Pick
-from seneca import codec
-from seneca._malloc import tune_malloc
-from seneca._ods_fetch import _placer
-from seneca._resp import execute
-from seneca._rows import BatchRows
-from seneca.embedded import acquire_embedded
+from seneca.cache.embedded import acquire_embedded
+from seneca.cache.resp import execute
+from seneca.loader._malloc import tune_malloc
+from seneca.loader.fetch import _placer
+from seneca.loader.rows import BatchRows
+from seneca.pipeline import codec
 
 PASSES = 5
 

@@ -6,7 +6,7 @@ Change one line::
     loader = SenecaLoader(ImageFolder(root, transform=t), batch_size=256, shuffle=True,
                           num_workers=8, cache="redis://cache-node:6379")
 
-Public names are imported on first use, so ``seneca.errors`` and ``seneca.defaults`` (used by
+Public names are imported on first use, so ``seneca_base.errors`` and ``seneca.defaults`` (used by
 the pure-math ``mdp`` package) load without torch or redis.
 """
 
@@ -16,7 +16,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from seneca.codec import decode, encode
     from seneca.errors import (
         CacheError,
         CacheUnavailableError,
@@ -27,11 +26,12 @@ if TYPE_CHECKING:
         SpecError,
     )
     from seneca.loader import SenecaLoader
-    from seneca.storage import Storage
-    from seneca.transforms import CacheBoundary
+    from seneca.pipeline.codec import decode, encode
+    from seneca.pipeline.storage import Storage
+    from seneca.pipeline.transforms import CacheBoundary
 
 _HOMES = {
-    "CacheBoundary": "seneca.transforms",
+    "CacheBoundary": "seneca.pipeline.transforms",
     "CacheError": "seneca.errors",
     "CacheUnavailableError": "seneca.errors",
     "CodecError": "seneca.errors",
@@ -40,9 +40,9 @@ _HOMES = {
     "SenecaError": "seneca.errors",
     "SenecaLoader": "seneca.loader",
     "SpecError": "seneca.errors",
-    "Storage": "seneca.storage",
-    "decode": "seneca.codec",
-    "encode": "seneca.codec",
+    "Storage": "seneca.pipeline.storage",
+    "decode": "seneca.pipeline.codec",
+    "encode": "seneca.pipeline.codec",
 }
 
 __all__ = [

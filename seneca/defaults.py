@@ -2,12 +2,12 @@
 
 Sizes are in bytes, times in seconds. Change behaviour through the public options
 (``SenecaLoader(...)``, CLI flags); this module only documents what you get when you don't.
+The ODS sampler's and the cache metadata's defaults (key prefix, policy, leases) are in
+``ods.defaults``; the MDP planner's in ``mdp.defaults``.
 """
 
 from __future__ import annotations
 
-#: Key prefix of everything Seneca writes into Redis.
-KEY_PREFIX = "seneca"
 #: Number of hash-tagged key groups a dataset is spread over. Every key of one group shares a
 #: Redis Cluster slot, so the Lua scripts stay single-slot. 1 keeps a batch in one round trip.
 KEY_SHARDS = 1
@@ -26,21 +26,13 @@ SOCKET_TIMEOUT = 5.0
 #: After a failed cache call, read from storage only for this long before trying the cache again.
 CACHE_RETRY_AFTER = 5.0
 
-#: ODS cache policy for SenecaLoader ("seneca": demand-aware, or "paper"); see ods.store.
-ODS_POLICY = "seneca"
-
-#: glibc malloc tuning applied in loader processes (``seneca._malloc``): buffers below this many
+#: glibc malloc tuning in loader processes (``seneca.loader._malloc``): buffers below this many
 #: bytes come from the heap and are reused instead of being mapped and page-faulted per use;
 #: up to MALLOC_TRIM_THRESHOLD bytes of freed heap are kept. The environment variable
 #: ``SENECA_MALLOC_TUNING=0`` turns it off.
 MALLOC_MMAP_THRESHOLD = 32 * 1024 * 1024
 MALLOC_TRIM_THRESHOLD = 256 * 1024 * 1024
 
-#: A job not seen for this long stops counting as a live job of its dataset.
-JOB_LEASE = 10.0
-#: Milliseconds a value staged for admission (SET before the script that renames it), or a
-#: used-up augmented copy moved aside for its one reader, lives if nobody renames or reads it.
-STAGED_VALUE_TTL_MS = 60_000
 #: Job name used when ``job`` is not given (jobs with the same name count as one job).
 JOB_NAME = None  # None: "<host>:<pid>:<n>", unique per loader
 

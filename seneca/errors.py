@@ -1,6 +1,17 @@
-"""Seneca's exception hierarchy: everything Seneca raises on purpose derives from SenecaError."""
+"""Seneca's exceptions (defined in ``seneca_base.errors``, shared with ``mdp`` and ``ods``).
 
-from __future__ import annotations
+Everything Seneca raises on purpose derives from :class:`SenecaError`.
+"""
+
+from seneca_base.errors import (
+    CacheError,
+    CacheUnavailableError,
+    CodecError,
+    ConfigError,
+    DatasetError,
+    SenecaError,
+    SpecError,
+)
 
 __all__ = [
     "CacheError",
@@ -11,34 +22,3 @@ __all__ = [
     "SenecaError",
     "SpecError",
 ]
-
-
-class SenecaError(Exception):
-    """Base class of every error Seneca raises on purpose."""
-
-
-class ConfigError(SenecaError, ValueError):
-    """A bad option value; the message names the option."""
-
-
-class SpecError(ConfigError):
-    """A bad cluster spec for ``mdp`` (TOML); the message names the file and the key."""
-
-
-class DatasetError(SenecaError):
-    """A dataset problem (missing directory, empty class folder, unreadable or non-image file).
-
-    The message names the path.
-    """
-
-
-class CodecError(SenecaError, ValueError):
-    """A cached value that is truncated, foreign, of another format version, or mismatched."""
-
-
-class CacheError(SenecaError):
-    """A cache problem (bad URL, server that cannot be started, unexpected reply)."""
-
-
-class CacheUnavailableError(CacheError, ConnectionError):
-    """The cache cannot be reached; the message names the URL with any password redacted."""

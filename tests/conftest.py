@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from seneca.synthetic import make_dataset
+from seneca.bench.synthetic import make_dataset
 
 REDIS_SERVER = shutil.which("redis-server")
 

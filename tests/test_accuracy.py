@@ -2,8 +2,8 @@
 
 import json
 
-from seneca.accuracy import write_digits
-from seneca.cli import main
+from seneca.bench.accuracy import write_digits
+from seneca.cli.main import main
 
 
 def test_digits_written_as_imagefolder(tmp_path):

@@ -8,9 +8,10 @@ from torchvision import transforms as T
 from torchvision.datasets import ImageFolder
 from torchvision.transforms import v2
 
-from seneca import SenecaLoader, codec
-from seneca.errors import ConfigError
-from seneca.transforms import default_train_transform, split_transform
+from seneca import SenecaLoader
+from seneca.pipeline import codec
+from seneca.pipeline.transforms import default_train_transform, split_transform
+from seneca_base.errors import ConfigError
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 DET_V2 = v2.Compose(

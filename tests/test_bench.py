@@ -5,11 +5,11 @@ import time
 
 import pytest
 
-from seneca.baselines import LOADERS, QuiverBatchSampler, make_loader
-from seneca.cli import main
-from seneca.errors import ConfigError
-from seneca.throttle import Throttle
-from seneca.transforms import default_train_transform
+from seneca.bench.baselines import LOADERS, QuiverBatchSampler, make_loader
+from seneca.bench.throttle import Throttle
+from seneca.cli.main import main
+from seneca.pipeline.transforms import default_train_transform
+from seneca_base.errors import ConfigError
 
 
 def test_bench_runs_every_loader_side_by_side(tiny_dataset, redis_url, tmp_path, capsys):

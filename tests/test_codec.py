@@ -3,8 +3,8 @@ import pytest
 import torch
 from PIL import Image
 
-from seneca import codec
-from seneca.errors import CodecError, SenecaError
+from seneca.pipeline import codec
+from seneca_base.errors import CodecError, SenecaError
 
 DTYPES = [
     torch.uint8,

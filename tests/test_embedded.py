@@ -10,7 +10,7 @@ import pytest
 import redis
 from conftest import wait_for_ping
 
-from seneca.embedded import acquire_embedded
+from seneca.cache.embedded import acquire_embedded
 
 USER = textwrap.dedent(
     """
@@ -94,7 +94,7 @@ def test_cache_node_with_password_file(tmp_path, free_port):
         [
             sys.executable,
             "-m",
-            "seneca.cli",
+            "seneca.cli.main",
             "cache-node",
             "--port",
             str(free_port),
@@ -123,7 +123,7 @@ def test_cache_node_bad_password_file(tmp_path):
         [
             sys.executable,
             "-m",
-            "seneca.cli",
+            "seneca.cli.main",
             "cache-node",
             "--maxmemory",
             "1GB",

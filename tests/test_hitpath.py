@@ -2,9 +2,9 @@
 
 import pytest
 
-from seneca.cli import main
-from seneca.errors import ConfigError
-from seneca.hitpath import format_hit_path, run_hit_path
+from seneca.bench.hitpath import format_hit_path, run_hit_path
+from seneca.cli.main import main
+from seneca_base.errors import ConfigError
 
 
 def test_rates_side_by_side(tiny_dataset, redis_url, tmp_path):

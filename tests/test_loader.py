@@ -10,7 +10,7 @@ from torchvision import transforms as T
 from torchvision.datasets import ImageFolder
 
 from seneca import CacheBoundary, SenecaLoader
-from seneca.errors import ConfigError, DatasetError
+from seneca_base.errors import ConfigError, DatasetError
 
 DET = T.Compose([T.Resize((24, 32)), T.ToTensor(), T.Normalize([0.5] * 3, [0.25] * 3)])
 RANDOM = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.ToTensor()])
@@ -173,7 +173,7 @@ def test_corrupt_image_names_the_file(tmp_path, tiny_dataset, redis_url):
 
 
 def test_plan_option_uses_the_planned_split_and_cache_size(tiny_dataset, redis_proc, tmp_path):
-    from mdp.cli import main
+    from seneca.cli.mdp import main
 
     redis_url = redis_proc.url
     redis_proc.client.config_set("maxmemory", 100_000_000)

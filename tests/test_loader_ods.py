@@ -7,7 +7,7 @@ from indexed import indexed
 
 from ods.sampler import Pick
 from seneca import SenecaLoader
-from seneca.errors import ConfigError
+from seneca_base.errors import ConfigError
 
 
 def epoch_of(loader):

@@ -8,7 +8,7 @@ import pytest
 from indexed import indexed
 
 from seneca import SenecaLoader
-from seneca.errors import ConfigError
+from seneca_base.errors import ConfigError
 
 
 def loader_for(root, url, job, workers=2):

@@ -11,7 +11,7 @@ from mdp_ref import REF, ref_spec
 from mdp.planner import parse_split, plan, predict, split_grid, sweep
 from mdp.queueing import mva_throughput
 from mdp.spec import example_names, load_spec, parse_spec
-from seneca.errors import ConfigError, SpecError
+from seneca_base.errors import ConfigError, SpecError
 
 
 def test_grid_has_all_5151_splits_in_tie_break_order():

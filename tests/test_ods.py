@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from ods.store import OdsStore
-from seneca.errors import ConfigError
+from seneca_base.errors import ConfigError
 
 TIERS = ("augmented", "decoded", "encoded")
 

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from ods.cli import main
 from ods.simulate import SimConfig, simulate_baseline
-from seneca.errors import ConfigError
+from seneca.cli.ods import main
+from seneca_base.errors import ConfigError
 
 
 def test_simulate_json_with_compare(redis_url, capsys):

@@ -1,9 +1,9 @@
 import pytest
 
-from seneca._options import parse_split, resolve_job
-from seneca._units import parse_size
-from seneca.connection import CacheClient, redact_url, validate_url
-from seneca.errors import ConfigError
+from seneca.cache.client import CacheClient, redact_url, validate_url
+from seneca.loader.options import parse_split, resolve_job
+from seneca_base.errors import ConfigError
+from seneca_base.units import parse_size
 
 
 def test_parse_size_units():

@@ -4,10 +4,10 @@ import tomllib
 
 import pytest
 
-from mdp.cli import main
 from mdp.spec import FIELDS, load_spec
 from seneca import defaults
-from seneca.profile import run_profile
+from seneca.bench.profile import run_profile
+from seneca.cli.mdp import main
 
 MEASURED = {
     "node.decode_augment_samples_per_s",

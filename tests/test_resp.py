@@ -1,4 +1,4 @@
-"""seneca._resp: replies read into their own buffers, against a real redis-server."""
+"""seneca.cache.resp: replies read into their own buffers, against a real redis-server."""
 
 import os
 import subprocess
@@ -8,8 +8,8 @@ import time
 import pytest
 import redis
 
-from seneca._resp import execute
-from seneca.connection import CacheClient
+from seneca.cache.client import CacheClient
+from seneca.cache.resp import execute
 
 
 def test_values_misses_integers_and_big_replies(redis_proc):
@@ -72,7 +72,7 @@ def test_dead_server_fails_fast(redis_proc):
 
 _FAULTS = """
 import resource, sys
-from seneca._malloc import tune_malloc
+from seneca.loader._malloc import tune_malloc
 print(tune_malloc())
 
 def batch():  # a batch's worth of 150 KB values, all freed together

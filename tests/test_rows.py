@@ -6,9 +6,10 @@ from indexed import indexed
 from torch.utils.data import default_collate
 from torchvision.transforms import v2
 
-from seneca import CacheBoundary, SenecaLoader, codec
-from seneca._resp import Placed, execute
-from seneca._rows import BatchRows, collate_rows
+from seneca import CacheBoundary, SenecaLoader
+from seneca.cache.resp import Placed, execute
+from seneca.loader.rows import BatchRows, collate_rows
+from seneca.pipeline import codec
 
 CROP = v2.Compose([v2.RandomResizedCrop(12, antialias=True), v2.PILToTensor()])
 CROP_NORM = v2.Compose(

@@ -4,8 +4,8 @@ import shutil
 import pytest
 from torchvision.datasets import ImageFolder
 
-from seneca.errors import DatasetError
-from seneca.storage import Storage
+from seneca.pipeline.storage import Storage
+from seneca_base.errors import DatasetError
 
 
 def test_from_folder_matches_imagefolder(tiny_dataset):

@@ -4,9 +4,9 @@ import random
 import pytest
 
 from seneca import defaults
-from seneca.connection import CacheClient
-from seneca.keys import KeySpace
-from seneca.tiers import CacheTiers
+from seneca.cache.client import CacheClient
+from seneca.cache.keys import KeySpace
+from seneca.cache.tiers import CacheTiers
 
 BUDGETS = {"encoded": 20_000, "decoded": 30_000, "augmented": 10_000}
 

@@ -23,9 +23,10 @@
 --   P..'doom'                 set: samples to evict once unpinned ('paper' policy)
 --   P..'x:c' / 'x:g'          scratch bitmaps, deleted before the script returns
 -- Data keys (optional): ARGV data prefixes D_e, D_d, D_a; a value key is D..sample.
+-- TIERS (the tier letters, cheapest to use first) is defined above this script when it is
+-- loaded (seneca_base.tiers.with_lua_tiers).
 
 local cmd, P, job, now = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-local TIERS = {'a', 'd', 'e'}
 local jobs_key = P .. 'jobs'
 
 local function live_jobs()
@@ -93,7 +94,7 @@ local function demands(list, tier, live)
   return out
 end
 
-local PIN_LEASE = 60000  -- set by 'decide' / 'release' / 'admit' from their arguments
+local PIN_LEASE = nil  -- ms; set by 'decide' / 'release' / 'admit' from their arguments
 
 local function pin_key(bucket) return P .. 'pin:' .. string.format('%d', bucket) end
 
@@ -500,8 +501,9 @@ elseif cmd == 'release' then
 
 elseif cmd == 'admit' then
   -- ARGV[5] policy, ARGV[6] overhead, ARGV[7..9] data prefixes a d e,
-  -- ARGV[10..12] capacity a d e (units), ARGV[13] seed, ARGV[14] evictions tried per sample,
-  -- ARGV[15] pin lease ms, then per sample four values: index, tier letter, size (units),
+  -- ARGV[10..12] capacity a d e (units), ARGV[13] seed, ARGV[14] eviction rounds per sample,
+  -- ARGV[15] candidates per round, ARGV[16] pin lease ms, then per sample four values: index,
+  -- tier letter, size (units),
   -- the key its value was staged under ('' when none; the caller SET it, with an expiry, in
   -- the same pipeline, so values never pass through Lua). An admitted value is renamed to its
   -- data key; any other staged key is deleted. Returns per sample 1 admitted, 2 already cached
@@ -510,11 +512,11 @@ elseif cmd == 'admit' then
   local dp = {a = ARGV[7], d = ARGV[8], e = ARGV[9]}
   local cap = {a = tonumber(ARGV[10]), d = tonumber(ARGV[11]), e = tonumber(ARGV[12])}
   math.randomseed(tonumber(ARGV[13]))
-  local probes = tonumber(ARGV[14])
-  PIN_LEASE = tonumber(ARGV[15])
+  local probes, candidates = tonumber(ARGV[14]), tonumber(ARGV[15])
+  PIN_LEASE = tonumber(ARGV[16])
   local live = live_jobs()
   local result = {}
-  for k = 16, #ARGV, 4 do
+  for k = 17, #ARGV, 4 do
     local s, t, size, staged = tonumber(ARGV[k]), ARGV[k + 1], tonumber(ARGV[k + 2]), ARGV[k + 3]
     local tkey = P .. 't:' .. t
     local ok = 0
@@ -529,9 +531,9 @@ elseif cmd == 'admit' then
         local nbits = redis.call('STRLEN', tkey) * 8
         for _ = 1, probes do
           if used + size <= cap[t] or nbits == 0 then break end
-          -- 16 random entries; the unpinned one that live jobs need least goes
+          -- random entries; the unpinned one that live jobs need least goes
           local cands = {}
-          for _ = 1, 16 do
+          for _ = 1, candidates do
             local r = math.random(0, nbits - 1)
             local v = redis.call('BITPOS', tkey, 1, r, nbits - 1, 'BIT')
             if v == -1 then v = redis.call('BITPOS', tkey, 1, 0, nbits - 1, 'BIT') end

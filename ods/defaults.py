@@ -1,0 +1,21 @@
+"""Every default ODS uses, in one place (times in seconds unless the name says ms)."""
+
+from __future__ import annotations
+
+#: Key prefix of everything Seneca writes into Redis (ODS metadata and cached values).
+KEY_PREFIX = "seneca"
+#: Cache policy: "seneca" (demand-aware eviction) or "paper" (evict after every live job's hit).
+POLICY = "seneca"
+#: A job not seen for this long stops counting as a live job of its dataset.
+JOB_LEASE = 10.0
+#: A decision's hits stay pinned (safe from eviction) this long unless released earlier.
+PIN_LEASE = 60.0
+#: Milliseconds a value staged for admission (SET before the call that admits it), or a used-up
+#: augmented copy moved aside for its one reader, lives if nobody renames or reads it.
+STAGED_VALUE_TTL_MS = 60_000
+#: Rounds of eviction an admission tries under pressure ("seneca" policy) ...
+EVICTION_ROUNDS = 4
+#: ... each among this many random cached entries (the least-needed unpinned one goes).
+EVICTION_CANDIDATES = 16
+#: Batches the sampler decides per call while the cache covers the job.
+LOOKAHEAD = 4

@@ -1,0 +1,17 @@
+"""Measurement harnesses behind ``seneca bench``, ``validate-model``, ``accuracy``, ``hit-path``,
+``demo`` and ``mdp profile``. Nothing in the loader imports them.
+
+* ``harness``: concurrent training jobs over one cache, per loader (``seneca bench``);
+* ``baselines``: the loaders compared (DataLoader, MINIO, Quiver, MDP, Seneca);
+* ``report``: the bench's tables and plots;
+* ``validate``: the MDP model's predictions against measured throughput;
+* ``accuracy``: a small training run per loader;
+* ``hitpath``: the cache-hit path against raw Redis reads;
+* ``profile``: measured inputs of an MDP cluster spec (``mdp profile``);
+* ``demo``: the two-minute demo (``make demo``);
+* ``synthetic``: synthetic JPEG datasets;
+* ``throttle``: emulated storage bandwidth;
+* ``spawn``: processes that start together and report once.
+"""
+
+__all__: list[str] = []

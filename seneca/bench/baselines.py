@@ -1,0 +1,139 @@
+"""The loaders ``seneca bench`` compares, behind one interface: :func:`make_loader`.
+
+* ``pytorch``: torch's DataLoader over ImageFolder.
+* ``minio``: MINIO as in CoorDL: a static cache of encoded bytes, filled while there is room
+  and never evicted (SenecaLoader with split 100-0-0, no ODS).
+* ``quiver``: Quiver's substitution: each batch over-samples 10 x the batch size from the job's
+  remaining random order and takes the cached samples first (MINIO's cache).
+* ``mdp``: the tiers split by the MDP plan, plain random sampling (no ODS).
+* ``seneca``: MDP's split plus ODS.
+
+Every loader gets the same dataset, transform, batch size and workers.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import redis
+from torch.utils.data import DataLoader
+from torchvision.datasets import ImageFolder
+
+from seneca.loader import SenecaLoader
+from seneca.loader.dataset import pil_decode
+from seneca_base.errors import ConfigError
+
+__all__ = ["LOADERS", "QuiverBatchSampler", "ThrottledLoader", "make_loader"]
+
+LOADERS = ("pytorch", "minio", "quiver", "mdp", "seneca")
+_ENCODED_ONLY = (1.0, 0.0, 0.0)
+
+
+class ThrottledLoader:
+    """ImageFolder's ``loader`` that reads the file through a throttle, then decodes it as
+    torchvision's ``pil_loader`` does (the ``pytorch`` baseline under ``--storage-mbps``)."""
+
+    def __init__(self, throttle: Any) -> None:
+        self.throttle = throttle
+
+    def __call__(self, path: str) -> Any:
+        with open(path, "rb") as f:
+            data = f.read()
+        self.throttle.wait(len(data))
+        return pil_decode(data)
+
+
+class QuiverBatchSampler:
+    """Quiver-style batches: from the next ``factor`` x ``batch_size`` samples of a random
+    order, the cached ones first. ``tiers`` (set after the loader exists) says what is cached."""
+
+    def __init__(self, samples: int, batch_size: int, factor: int = 10) -> None:
+        self.samples = samples
+        self.batch_size = batch_size
+        self.factor = factor
+        self.tiers: Any = None
+
+    def __len__(self) -> int:
+        return math.ceil(self.samples / self.batch_size)
+
+    def _cached(self, window: Sequence[int]) -> list[bool]:
+        if self.tiers is None:
+            return [False] * len(window)
+        try:
+            pipe = self.tiers.client.redis.pipeline(transaction=False)
+            for i in window:
+                pipe.exists(self.tiers.keys.sample("encoded", i))
+            return [bool(v) for v in pipe.execute()]
+        except (redis.RedisError, OSError):
+            return [False] * len(window)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        order = list(range(self.samples))
+        random.shuffle(order)
+        size = self.factor * self.batch_size
+        while order:
+            window = order[:size]
+            chosen = [i for i, hit in zip(window, self._cached(window), strict=True) if hit]
+            chosen = chosen[: self.batch_size]
+            taken = set(chosen)
+            for i in window:
+                if len(chosen) >= self.batch_size:
+                    break
+                if i not in taken:
+                    chosen.append(i)
+                    taken.add(i)
+            order = [i for i in window if i not in taken] + order[size:]
+            yield chosen
+
+
+def make_loader(
+    kind: str,
+    root: str,
+    *,
+    transform: Callable[[Any], Any],
+    batch_size: int,
+    num_workers: int,
+    cache: str | None,
+    cache_size: int | None = None,
+    split: Mapping[str, float] | Sequence[float] | None = None,
+    job: str | None = None,
+    throttle: Any = None,
+    **kwargs: Any,
+) -> DataLoader:
+    """A loader of ``kind`` (one of :data:`LOADERS`) over the ImageFolder at ``root``.
+
+    ``split`` is the MDP split for ``mdp`` and ``seneca`` (MINIO and Quiver cache encoded bytes
+    only); ``throttle`` limits storage reads (:class:`seneca.bench.throttle.Throttle`).
+    """
+    if kind not in LOADERS:
+        raise ConfigError(f"loader: expected one of {', '.join(LOADERS)}, got {kind!r}")
+    common = {"batch_size": batch_size, "num_workers": num_workers, **kwargs}
+    if kind == "pytorch":
+        loader_fn = ThrottledLoader(throttle) if throttle is not None else None
+        ds = ImageFolder(root, transform=transform, **({"loader": loader_fn} if loader_fn else {}))
+        return DataLoader(ds, shuffle=True, **common)
+    ds = ImageFolder(root, transform=transform)
+    cached = {"cache": cache, "cache_size": cache_size, "job": job}
+    if kind == "quiver":
+        sampler = QuiverBatchSampler(len(ds), batch_size)
+        loader = SenecaLoader(
+            ds,
+            batch_sampler=sampler,
+            num_workers=num_workers,
+            split=_ENCODED_ONLY,
+            ods=False,
+            **cached,
+            **kwargs,
+        )
+        sampler.tiers = loader.tiers
+    elif kind == "minio":
+        loader = SenecaLoader(ds, shuffle=True, split=_ENCODED_ONLY, ods=False, **cached, **common)
+    else:
+        loader = SenecaLoader(
+            ds, shuffle=True, split=split, ods=kind == "seneca", **cached, **common
+        )
+    loader.dataset.storage.throttle = throttle
+    return loader

@@ -1,0 +1,227 @@
+"""``seneca bench``: every loader with K concurrent jobs, side by side, in one run.
+
+For each K in ``--jobs`` and each loader in ``--loaders`` it clears the cache node, starts K
+jobs as separate processes that begin together (each: the loader, ``--epochs`` epochs, an
+optional ``--step-ms`` sleep per batch standing in for the GPU step), and records per job the
+first-epoch and stable-epoch samples/s and the loader's counters; per configuration the
+makespan, aggregate samples/s (all samples / makespan) and the machine's CPU utilisation
+(``/proc/stat``). Writes ``results.json``, ``results.md`` and PNG plots to ``--out``.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ods import defaults as ods_defaults
+from seneca import defaults
+from seneca.bench.baselines import LOADERS
+from seneca.bench.spawn import ProcessGroup
+from seneca_base.errors import ConfigError
+from seneca_base.tiers import TIERS
+
+__all__ = ["BenchConfig", "clear_cache", "run_bench", "run_configuration"]
+
+
+@dataclass
+class BenchConfig:
+    """What ``seneca bench`` runs (see the module docstring and ``seneca bench --help``)."""
+
+    data: str
+    out: str
+    jobs: list[int] = field(default_factory=lambda: [1, 2, 3])
+    loaders: list[str] = field(
+        default_factory=lambda: ["pytorch", "minio", "quiver", "mdp", "seneca"]
+    )
+    cache_frac: float = 0.25
+    epochs: int = 2
+    batch_size: int = 32
+    workers: int = 0
+    crop: int = 224
+    step_ms: float = 0.0
+    storage_mbps: float | None = None
+    split: tuple[float, float, float] = tuple(
+        defaults.SPLIT[t] for t in ("encoded", "decoded", "augmented")
+    )
+    cache: str | None = None
+
+    def check(self) -> None:
+        bad = [name for name in self.loaders if name not in LOADERS]
+        if bad:
+            raise ConfigError(f"--loaders: unknown {bad[0]!r}; loaders are {', '.join(LOADERS)}")
+        for name, value, ok in (
+            ("--jobs", self.jobs, self.jobs and all(k >= 1 for k in self.jobs)),
+            ("--cache-frac", self.cache_frac, 0 < self.cache_frac <= 10),
+            ("--epochs", self.epochs, self.epochs >= 1),
+            ("--batch-size", self.batch_size, self.batch_size >= 1),
+            ("--workers", self.workers, self.workers >= 0),
+            ("--step-ms", self.step_ms, self.step_ms >= 0),
+        ):
+            if not ok:
+                raise ConfigError(f"{name}: out of range: {value!r}")
+
+
+def _cpu_times() -> tuple[float, float]:
+    """(busy, total) jiffies of the whole machine."""
+    with open("/proc/stat") as f:
+        parts = [float(v) for v in f.readline().split()[1:]]
+    idle = parts[3] + (parts[4] if len(parts) > 4 else 0.0)
+    return sum(parts) - idle, sum(parts)
+
+
+def _job(spec: dict[str, Any], throttle: Any, barrier: Any, out: Any) -> None:
+    """One training job (a separate process): run the loader and report what it measured."""
+    try:
+        import torch
+
+        from seneca.bench.baselines import make_loader
+        from seneca.pipeline.transforms import default_train_transform
+
+        torch.set_num_threads(1)
+        loader = make_loader(
+            spec["loader"],
+            spec["data"],
+            transform=default_train_transform(spec["crop"]),
+            batch_size=spec["batch_size"],
+            num_workers=spec["workers"],
+            cache=spec["cache"],
+            cache_size=spec["cache_size"],
+            split=spec["split"],
+            job=spec["job"],
+            throttle=throttle,
+            persistent_workers=spec["workers"] > 0,
+        )
+        barrier.wait()
+        epochs = []
+        for _ in range(spec["epochs"]):
+            start, n = time.perf_counter(), 0
+            for _, y in loader:
+                n += len(y)
+                if spec["step_ms"]:
+                    time.sleep(spec["step_ms"] / 1000)
+            epochs.append({"samples": n, "seconds": time.perf_counter() - start})
+        stats = loader.stats() if hasattr(loader, "stats") else None
+        out.put({"job": spec["job"], "epochs": epochs, "stats": stats, "end": time.time()})
+    except BaseException as e:  # reported to the parent
+        barrier.abort()
+        out.put({"job": spec["job"], "error": f"{type(e).__name__}: {e}"})
+
+
+def clear_cache(url: str) -> None:
+    """Delete every Seneca key of the cache at ``url`` (what a configuration left behind)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    keys = list(client.scan_iter(match=f"{ods_defaults.KEY_PREFIX}:*", count=1000))
+    for k in range(0, len(keys), 500):
+        client.delete(*keys[k : k + 500])
+    client.close()
+
+
+def _summary(kind: str, k: int, results: list[dict], makespan: float, cpu: float, n: int) -> dict:
+    per_job = []
+    decodes = transforms = served = 0
+    for r in results:
+        e = r["epochs"]
+        first = e[0]["samples"] / e[0]["seconds"]
+        stable = e[1:] or e
+        job = {
+            "job": r["job"],
+            "first_epoch_samples_per_s": first,
+            "stable_samples_per_s": sum(x["samples"] for x in stable)
+            / sum(x["seconds"] for x in stable),
+            "samples": sum(x["samples"] for x in e),
+        }
+        s = r["stats"]
+        if s is None:  # torch DataLoader: every sample decoded and transformed
+            job["hit_rate"] = dict.fromkeys(TIERS, 0.0)
+            job["decodes"] = job["transforms"] = job["samples"]
+        else:
+            job["hit_rate"] = {t: s[t]["hit_rate"] for t in TIERS}
+            job["decodes"], job["transforms"] = s["decodes"], s["transforms"]
+            job["substitutions"] = s.get("substitutions", 0)
+        decodes += job["decodes"]
+        transforms += job["transforms"]
+        served += job["samples"]
+        per_job.append(job)
+    epochs = len(results[0]["epochs"])
+    return {
+        "loader": kind,
+        "jobs": k,
+        "makespan_s": makespan,
+        "aggregate_samples_per_s": served / makespan,
+        "cpu_utilisation": cpu,
+        "decodes_per_sample_epoch": decodes / (n * epochs),
+        "transforms_per_sample_epoch": transforms / (n * epochs),
+        "per_job": per_job,
+    }
+
+
+def run_configuration(
+    cfg: BenchConfig, kind: str, k: int, url: str, cache_size: int, n: int
+) -> dict:
+    """Run ``k`` concurrent jobs of loader ``kind`` (a cleared cache is the caller's task)."""
+    from seneca.bench.throttle import Throttle
+
+    ctx = mp.get_context("spawn")
+    throttle = Throttle(cfg.storage_mbps * 1e6, ctx) if cfg.storage_mbps else None
+    specs = []
+    for j in range(k):
+        spec = {**asdict(cfg), "loader": kind, "job": f"bench-{kind}-{k}-{j}", "cache": url}
+        spec["cache_size"] = cache_size
+        specs.append((spec, throttle))
+    group = ProcessGroup(_job, specs, parent_waits=True, context=ctx)
+    group.start_together(timeout=600)
+    busy0, total0 = _cpu_times()
+    start = time.time()
+    results = group.reports(3600, f"bench {kind} x{k}")
+    busy1, total1 = _cpu_times()
+    makespan = max(r["end"] for r in results) - start
+    cpu = (busy1 - busy0) / max(total1 - total0, 1e-9)
+    return _summary(kind, k, results, makespan, cpu, n)
+
+
+def run_bench(cfg: BenchConfig, progress: bool = True) -> dict:
+    """Run every configuration; write results.json, results.md and plots; return the results."""
+    from tqdm import tqdm
+
+    from seneca.bench.report import write_reports
+    from seneca.pipeline.storage import Storage
+
+    cfg.check()
+    storage = Storage.from_folder(cfg.data)
+    n = len(storage)
+    encoded = sum(os.path.getsize(storage.path(i)) for i in range(n))
+    cache_size = max(1, int(cfg.cache_frac * encoded))
+    url = cfg.cache
+    if url is None:
+        from seneca.cache.embedded import acquire_embedded
+
+        url = acquire_embedded(int(cache_size * 1.5) + 64_000_000, name="bench")
+    Path(cfg.out).mkdir(parents=True, exist_ok=True)
+    runs = []
+    configs = [(k, kind) for k in cfg.jobs for kind in cfg.loaders]
+    bar = tqdm(configs, desc="seneca bench", unit="config", disable=not progress)
+    for k, kind in bar:
+        bar.set_postfix_str(f"{kind} x{k}")
+        clear_cache(url)
+        runs.append(run_configuration(cfg, kind, k, url, cache_size, n))
+    clear_cache(url)
+    result: dict[str, Any] = {
+        "config": {
+            **asdict(cfg),
+            "samples": n,
+            "encoded_bytes": encoded,
+            "cache_bytes": cache_size,
+        },
+        "runs": runs,
+    }
+    result["config"]["cache_bytes"] = cache_size
+    Path(cfg.out, "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_reports(result, cfg.out)
+    return result

@@ -1,0 +1,168 @@
+"""``seneca hit-path``: the loader's cache-hit path against raw Redis MGET, side by side.
+
+The values are augmented samples (the transform's random head applied, uint8) that job ``a``
+admitted while job ``b`` was live (joined, never served); ``--repeats`` times. Each fill is
+then read ``--passes`` times by the three, in turns, with the same keys in batches of
+``--batch-size``:
+
+* ``redis-py MGET``: ``redis.Redis.mget`` (hiredis) of the value keys: the bytes arrive;
+* ``socket MGET``: the same through ``seneca.cache.resp`` (each value read into its own buffer);
+* ``loader``: a fresh job's SenecaLoader epoch with ODS, no workers, the transform ending at
+  ``PILToTensor`` so that batches are the collated uint8 images: every sample is a hit, and the
+  path includes the ODS decisions, pin releases, the codec and collation.
+
+Rates are value bytes per second of wall time; the loader's is ``stats()["bytes_cache"]`` over
+its epoch. The best turn of each is reported (the machine is shared and noisy), and the median
+over the turns of the loader's rate over redis-py's in the same turn.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from seneca_base.errors import ConfigError
+
+__all__ = ["format_hit_path", "run_hit_path"]
+
+
+def _dataset(data: str, samples: int, crop: int) -> Any:
+    from torchvision.datasets import ImageFolder
+    from torchvision.transforms import v2
+
+    ds = ImageFolder(
+        data,
+        transform=v2.Compose(
+            [
+                v2.RandomResizedCrop(crop, antialias=True),
+                v2.RandomHorizontalFlip(),
+                v2.PILToTensor(),
+            ]
+        ),
+    )
+    if samples > len(ds):
+        raise ConfigError(f"--samples: {samples} is more than the {len(ds)} images in {data}")
+    ds.samples = ds.samples[:samples]
+    ds.targets = ds.targets[:samples]
+    ds.imgs = ds.samples
+    return ds
+
+
+def _loader(ds: Any, url: str, job: str, batch: int, size: int) -> Any:
+    from seneca.loader import SenecaLoader
+
+    return SenecaLoader(
+        ds, batch_size=batch, shuffle=True, cache=url, cache_size=size, split=(0, 0, 1), job=job
+    )
+
+
+def _timed(fn: Any) -> tuple[float, int]:
+    start = time.perf_counter()
+    nbytes = fn()
+    return time.perf_counter() - start, nbytes
+
+
+def _fill(ds: Any, url: str, rnd: int, batch_size: int, size: int) -> Any:
+    """Cache every sample's augmented value: job a's epoch while job b is live. Returns the
+    store (b stays live while it is renewed, so that nobody drops those values)."""
+    from seneca.bench.harness import clear_cache
+
+    clear_cache(url)
+    a = _loader(ds, url, f"hit-a{rnd}", batch_size, size)
+    store = a.dataset.ods
+    store.join(f"hit-b{rnd}")  # a second live job, so a's epoch admits augmented samples
+    for k, _ in enumerate(a):
+        if k % 16 == 15:  # its lease is renewed while a's epoch runs
+            store.join(f"hit-b{rnd}")
+    return store
+
+
+def run_hit_path(
+    data: str,
+    samples: int = 1000,
+    batch_size: int = 32,
+    crop: int = 224,
+    repeats: int = 3,
+    cache: str | None = None,
+    out: str | None = None,
+    passes: int = 3,
+) -> dict[str, Any]:
+    """Measure the three rates (see the module docstring): ``repeats`` fills of the cache,
+    each read ``passes`` times by all three in turn; returns and optionally writes them."""
+    import redis
+
+    from seneca.bench.harness import clear_cache
+    from seneca.cache.embedded import acquire_embedded
+    from seneca.cache.resp import execute
+
+    if samples < batch_size or batch_size < 1 or repeats < 1 or passes < 1:
+        raise ConfigError("--samples must be >= --batch-size >= 1; --repeats, --passes >= 1")
+    ds = _dataset(data, samples, crop)
+    size = samples * (3 * crop * crop + 4096)
+    url = cache or acquire_embedded(2 * size + 64_000_000, name="hitpath")
+    rates: dict[str, list[float]] = {"redis-py MGET": [], "socket MGET": [], "loader": []}
+    for rnd in range(repeats):
+        store = _fill(ds, url, rnd, batch_size, size)
+        keys = [store.value_key("augmented", i) for i in range(samples)]
+        client = redis.Redis.from_url(url)
+        if any(v is None for v in client.mget(keys)):
+            raise ConfigError("the cache did not keep every augmented sample; is it too small?")
+        batches = [keys[k : k + batch_size] for k in range(0, samples, batch_size)]
+        for turn in range(passes):
+            store.join(f"hit-b{rnd}")
+            for name, fetch in (
+                ("redis-py MGET", client.mget),
+                ("socket MGET", lambda b, client=client: execute(client, [("MGET", *b)])[0]),
+            ):
+                seconds, nbytes = _timed(
+                    lambda fetch=fetch, batches=batches: sum(
+                        len(v) for chunk in batches for v in fetch(chunk)
+                    )
+                )
+                rates[name].append(nbytes / seconds)
+            c = _loader(ds, url, f"hit-c{rnd}.{turn}", batch_size, size)
+            seconds, _ = _timed(lambda c=c: sum(x.numel() for x, _ in c))
+            stats = c.stats()
+            if stats["augmented"]["hits"] != samples:
+                raise ConfigError(
+                    f"the loader hit {stats['augmented']['hits']} of {samples} samples"
+                )
+            rates["loader"].append(stats["bytes_cache"] / seconds)
+        client.close()
+    clear_cache(url)
+    best = {name: max(v) for name, v in rates.items()}
+    ratios = [x / y for x, y in zip(rates["loader"], rates["redis-py MGET"], strict=True)]
+    result = {
+        "samples": samples,
+        "batch_size": batch_size,
+        "value_bytes": 3 * crop * crop,
+        "rounds": rates,
+        "best_bytes_per_s": best,
+        "loader_vs_redis_py": best["loader"] / best["redis-py MGET"],
+        "loader_vs_socket": best["loader"] / best["socket MGET"],
+        "median_turn_loader_vs_redis_py": statistics.median(ratios),
+    }
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        Path(out, "hit_path.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def format_hit_path(result: dict[str, Any]) -> str:
+    """The result as a markdown table."""
+    lines = [
+        f"{result['samples']} augmented values of {result['value_bytes']:,} B, "
+        f"batches of {result['batch_size']} (best of {len(result['rounds']['loader'])} turns)",
+        "",
+        "| path | MB/s | loader / this |",
+        "|---|---|---|",
+    ]
+    loader = result["best_bytes_per_s"]["loader"]
+    for name, rate in result["best_bytes_per_s"].items():
+        lines.append(f"| {name} | {rate / 1e6:,.0f} | {loader / rate:.2f} |")
+    median = result["median_turn_loader_vs_redis_py"]
+    lines += ["", f"Median over the turns of loader / redis-py MGET in the same turn: {median:.2f}"]
+    return "\n".join(lines)

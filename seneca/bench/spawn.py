@@ -1,0 +1,62 @@
+"""Processes that start together and report once: used by ``mdp profile`` and ``seneca bench``.
+
+Each target is called as ``target(*args, barrier, out)``: it prepares, waits on ``barrier``,
+works, and puts one report on ``out``; on failure it calls ``barrier.abort()`` and reports
+``{"error": "..."}``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from seneca_base.errors import SenecaError
+
+__all__ = ["ProcessGroup"]
+
+
+class ProcessGroup:
+    """Spawned processes, one per argument tuple, sharing a barrier and a report queue.
+
+    ``parent_waits`` adds the calling process to the barrier (it can then time the work
+    between :meth:`start_together` and the reports).
+    """
+
+    def __init__(
+        self,
+        target: Callable[..., None],
+        args: Sequence[tuple[Any, ...]],
+        parent_waits: bool = False,
+        context: Any = None,
+    ) -> None:
+        ctx = context or mp.get_context("spawn")
+        self.barrier = ctx.Barrier(len(args) + (1 if parent_waits else 0))
+        self.out = ctx.Queue()
+        self.procs = [ctx.Process(target=target, args=(*a, self.barrier, self.out)) for a in args]
+        for p in self.procs:
+            p.start()
+
+    def start_together(self, timeout: float) -> None:
+        """Wait at the barrier with the processes (a broken barrier shows up in the reports)."""
+        try:
+            self.barrier.wait(timeout=timeout)
+        except Exception:
+            return
+
+    def reports(self, timeout: float, what: str) -> list[Any]:
+        """One report per process; SenecaError names ``what`` if one is missing or failed."""
+        try:
+            results = [self.out.get(timeout=timeout) for _ in self.procs]
+        except queue.Empty:
+            raise SenecaError(f"{what}: a process did not report") from None
+        finally:
+            for p in self.procs:
+                p.join(timeout=30)
+                if p.is_alive():
+                    p.kill()
+        errors = [r["error"] for r in results if isinstance(r, dict) and "error" in r]
+        if errors:
+            raise SenecaError(f"{what} failed in a process: {errors[0]}")
+        return results

@@ -1,0 +1,39 @@
+"""A storage-bandwidth throttle shared by processes: emulates remote storage in benchmarks.
+
+Reads reserve time on one shared clock (``bytes / rate`` each), so all the processes that hold
+the same :class:`Throttle`, including DataLoader workers it is pickled into while they start,
+together read at most ``rate`` bytes per second. This is an emulation for ``seneca bench
+--storage-mbps``, not a model of any particular storage system.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from typing import Any
+
+from seneca_base.errors import ConfigError
+
+__all__ = ["Throttle"]
+
+
+class Throttle:
+    """At most ``rate`` bytes per second over all processes sharing this object."""
+
+    def __init__(self, rate: float, context: Any = None) -> None:
+        if not rate > 0:
+            raise ConfigError(f"--storage-mbps: must be positive, got {rate!r}")
+        self.rate = float(rate)
+        ctx = context or mp.get_context("spawn")
+        self._next = ctx.Value("d", 0.0)  # monotonic time when the link is free again
+
+    def wait(self, nbytes: int) -> None:
+        """Block until ``nbytes`` may have been transferred."""
+        with self._next.get_lock():
+            now = time.monotonic()
+            start = max(now, self._next.value)
+            self._next.value = start + nbytes / self.rate
+            done = self._next.value
+        delay = done - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)

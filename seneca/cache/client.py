@@ -1,0 +1,112 @@
+"""Cache URLs and fail-fast Redis clients.
+
+Clients are never created at import or construction time: a :class:`CacheClient` holds only the
+URL and makes its redis-py client lazily in the process that first uses it, so it pickles cleanly
+into fork or spawn DataLoader workers. Timeouts are short and redis-py's retries are off, so an
+unreachable cache costs well under a second per call instead of seconds of retries.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from seneca import defaults
+from seneca_base.errors import CacheUnavailableError, ConfigError
+
+__all__ = ["CacheClient", "redact_url", "validate_url"]
+
+_SCHEMES = ("redis", "rediss", "unix")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    if parts.password is None and "password=" not in parts.query:
+        return url
+    netloc = parts.netloc
+    if parts.password is not None:
+        user = parts.username or ""
+        netloc = f"{user}:***@{netloc.rsplit('@', 1)[1]}"
+    query = "&".join(
+        "password=***" if q.startswith("password=") else q for q in parts.query.split("&") if q
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def validate_url(url: str) -> str:
+    """Check the form of a cache URL (``redis://``, ``rediss://`` or ``unix://``)."""
+    if not isinstance(url, str) or not url:
+        raise ConfigError(f"cache: expected a URL such as redis://host:6379, got {url!r}")
+    try:
+        parts = urlsplit(url)
+        _ = parts.port
+    except ValueError as e:
+        raise ConfigError(f"cache: malformed URL {redact_url(url)}: {e}") from None
+    if parts.scheme not in _SCHEMES:
+        raise ConfigError(
+            f"cache: URL scheme must be one of {', '.join(s + '://' for s in _SCHEMES)}, "
+            f"got {redact_url(url)}"
+        )
+    if parts.scheme == "unix" and not parts.path:
+        raise ConfigError(f"cache: unix:// URL needs a socket path, got {redact_url(url)}")
+    if parts.scheme != "unix" and not parts.hostname:
+        raise ConfigError(f"cache: URL needs a host, got {redact_url(url)}")
+    return url
+
+
+class CacheClient:
+    """A lazily connected, fail-fast Redis client for one cache URL (picklable)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = validate_url(url)
+        self._redis: redis.Redis | None = None
+        self._pid = -1
+
+    def __getstate__(self) -> dict:
+        return {"url": self.url}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["url"])
+
+    @property
+    def redacted(self) -> str:
+        return redact_url(self.url)
+
+    @property
+    def redis(self) -> redis.Redis:
+        """The redis-py client of this process (re-created after a fork)."""
+        if self._redis is None or self._pid != os.getpid():
+            self._redis = redis.Redis.from_url(
+                self.url,
+                socket_connect_timeout=defaults.CONNECT_TIMEOUT,
+                socket_timeout=defaults.SOCKET_TIMEOUT,
+                retry=Retry(NoBackoff(), 0),
+                retry_on_timeout=False,
+                health_check_interval=0,
+            )
+            self._pid = os.getpid()
+        return self._redis
+
+    def ping(self) -> None:
+        """Raise CacheUnavailableError (naming the redacted URL) unless the server answers."""
+        try:
+            self.redis.ping()
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
+            raise CacheUnavailableError(f"cache {self.redacted} is unreachable: {e}") from None
+        except redis.AuthenticationError as e:
+            raise CacheUnavailableError(f"cache {self.redacted} refused the login: {e}") from None
+        except redis.ResponseError as e:
+            raise CacheUnavailableError(f"cache {self.redacted} answered an error: {e}") from None
+
+    def close(self) -> None:
+        if self._redis is not None and self._pid == os.getpid():
+            self._redis.close()
+        self._redis = None

@@ -1,0 +1,198 @@
+"""The embedded cache: a private redis-server shared by the jobs on this machine.
+
+With ``cache=None`` every SenecaLoader of this user asking for the same embedded cache name uses
+one redis-server on a unix socket under the runtime directory::
+
+    $SENECA_RUNTIME_DIR (default /tmp/seneca-<uid>)/embedded-<name>/
+        lock            flock taken to join, leave, start and stop
+        users/<pid>     one file per process using the cache (holds the process start time)
+        watchdog.pid    the watchdog process (owner of redis-server) and its start time
+        maxmemory       the size the server was started with
+        redis.sock      the server's socket
+
+A watchdog process (``python -m seneca.cache.embedded DIR``) starts redis-server as its child and
+stops it, then exits, once no registered user process is alive. Users register on first use and
+unregister at exit; a user killed by a signal is noticed as a dead pid. So no process outlives
+the last user, whatever way it ends.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import os
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import redis
+
+from seneca import defaults
+from seneca.cache.server import redis_config, redis_server_binary
+from seneca_base.errors import CacheError
+from seneca_base.units import format_size
+
+__all__ = ["acquire_embedded", "runtime_dir"]
+
+RUNTIME_DIR_ENV = "SENECA_RUNTIME_DIR"
+_registered: set[Path] = set()
+
+
+def runtime_dir() -> Path:
+    """Where embedded caches keep their state (``$SENECA_RUNTIME_DIR`` or /tmp/seneca-<uid>)."""
+    base = os.environ.get(RUNTIME_DIR_ENV) or f"/tmp/seneca-{os.getuid()}"
+    return Path(base)
+
+
+def _start_time(pid: int) -> str | None:
+    """Process start time (clock ticks since boot), None when the process is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def _alive(record: Path) -> bool:
+    """Whether the process recorded in ``record`` ("pid start") still runs."""
+    try:
+        pid, start = record.read_text().split()
+    except (OSError, ValueError):
+        return False
+    return _start_time(int(pid)) == start
+
+
+def _record(path: Path, pid: int) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(f"{pid} {_start_time(pid)}")
+    tmp.replace(path)
+
+
+@contextlib.contextmanager
+def _locked(state: Path):
+    with open(state / "lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _live_users(state: Path) -> int:
+    n = 0
+    for record in (state / "users").iterdir():
+        if _alive(record):
+            n += 1
+        else:
+            record.unlink(missing_ok=True)
+    return n
+
+
+def _ping(sock: Path) -> bool:
+    if not sock.exists():
+        return False
+    try:
+        r = redis.Redis(unix_socket_path=str(sock), socket_connect_timeout=0.2, socket_timeout=1)
+        return bool(r.ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+def _release(state: Path, pid: int) -> None:
+    if os.getpid() != pid:  # a forked child running atexit handlers
+        return
+    with contextlib.suppress(OSError), _locked(state):
+        (state / "users" / str(pid)).unlink(missing_ok=True)
+
+
+def acquire_embedded(maxmemory: int, name: str = defaults.EMBEDDED_NAME) -> str:
+    """Join (starting it if needed) the embedded cache ``name``; returns its ``unix://`` URL.
+
+    The calling process stays a user until it exits.
+    """
+    state = runtime_dir() / f"embedded-{name}"
+    (state / "users").mkdir(parents=True, exist_ok=True, mode=0o700)
+    sock = state / "redis.sock"
+    pid = os.getpid()
+    with _locked(state):
+        _record(state / "users" / str(pid), pid)
+        if state not in _registered:
+            _registered.add(state)
+            atexit.register(_release, state, pid)
+        if not _alive(state / "watchdog.pid"):
+            sock.unlink(missing_ok=True)
+            (state / "maxmemory").write_text(str(maxmemory))
+            log = open(state / "watchdog.log", "wb")  # noqa: SIM115 - handed to the child
+            watchdog = subprocess.Popen(
+                [sys.executable, "-m", "seneca.cache.embedded", str(state)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                close_fds=True,
+            )
+            log.close()
+            _record(state / "watchdog.pid", watchdog.pid)
+    deadline = time.monotonic() + defaults.EMBEDDED_START_TIMEOUT
+    while not _ping(sock):
+        if time.monotonic() > deadline or not _alive(state / "watchdog.pid"):
+            tail = (state / "watchdog.log").read_text(errors="replace")[-2000:]
+            raise CacheError(f"embedded cache at {sock} did not start; log:\n{tail}")
+        time.sleep(0.02)
+    running = int((state / "maxmemory").read_text())
+    if running != maxmemory:
+        warnings.warn(
+            f"embedded cache '{name}' already runs with maxmemory {format_size(running)}; "
+            f"cache_size={format_size(maxmemory)} does not resize it",
+            stacklevel=3,
+        )
+    return f"unix://{sock}"
+
+
+def _watchdog(state: Path) -> int:
+    """Own redis-server for ``state`` until no user is alive; returns the exit status."""
+    with _locked(state):
+        maxmemory = int((state / "maxmemory").read_text())
+        config = redis_config(
+            maxmemory=maxmemory, unixsocket=str(state / "redis.sock"), directory=str(state)
+        )
+        server = subprocess.Popen(
+            [redis_server_binary(), "-"], stdin=subprocess.PIPE, close_fds=True
+        )
+        server.stdin.write(config.encode())
+        server.stdin.close()
+    try:
+        while True:
+            time.sleep(defaults.EMBEDDED_POLL)
+            with _locked(state):
+                if server.poll() is not None:
+                    print(f"redis-server exited with status {server.returncode}", flush=True)
+                    (state / "watchdog.pid").unlink(missing_ok=True)
+                    return 1
+                if _live_users(state) == 0:
+                    _stop(server)
+                    (state / "redis.sock").unlink(missing_ok=True)
+                    (state / "watchdog.pid").unlink(missing_ok=True)
+                    return 0
+    except OSError as e:  # the state directory is gone or unusable: nobody can join any more
+        print(f"stopping: {e}", flush=True)
+        _stop(server)
+        return 1
+
+
+def _stop(server: subprocess.Popen) -> None:
+    if server.poll() is None:
+        server.terminate()
+        try:
+            server.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(_watchdog(Path(sys.argv[1])))

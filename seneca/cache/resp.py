@@ -1,0 +1,165 @@
+"""Big replies read straight into their own buffers (the cache-hit path's round trip).
+
+redis-py with hiredis copies a 150 KB value three times on its way in (socket chunks, the
+parser's buffer, the reply object) and costs ~150 us of CPU per value on this machine. This
+module sends commands on a connection borrowed from the client's pool, then reads the RESP
+replies itself: each bulk string is received with ``recv_into`` into a ``bytearray`` of its exact
+size, so the only copy is the kernel's. The values are writable, so ``torch.frombuffer`` views of
+them need no read-only caveat.
+
+Errors map to redis-py's: a timeout to ``redis.TimeoutError``, a broken socket to
+``redis.ConnectionError`` (the connection is dropped either way), an error reply to
+``redis.ResponseError`` after every reply was read (the connection stays in step).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from seneca.pipeline import codec
+
+__all__ = ["Place", "Placed", "execute"]
+
+_CHUNK = 1 << 16
+
+#: Called with a TENSOR value's index in its array reply, its header and its total size:
+#: where its payload goes, or None (read it as usual).
+Place = Callable[[int, bytes, int], memoryview | None]
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Stands in a reply for a value whose payload went where its placer said; ``size`` is the
+    value's whole size, header included."""
+
+    size: int
+
+
+class _Reader:
+    """RESP2/RESP3 replies of the kinds our commands get: bulk and simple strings, integers,
+    nulls, arrays and errors."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+        self.pos = 0
+
+    def _fill(self) -> None:
+        if self.pos:
+            del self.buf[: self.pos]
+            self.pos = 0
+        chunk = self.sock.recv(_CHUNK)
+        if not chunk:
+            raise redis.ConnectionError("the cache closed the connection mid-reply")
+        self.buf += chunk
+
+    def _line(self) -> bytes:
+        while True:
+            end = self.buf.find(b"\r\n", self.pos)
+            if end >= 0:
+                line = bytes(self.buf[self.pos : end])
+                self.pos = end + 2
+                return line
+            self._fill()
+
+    def _into(self, view: memoryview) -> None:
+        """Fill ``view`` from the buffered bytes, then straight from the socket."""
+        have = min(len(view), len(self.buf) - self.pos)
+        with memoryview(self.buf) as buffered:  # released before the buffer is resized
+            view[:have] = buffered[self.pos : self.pos + have]
+        self.pos += have
+        while have < len(view):
+            got = self.sock.recv_into(view[have:])
+            if not got:
+                raise redis.ConnectionError("the cache closed the connection mid-reply")
+            have += got
+
+    def _want(self, n: int) -> None:
+        """Have at least ``n`` bytes buffered."""
+        while len(self.buf) - self.pos < n:
+            self._fill()
+
+    def _bulk(self, size: int, place: Place | None = None, index: int = -1) -> Any:
+        if place is not None and size >= codec.FIXED_SIZE:
+            self._want(codec.FIXED_SIZE)  # the header is looked at where it is buffered
+            hsize = codec.tensor_header_size(self.buf, self.pos)
+            if hsize is not None and hsize <= size:
+                self._want(hsize)
+                dest = place(index, bytes(self.buf[self.pos : self.pos + hsize]), size)
+                if dest is not None:
+                    self.pos += hsize
+                    self._into(dest)
+                    self._line()  # the CRLF after the payload
+                    return Placed(size)
+        out = bytearray(size)
+        self._into(memoryview(out))
+        self._line()  # the CRLF after the payload
+        return out
+
+    def reply(self, place: Place | None = None, index: int = -1) -> Any:
+        """One reply; bulk strings go through ``place`` (in an array reply: with their index in
+        it; alone: with ``index``)."""
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"$":
+            size = int(rest)
+            return None if size < 0 else self._bulk(size, place, index)
+        if kind in (b"*", b"~", b">"):
+            size = int(rest)
+            if size < 0:
+                return None
+            return [self.reply(place, k) for k in range(size)]
+        if kind == b":":
+            return int(rest)
+        if kind == b"+":
+            return rest
+        if kind == b"_":
+            return None
+        if kind in (b"-", b"!"):
+            text = rest.decode(errors="replace")
+            if text.startswith("NOSCRIPT"):
+                return redis.exceptions.NoScriptError(text)
+            return redis.ResponseError(text)
+        raise redis.ConnectionError(f"unexpected reply from the cache: {line[:40]!r}")
+
+
+def execute(
+    client: redis.Redis,
+    commands: Sequence[Sequence[Any]],
+    raise_on_error: bool = True,
+    place: Place | None = None,
+) -> list[Any]:
+    """Send ``commands`` (each ``(name, *args)``) in one write and return their replies: bulk
+    strings as ``bytearray``, integers as int, nulls as None, arrays as lists. An error reply
+    is raised after every reply was read, or with ``raise_on_error=False`` returned in its place
+    as a ``redis.ResponseError`` (``redis.exceptions.NoScriptError`` for NOSCRIPT).
+
+    ``place`` (for the first command's array reply) is called for element k that is a TENSOR
+    value with k, its header and its total size; the memoryview it returns gets the payload (a
+    :class:`Placed` stands in the reply), None reads the value as usual."""
+    pool = client.connection_pool
+    conn = pool.get_connection()
+    try:
+        conn.send_packed_command(conn.pack_commands(commands))
+        reader = _Reader(conn._sock)
+        replies = [reader.reply(place if k == 0 else None) for k in range(len(commands))]
+    except TimeoutError as e:  # socket.timeout
+        conn.disconnect()
+        raise redis.TimeoutError(f"cache reply timed out: {e}") from None
+    except OSError as e:
+        conn.disconnect()
+        raise redis.ConnectionError(f"cache connection failed: {e}") from None
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
+    for r in replies:
+        if isinstance(r, redis.ResponseError) and raise_on_error:
+            raise r
+    return replies

@@ -1,0 +1,261 @@
+"""``seneca`` command line: make-dataset, cache-node, hit-path, bench, validate-model, accuracy,
+demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from seneca import defaults
+from seneca.cli._run import run_command
+from seneca_base.errors import ConfigError
+from seneca_base.units import parse_size
+
+__all__ = ["main"]
+
+
+def _image_size(text: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected WIDTHxHEIGHT such as 500x375, got {text!r}"
+        ) from None
+    return w, h
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="seneca", description="Seneca data loader tools")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    m = sub.add_parser("make-dataset", help="write a synthetic photo-like ImageFolder dataset")
+    m.add_argument("dir", help="output directory (one folder per class)")
+    m.add_argument("--images", type=int, required=True, help="number of images")
+    m.add_argument("--classes", type=int, required=True, help="number of classes")
+    m.add_argument(
+        "--size",
+        type=_image_size,
+        default=defaults.DATASET_SIZE,
+        help="WIDTHxHEIGHT (default 500x375)",
+    )
+    m.add_argument("--quality", type=int, default=defaults.DATASET_QUALITY, help="JPEG quality")
+    m.add_argument("--seed", type=int, default=defaults.DATASET_SEED, help="random seed")
+    m.add_argument("--force", action="store_true", help="write into a non-empty directory")
+
+    c = sub.add_parser("cache-node", help="run a standalone cache node in the foreground")
+    c.add_argument("--port", type=int, default=defaults.CACHE_NODE_PORT)
+    c.add_argument("--maxmemory", required=True, help="cache size, e.g. 64GB")
+    c.add_argument("--password-file", help="file whose first line is the password")
+    c.add_argument(
+        "--bind",
+        default=defaults.CACHE_NODE_BIND,
+        help="addresses to listen on (default 127.0.0.1)",
+    )
+
+    h = sub.add_parser("hit-path", help="the loader's cache-hit path against raw Redis MGET")
+    h.add_argument("--data", required=True, help="ImageFolder dataset directory")
+    h.add_argument("--samples", type=int, default=1000, help="values cached and read")
+    h.add_argument("--batch-size", type=int, default=32)
+    h.add_argument("--crop", type=int, default=224, help="RandomResizedCrop size")
+    h.add_argument("--repeats", type=int, default=3, help="fills of the cache")
+    h.add_argument("--passes", type=int, default=3, help="turns of the three reads per fill")
+    h.add_argument("--cache", help="Redis URL (default: a private embedded one)")
+    h.add_argument("--out", help="directory for hit_path.json")
+
+    b = sub.add_parser("bench", help="all loaders with K concurrent jobs, side by side")
+    b.add_argument("--data", required=True, help="ImageFolder dataset directory")
+    b.add_argument("--jobs", default="1,2,3", help="numbers of concurrent jobs, e.g. 1,2,3")
+    b.add_argument(
+        "--loaders", default="pytorch,minio,quiver,mdp,seneca", help="loaders to compare"
+    )
+    b.add_argument("--cache-frac", type=float, default=0.25, help="cache / encoded dataset")
+    b.add_argument("--epochs", type=int, default=2)
+    b.add_argument("--batch-size", type=int, default=32)
+    b.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="loader workers per job (0, the default: each job loads in its own process, "
+        "the fastest setting for every loader on a 2-core machine)",
+    )
+    b.add_argument("--crop", type=int, default=224, help="RandomResizedCrop size")
+    b.add_argument("--step-ms", type=float, default=0.0, help="emulated GPU step per batch")
+    b.add_argument("--storage-mbps", type=float, default=None, help="emulated storage MB/s")
+    b.add_argument("--split", default=None, help="E-D-A for mdp and seneca (default 50-30-20)")
+    b.add_argument("--plan", default=None, help="plan.json (mdp plan --out) for mdp and seneca")
+    b.add_argument("--cache", default=None, help="Redis URL (default: a private embedded one)")
+    b.add_argument("--out", required=True, help="directory for results.json, .md and plots")
+
+    a = sub.add_parser("accuracy", help="test accuracy: DataLoader vs concurrent Seneca jobs")
+    a.add_argument("--data", default="data/digits", help="where the digits are (written if new)")
+    a.add_argument("--jobs", type=int, default=3, help="concurrent jobs per loader")
+    a.add_argument("--epochs", type=int, default=15)
+    a.add_argument("--cache", default=None, help="Redis URL (default: a private embedded one)")
+    a.add_argument("--out", default=None, help="also write the results as JSON here")
+
+    v = sub.add_parser("validate-model", help="MDP models vs measured throughput (Fig. 8)")
+    v.add_argument("--data", required=True, help="ImageFolder dataset directory")
+    v.add_argument("--spec", default=None, help="cluster spec (default: mdp profile here)")
+    v.add_argument("--sizes", default="0.5,1,2", help="encoded dataset size / cache size")
+    v.add_argument("--jobs", type=int, default=2, help="concurrent jobs per measurement")
+    v.add_argument("--epochs", type=int, default=3, help="epochs per measurement (>= 2)")
+    v.add_argument("--crop", type=int, default=224)
+    v.add_argument("--workers", type=int, default=0)
+    v.add_argument("--loader", default="mdp", help="mdp (the default) or seneca (with ODS)")
+    v.add_argument(
+        "--storage-mbps", type=float, default=None, help="emulated storage bandwidth (MB/s)"
+    )
+    v.add_argument("--out", required=True, help="directory for points.json and the plot")
+
+    d = sub.add_parser("demo", help="two concurrent training jobs, Seneca vs DataLoader")
+    d.add_argument("--data", default="data/demo", help="dataset directory (made if missing)")
+    d.add_argument("--images", type=int, default=2000)
+    d.add_argument("--iterations", type=int, default=150, help="training steps per job")
+    return p
+
+
+def _run(args: argparse.Namespace) -> None:
+    if args.command == "make-dataset":
+        from seneca.bench.synthetic import make_dataset
+
+        r = make_dataset(
+            args.dir,
+            args.images,
+            args.classes,
+            size=args.size,
+            quality=args.quality,
+            seed=args.seed,
+            force=args.force,
+        )
+        print(
+            f"wrote {r['images']} images, {r['bytes'] / 1e6:.1f} MB, "
+            f"mean {r['mean_kb']:.1f} KB to {args.dir}"
+        )
+    elif args.command == "cache-node":
+        from seneca.cache.server import run_cache_node
+
+        run_cache_node(
+            port=args.port,
+            maxmemory=parse_size(args.maxmemory, "--maxmemory"),
+            password_file=args.password_file,
+            bind=args.bind,
+        )
+    elif args.command == "bench":
+        _bench(args)
+    elif args.command == "hit-path":
+        from seneca.bench.hitpath import format_hit_path, run_hit_path
+
+        r = run_hit_path(
+            args.data,
+            args.samples,
+            args.batch_size,
+            args.crop,
+            args.repeats,
+            args.cache,
+            args.out,
+            args.passes,
+        )
+        print(format_hit_path(r))
+    elif args.command == "validate-model":
+        _validate(args)
+    elif args.command == "accuracy":
+        from seneca.bench.accuracy import run_accuracy
+
+        r = run_accuracy(args.data, args.jobs, args.epochs, args.cache, args.out)
+        for kind in ("pytorch", "seneca"):
+            accs = " ".join(f"{a:.4f}" for a in r[kind]["accuracies"])
+            print(f"{kind:<8} test accuracy per job: {accs}  mean {100 * r[kind]['mean']:.2f}%")
+        print(f"difference: {r['difference_points']:+.2f} points (goal: within 1 point)")
+    elif args.command == "demo":
+        from seneca.bench.demo import run_demo
+
+        run_demo(args.data, images=args.images, iterations=args.iterations)
+
+
+def _int_list(text: str, option: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"{option}: expected integers such as 1,2,3, got {text!r}") from None
+
+
+def _bench(args: argparse.Namespace) -> None:
+    from seneca.bench.harness import BenchConfig, run_bench
+    from seneca.bench.report import markdown
+    from seneca.loader.options import load_plan
+
+    if args.split and args.plan:
+        raise ConfigError("give --split or --plan, not both")
+    split = BenchConfig.__dataclass_fields__["split"].default
+    if args.plan:
+        chosen = load_plan(args.plan).split
+        split = (chosen["encoded"], chosen["decoded"], chosen["augmented"])
+    elif args.split:
+        from mdp.planner import parse_split
+
+        split = tuple(v / 100 for v in parse_split(args.split))
+    cfg = BenchConfig(
+        data=args.data,
+        out=args.out,
+        jobs=_int_list(args.jobs, "--jobs"),
+        loaders=[v.strip() for v in args.loaders.split(",") if v.strip()],
+        cache_frac=args.cache_frac,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        workers=args.workers,
+        crop=args.crop,
+        step_ms=args.step_ms,
+        storage_mbps=args.storage_mbps,
+        split=split,
+        cache=args.cache,
+    )
+    result = run_bench(cfg)
+    print(markdown(result), end="")
+    print(f"\nwrote {args.out}/results.json, results.md, throughput.png, decodes.png")
+
+
+def _validate(args: argparse.Namespace) -> None:
+    from seneca.bench.validate import run_validation
+
+    try:
+        sizes = tuple(float(v) for v in args.sizes.split(","))
+    except ValueError:
+        raise ConfigError(
+            f"--sizes: expected numbers such as 0.5,1,2, got {args.sizes!r}"
+        ) from None
+    r = run_validation(
+        args.data,
+        args.out,
+        spec=args.spec,
+        sizes=sizes,
+        jobs=args.jobs,
+        epochs=args.epochs,
+        crop=args.crop,
+        workers=args.workers,
+        loader=args.loader,
+        storage_mbps=args.storage_mbps,
+    )
+    print(f"{'size':>5} {'split':<9} {'measured':>9} {'paper':>9} {'shared':>9}")
+    for p in r["points"]:
+        mark = "  (planned)" if p["planned"] else ""
+        print(
+            f"{p['size_ratio']:>5g} {p['split']:<9} {p['measured']:>9.1f} "
+            f"{p['paper']:>9.1f} {p['shared']:>9.1f}{mark}"
+        )
+    for model in ("paper", "shared"):
+        m = r[model]
+        lines = ", ".join(f"{k} {v:.3f}" for k, v in m["pearson_r_per_split"].items())
+        print(f"{model:<7} Pearson r {m['pearson_r']:.3f}, MAPE {m['mape']:.1f}%")
+        print(f"        Pearson r per split over the sizes: {lines}")
+    planned = ", ".join(f"size {k}: {v:.1%}" for k, v in r["planned_vs_best"].items())
+    print(f"planned split, measured, vs the best measured split: {planned}")
+    print(f"wrote {args.out}/points.json and validation.png")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``seneca``; returns the exit status."""
+    return run_command("seneca", _parser(), _run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""``ods`` command line: ``ods simulate``.
+
+Exit status: 0 on success, 2 for a bad option or an unreachable cache (the message says which).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import redis
+
+from ods.simulate import BASELINES, SimConfig, simulate_baseline, simulate_ods
+from ods.store import POLICIES
+from seneca import defaults
+from seneca.cli._run import run_command
+from seneca_base.errors import ConfigError
+
+__all__ = ["main"]
+
+
+def _speeds(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers such as 1,2,3, got {text!r}") from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ods", description="Opportunistic data sampling (ODS)")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("simulate", help="hit rates of ODS and baselines, payload-free")
+    s.add_argument("--samples", type=int, required=True, help="samples in the dataset (N)")
+    s.add_argument("--jobs", type=int, required=True, help="concurrent jobs (K)")
+    s.add_argument("--cache-frac", type=float, required=True, help="cache size / N (0-1)")
+    s.add_argument("--speeds", type=_speeds, default=(), help="relative job speeds, e.g. 1,2,3")
+    s.add_argument("--batch", type=int, default=64, help="batch size (default 64)")
+    s.add_argument("--epochs", type=int, default=3, help="epochs per job (default 3)")
+    s.add_argument("--policy", choices=POLICIES, default="seneca", help="ODS cache policy")
+    s.add_argument("--compare", action="store_true", help="also run " + ", ".join(BASELINES))
+    s.add_argument("--cache", help="Redis URL (default: a private embedded server)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--max-batches", type=int, default=None, help="stop after this many batches")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    return p
+
+
+def _row(r: dict) -> str:
+    per_job = " ".join(f"{j['hit_rate']:.2f}" for j in r["jobs"])
+    lat = r.get("decision_ms")
+    lat_text = f"{lat['p50']:.2f} / {lat['p99']:.2f}" if lat else "-"
+    mem = r.get("metadata_bytes")
+    mem_text = f"{mem / 1e3:,.1f} KB" if mem is not None else "-"
+    return (
+        f"{r['loader']:<12} {r['hit_rate']:>8.3f}  {per_job:<24} {r['storage_loads']:>13,}"
+        f"  {lat_text:>17}  {mem_text:>12}"
+    )
+
+
+def _client(url: str | None) -> redis.Redis:
+    from seneca.cache.client import CacheClient
+
+    if url is None:
+        from seneca.cache.embedded import acquire_embedded
+
+        url = acquire_embedded(defaults.CACHE_SIZE, name="ods-simulate")
+    client = CacheClient(url)
+    client.ping()
+    return client.redis
+
+
+def _simulate(args: argparse.Namespace) -> None:
+    if args.max_batches is not None and args.max_batches <= 0:
+        raise ConfigError(f"--max-batches: must be positive, got {args.max_batches}")
+    cfg = SimConfig(
+        samples=args.samples,
+        jobs=args.jobs,
+        cache_frac=args.cache_frac,
+        speeds=args.speeds,
+        batch=args.batch,
+        epochs=args.epochs,
+        policy=args.policy,
+        seed=args.seed,
+        max_batches=args.max_batches,
+    )
+    result = simulate_ods(_client(args.cache), cfg)
+    others = [simulate_baseline(b, cfg) for b in BASELINES] if args.compare else []
+    if args.json:
+        print(json.dumps({**result, "config": cfg.__dict__, "compare": others}, indent=2))
+        return
+    speeds = ",".join(f"{s:g}" for s in cfg.job_speeds())
+    print(
+        f"ods simulate: N={cfg.samples:,}, {cfg.jobs} jobs (speeds {speeds}), batch "
+        f"{cfg.batch}, {cfg.epochs} epochs, cache {cfg.cache_frac:.0%} ({cfg.capacity:,} samples)"
+    )
+    print(
+        f"{'loader':<12} {'hit rate':>8}  {'per job':<24} {'storage loads':>13}"
+        f"  {'decision p50/p99':>17}  {'metadata':>12}"
+    )
+    for r in [result, *others]:
+        print(_row(r))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``ods``; returns the exit status."""
+    return run_command("ods", _parser(), _simulate, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

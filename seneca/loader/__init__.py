@@ -1,0 +1,29 @@
+"""The loader: :class:`SenecaLoader` and what it runs per batch.
+
+* ``loader``: SenecaLoader, DataLoader's drop-in (option wiring, epochs, state);
+* ``options``: validation of Seneca's own options (split, plan, job, ods, batch_tail);
+* ``dataset``: CachedDataset, the user's dataset read through the cache tiers;
+* ``fetch``: reading a batch that ODS decided, straight into the batch's rows;
+* ``rows``: batch tensors filled where values are read, and their collate;
+* ``stats``: per-job counters shared with DataLoader workers;
+* ``_malloc``: glibc malloc tuning for loader processes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from seneca.loader.loader import SenecaLoader
+
+__all__ = ["SenecaLoader"]
+
+
+def __getattr__(name: str) -> Any:
+    # imported on first use, so that the small modules here (``_malloc``, ``stats``) load
+    # without torch
+    if name == "SenecaLoader":
+        from seneca.loader.loader import SenecaLoader
+
+        return SenecaLoader
+    raise AttributeError(f"module 'seneca.loader' has no attribute {name!r}")

@@ -1,0 +1,304 @@
+"""CachedDataset: an ImageFolder-like dataset read through the Redis cache tiers.
+
+Per batch (``__getitems__``, called by DataLoader workers): one round trip finds each sample in
+the first tier that holds it (augmented, decoded, encoded); misses are read from storage; only
+the remaining work runs (decode, transform head); results are admitted in one more round trip
+to a tier with room; the transform tail runs last. An unreachable cache never stops training:
+one warning per process, then reads from storage until the cache answers again.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import redis
+import torch.utils.data
+from PIL import Image, UnidentifiedImageError
+from torchvision.transforms.functional import pil_to_tensor
+
+from ods.store import OdsStore
+from seneca import defaults
+from seneca.cache.tiers import CacheTiers, Lookup
+from seneca.loader._malloc import tune_malloc
+from seneca.loader.fetch import fetch_decided
+from seneca.loader.stats import Counters, process_row
+from seneca.pipeline import codec
+from seneca.pipeline.storage import Storage
+from seneca.pipeline.transforms import split_transform
+from seneca_base.errors import CodecError, DatasetError
+from seneca_base.tiers import TIERS
+
+__all__ = ["CachedDataset", "pil_decode"]
+
+
+def pil_decode(data: bytes | memoryview) -> Image.Image:
+    """Decode image bytes exactly as torchvision's default ``pil_loader`` decodes a file."""
+    img = Image.open(io.BytesIO(data))
+    if img.mode == "RGB":  # convert("RGB") would only copy it
+        img.load()
+        return img
+    return img.convert("RGB")
+
+
+def _decodes_bytes(loader: Callable | None) -> bool:
+    """Whether ``loader(path)`` equals ``pil_decode(file bytes)`` (torchvision's defaults)."""
+    if loader is None:
+        return True
+    return getattr(loader, "__module__", "") == "torchvision.datasets.folder" and getattr(
+        loader, "__name__", ""
+    ) in ("default_loader", "pil_loader")
+
+
+class CachedDataset(torch.utils.data.Dataset):
+    """Wraps a dataset with a ``samples`` list of ``(path, label)`` (ImageFolder, DatasetFolder).
+
+    Attribute reads that this wrapper does not define (``classes``, ``class_to_idx``, ...) are
+    forwarded to the wrapped dataset.
+    """
+
+    def __init__(self, dataset: Any, counters: Counters, defer_tail: bool = False) -> None:
+        samples = getattr(dataset, "samples", None)
+        if samples is None:
+            raise DatasetError(
+                f"{type(dataset).__name__} has no 'samples' list of (path, label); SenecaLoader "
+                "reads datasets laid out like torchvision.datasets.ImageFolder"
+            )
+        self.dataset = dataset
+        self.storage = Storage(samples, root=getattr(dataset, "root", None))
+        self.transform = split_transform(getattr(dataset, "transform", None))
+        self.target_transform = getattr(dataset, "target_transform", None)
+        self.loader = getattr(dataset, "loader", None)
+        self.bytes_decode = _decodes_bytes(self.loader)
+        self.counters = counters
+        #: The loader runs ``transform.batch_tail`` on collated batches (default collate only,
+        #: which copies): samples then end after ``transform.sample_tail``.
+        self.defer_tail = defer_tail
+        #: The cache tiers (None: no cache) and, when batches come from ODS, its store.
+        self.tiers: CacheTiers | None = None
+        self.ods: OdsStore | None = None
+        self.job: str | None = None
+        self._down_until = 0.0
+        self._warned = False
+
+    def attach(self, tiers: CacheTiers, ods: OdsStore | None = None, warned: bool = False) -> None:
+        """Read and fill ``tiers`` (as their job), with batches decided by ``ods`` when given;
+        ``warned``: the cache's failure was reported already (no warning per worker)."""
+        self.tiers, self.ods, self.job = tiers, ods, tiers.job
+        self._warned = warned
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "dataset":
+            raise AttributeError(name)
+        return getattr(self.dataset, name)
+
+    def __len__(self) -> int:
+        return len(self.storage)
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        return self.__getitems__([index])[0]
+
+    # -- cache access with fallback -------------------------------------------------------------
+
+    def _cache_failed(self, err: Exception, count: Counter) -> None:
+        count["cache_errors"] += 1
+        self._down_until = time.monotonic() + defaults.CACHE_RETRY_AFTER
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"cache {self.tiers.client.redacted} failed ({type(err).__name__}: "
+                f"{str(err)[:160]}); reading from storage, "
+                f"retrying the cache every {defaults.CACHE_RETRY_AFTER:g}s",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+
+    def _lookup(self, indices: Sequence[int], count: Counter) -> Lookup | None:
+        if self.tiers is None or time.monotonic() < self._down_until:
+            return None
+        try:
+            return self.tiers.lookup(indices)
+        except (redis.RedisError, OSError) as err:
+            self._cache_failed(err, count)
+            return None
+
+    def _admit(self, items: list[tuple[int, str, bytes]], count: Counter) -> None:
+        if not items:
+            return
+        try:
+            result = self.tiers.admit(items)
+        except redis.exceptions.OutOfMemoryError:
+            for _, tier, _ in items:  # Redis is at maxmemory: the batch was not admitted
+                count[f"full_{tier}"] += 1
+            return
+        except (redis.RedisError, OSError) as err:
+            self._cache_failed(err, count)
+            return
+        for tier in result.admitted:
+            count[f"admitted_{tier}"] += result.admitted[tier]
+            count[f"full_{tier}"] += result.full[tier]
+
+    # -- per-sample work ------------------------------------------------------------------------
+
+    def _decode(self, index: int, raw: bytes | memoryview | None) -> Any:
+        path = self.storage.path(index)
+        try:
+            if raw is None:
+                return self.loader(path)
+            return pil_decode(raw)
+        except (UnidentifiedImageError, OSError, SyntaxError) as e:
+            raise DatasetError(f"cannot decode image {path}: {e}") from e
+
+    def _cached_value(self, value: bytes, tier: str, count: Counter) -> Any | None:
+        try:
+            return codec.decode(value, image_tensor=tier == "augmented" and self.tensor_hits)
+        except CodecError as err:
+            count["cache_errors"] += 1
+            warnings.warn(
+                f"ignoring a bad cached {tier} value: {err}", RuntimeWarning, stacklevel=2
+            )
+            return None
+
+    @property
+    def tensor_hits(self) -> bool:
+        """Augmented hits are handed on as uint8 tensors (views of the cached bytes): the batch
+        tail is deferred and the sample tail starts with ``PILToTensor``."""
+        return self.defer_tail and self.transform.tensor_first
+
+    @staticmethod
+    def _tensor_value(img: Image.Image) -> bytes | None:
+        """``PILToTensor(img)`` as a cache value (C x H x W, contiguous): both what the
+        augmented tier stores and, decoded, what the rest of the tail gets. None for images
+        whose tensor the codec cannot store (uint16 modes)."""
+        value = codec.encode_image_chw(img)
+        if value is None:  # other modes: torchvision's own conversion
+            try:
+                value = codec.encode(pil_to_tensor(img).contiguous())
+            except CodecError:
+                return None
+        return value
+
+    def _offerer(
+        self, room: dict[str, int], admit: list[tuple[int, str, bytes]], always: str | None = None
+    ) -> Callable[[int, str, Any], bool]:
+        """``offer(index, tier, value, encoded=False)``: queue a value (``encoded``: already a
+        cache value) for admission while ``room`` (bytes per tier, updated) allows; ``always``
+        names a tier offered even when full (ODS decides)."""
+        overhead = self.tiers.overhead if self.tiers is not None else 0
+
+        def offer(index: int, tier: str, value: Any, encoded: bool = False) -> bool:
+            if room.get(tier, 0) <= overhead and tier != always:
+                return False
+            data = value if encoded else codec.encode(value)
+            if room.get(tier, 0) < len(data) + overhead and tier != always:
+                room[tier] = 0  # full for this batch: don't encode more values just to drop them
+                return False
+            room[tier] = room.get(tier, 0) - len(data) - overhead
+            admit.append((index, tier, data))
+            return True
+
+        return offer
+
+    def _finish(
+        self,
+        index: int,
+        tier: str | None,
+        obj: Any,
+        count: Counter,
+        offer: Callable[[int, str, Any], bool],
+        aug_ok: bool,
+    ) -> tuple[Any, Any]:
+        """The remaining work for a sample found in ``tier`` as ``obj`` (None: storage)."""
+        # whether obj is PILToTensor's result (a view of a cache value's bytes)
+        as_tensor = tier == "augmented" and isinstance(obj, torch.Tensor)
+        if tier != "augmented":
+            if tier == "decoded":
+                image = obj
+            else:
+                raw = obj
+                if tier is None:
+                    raw = self.storage.read(index) if self.bytes_decode else None
+                    count["storage_reads"] += 1
+                    count["bytes_storage"] += (
+                        len(raw) if raw is not None else _size(self.storage.path(index))
+                    )
+                image = self._decode(index, raw)
+                count["decodes"] += 1
+                if tier is None and not offer(index, "decoded", image) and raw is not None:
+                    offer(index, "encoded", raw)
+            obj = image
+            if self.transform.head is not None:
+                obj = self.transform.head(obj)
+                count["transforms"] += 1
+            # the tail starts with PILToTensor: run it here, as the value the tier would store
+            to_tensor = self.transform.tensor_first and isinstance(obj, Image.Image)
+            value = self._tensor_value(obj) if to_tensor else None
+            if value is not None:
+                obj, as_tensor = codec.decode(value), True
+            if aug_ok and self.transform.head is not None:
+                if value is not None:
+                    offer(index, "augmented", value, encoded=True)
+                elif not to_tensor:  # an image the codec cannot store as a tensor: not cached
+                    offer(index, "augmented", obj)
+        tail = self.transform.sample_tail if self.defer_tail else self.transform.tail
+        if as_tensor and self.transform.tensor_first:
+            if self.defer_tail:
+                tail = self.transform.after_tensor
+            else:  # the user's collate_fn may write into it: hand over a copy
+                obj, tail = obj.clone(), self.transform.after_tensor_all
+        if tail is not None:
+            obj = tail(obj)
+        target = self.storage.label(index)
+        if self.target_transform is not None:
+            target = self.target_transform(target)
+        return obj, target
+
+    def __getitems__(self, indices: Sequence[Any]) -> list[tuple[Any, Any]]:
+        tune_malloc()  # once per process (this may be a DataLoader worker)
+        if self.ods is not None and indices and hasattr(indices[0], "tier"):
+            return fetch_decided(self, indices)
+        indices = [int(i) for i in indices]
+        count: Counter = Counter(samples=len(indices))
+        found = self._lookup(indices, count)
+        room: dict[str, int] = {}
+        aug_ok = False
+        if found is not None:
+            room = {t: self.tiers.budgets[t] - found.used[t] for t in found.used}
+            aug_ok = self.transform.head is not None and found.live_jobs > 1
+        admit: list[tuple[int, str, bytes]] = []
+        offer = self._offerer(room, admit)
+        out = []
+        for pos, index in enumerate(indices):
+            tier = found.tiers[pos] if found is not None else None
+            value = found.values[pos] if found is not None else None
+            obj = self._cached_value(value, tier, count) if value is not None else None
+            if obj is None:
+                tier = None
+            if found is not None:
+                self._count_lookup(tier, count)
+            if tier is not None:
+                count["bytes_cache"] += len(value)
+            out.append(self._finish(index, tier, obj, count, offer, aug_ok))
+        self._admit(admit, count)
+        self.counters.add(process_row(), count)
+        return out
+
+    @staticmethod
+    def _count_lookup(tier: str | None, count: Counter) -> None:
+        for name in TIERS:
+            if tier == name:
+                count[f"hits_{name}"] += 1
+                return
+            count[f"misses_{name}"] += 1
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0

@@ -1,0 +1,170 @@
+"""Validation of SenecaLoader's own options; errors name the option."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from seneca import defaults
+from seneca_base.errors import ConfigError
+from seneca_base.tiers import SPLIT_ORDER, TIERS
+
+_counter = itertools.count()
+
+
+def parse_split(split: Mapping[str, float] | Sequence[float] | None) -> dict[str, float]:
+    """``split`` as {encoded, decoded, augmented} fractions that sum to 1.
+
+    Accepts a mapping with those keys (missing keys are 0) or a 3-sequence in E, D, A order.
+    """
+    if split is None:
+        return dict(defaults.SPLIT)
+    if isinstance(split, Mapping):
+        unknown = set(split) - set(TIERS)
+        if unknown:
+            raise ConfigError(
+                f"split: unknown tier {sorted(unknown)[0]!r}; tiers are {', '.join(SPLIT_ORDER)}"
+            )
+        values = {t: split.get(t, 0.0) for t in SPLIT_ORDER}
+    elif isinstance(split, Sequence) and not isinstance(split, str) and len(split) == 3:
+        values = dict(zip(SPLIT_ORDER, split, strict=True))
+    else:
+        raise ConfigError(
+            "split: expected {'encoded': e, 'decoded': d, 'augmented': a} or (e, d, a), "
+            f"got {split!r}"
+        )
+    for tier, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise ConfigError(f"split: {tier} must be a number, got {v!r}")
+        if v < 0 or v > 1:
+            raise ConfigError(f"split: {tier} must be between 0 and 1, got {v!r}")
+    total = sum(values.values())
+    if not math.isclose(total, 1.0, abs_tol=1e-6):
+        raise ConfigError(f"split: fractions must sum to 1, got {total:g} ({values})")
+    return {t: float(v) for t, v in values.items()}
+
+
+def resolve_job(job: str | None) -> str:
+    """The job name: given, or unique per loader (host, pid, counter). Under an initialised
+    torch.distributed group every rank gets rank 0's name (ranks of one job share it)."""
+    if job is None:
+        return _shared_name(f"{socket.gethostname()}:{os.getpid()}:{next(_counter)}")
+    if not isinstance(job, str) or not job or len(job) > 200:
+        raise ConfigError(f"job: expected a non-empty name of at most 200 characters, got {job!r}")
+    return job
+
+
+@dataclass(frozen=True)
+class PlanChoice:
+    """What a plan (``mdp plan --out``) gives the loader: the split and the cache size it was
+    planned for (None when the plan does not say)."""
+
+    split: dict[str, float]
+    cache_bytes: int | None
+
+
+def load_plan(plan: str | os.PathLike | Mapping[str, Any]) -> PlanChoice:
+    """Read ``plan``: a JSON file written by ``mdp plan --out`` or the same data as a mapping.
+
+    Only ``split`` (whole percentages summing to 100) is required; ``cache_bytes`` is used when
+    present. Errors name the option and the file.
+    """
+    where = "plan"
+    if isinstance(plan, str | os.PathLike):
+        where = f"plan {os.fspath(plan)}"
+        try:
+            with open(plan, encoding="utf-8") as f:
+                plan = json.load(f)
+        except OSError as e:
+            raise ConfigError(f"{where}: cannot read: {e.strerror or e}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{where}: not a JSON plan from 'mdp plan --out': {e}") from None
+    if not isinstance(plan, Mapping) or not isinstance(plan.get("split"), Mapping):
+        raise ConfigError(
+            f"{where}: expected an object with a 'split' of encoded/decoded/augmented percents"
+        )
+    split = plan["split"]
+    if set(split) != set(SPLIT_ORDER):
+        raise ConfigError(
+            f"{where}: split must have exactly {', '.join(SPLIT_ORDER)}, got {dict(split)}"
+        )
+    for tier in SPLIT_ORDER:
+        v = split[tier]
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 100:
+            raise ConfigError(f"{where}: split.{tier} must be a whole percent 0-100, got {v!r}")
+    if sum(split.values()) != 100:
+        raise ConfigError(f"{where}: split percents must sum to 100, got {dict(split)}")
+    cache_bytes = plan.get("cache_bytes")
+    if cache_bytes is not None and (
+        isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes <= 0
+    ):
+        raise ConfigError(f"{where}: cache_bytes must be a positive integer, got {cache_bytes!r}")
+    return PlanChoice({t: split[t] / 100 for t in SPLIT_ORDER}, cache_bytes)
+
+
+def resolve_ods(
+    ods: bool | None, shuffle: Any, sampler: Any, batch_sampler: Any, batch_size: Any
+) -> bool:
+    """Whether batches come from ODS: by default when the loader shuffles with its own sampler
+    and batches (``shuffle=True``, no ``sampler``/``batch_sampler``, a ``batch_size``)."""
+    plain = bool(shuffle) and sampler is None and batch_sampler is None and batch_size is not None
+    return _switch(
+        "ods",
+        ods,
+        plain,
+        "shuffle=True, a batch_size and no sampler or batch_sampler "
+        "(ODS decides the order and the batches)",
+    )
+
+
+def _switch(name: str, value: bool | None, possible: bool, needs: str) -> bool:
+    """A True/False/None option: None means ``possible``; True where it is not possible is a
+    ConfigError saying what the option ``needs``."""
+    if value is None:
+        return possible
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name}: expected True, False or None, got {value!r}")
+    if value and not possible:
+        raise ConfigError(f"{name}=True needs {needs}")
+    return value
+
+
+def resolve_batch_tail(
+    batch_tail: bool | None, collate_fn: Any, batch_size: Any, batch_sampler: Any
+) -> bool:
+    """Whether samples end after ``transform.sample_tail`` and the batch tail runs on collated
+    batches: by default when the loader batches with the default ``collate_fn``, which stacks
+    (copies) the samples, so cached bytes can be handed to it as tensor views."""
+    batching = collate_fn is None and (batch_size is not None or batch_sampler is not None)
+    return _switch(
+        "batch_tail",
+        batch_tail,
+        batching,
+        "the default collate_fn and a batch_size or batch_sampler (the tail runs on the "
+        "stacked images)",
+    )
+
+
+def _shared_name(local: str) -> str:
+    """``local`` on rank 0; on the other ranks, rank 0's name (broadcast as a tensor, no
+    pickle). Without torch.distributed, ``local``."""
+    import sys
+
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return local
+    if dist.get_world_size() == 1:
+        return local
+    import torch
+
+    raw = torch.zeros(256, dtype=torch.uint8)
+    data = local.encode()[:256]
+    raw[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    dist.broadcast(raw, src=0)
+    return "ddp:" + bytes(raw.tolist()).rstrip(b"\0").decode(errors="replace")

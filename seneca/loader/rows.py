@@ -1,0 +1,101 @@
+"""Batches collated where they are read: cached tensors land in the rows of one batch tensor.
+
+A fetch that reads a batch's cached augmented tensors (``seneca.loader.fetch``) gives each value's
+payload a row of one ``(batch, *shape)`` tensor (:class:`BatchRows`, the placer of
+``seneca.cache.resp.execute``), and copies the samples it made itself (misses, other forms) into
+their rows. :func:`collate_rows` then returns that tensor as the batch's images instead of
+stacking copies: what ``default_collate`` would return, without the copy. Anything else (a
+sample of another shape, a custom structure) is collated by ``default_collate``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch.utils.data import get_worker_info
+from torch.utils.data._utils.collate import default_collate
+
+__all__ = ["BatchRows", "collate_rows"]
+
+_MARK = "_seneca_rows"
+
+
+class BatchRows:
+    """Rows for ``n`` samples, made at the first tensor placed (its dtype and shape)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.rows: torch.Tensor | None = None
+        self._bytes: memoryview | None = None
+        self._layout: tuple[torch.dtype, tuple[int, ...]] | None = None
+        self._row_bytes = 0
+
+    def _make(self, dtype: torch.dtype, shape: tuple[int, ...]) -> None:
+        if get_worker_info() is not None:  # shared memory, as default_collate does in workers
+            numel = self.n * int(torch.Size(shape).numel())
+            storage = torch.empty(0, dtype=dtype)._typed_storage()._new_shared(numel, device="cpu")
+            rows = torch.empty(0, dtype=dtype).new(storage).resize_(self.n, *shape)
+        else:
+            rows = torch.empty((self.n, *shape), dtype=dtype)
+        setattr(rows, _MARK, True)
+        self.rows = rows
+        self._bytes = memoryview(rows.view(-1).view(torch.uint8).numpy())
+        self._layout = (dtype, tuple(shape))
+        self._row_bytes = rows[0].numel() * rows.element_size()
+
+    def place(self, row: int, dtype: torch.dtype, shape: tuple[int, ...]) -> memoryview | None:
+        """The bytes of ``row`` for a tensor of ``dtype`` and ``shape`` (None: it does not fit)."""
+        if self._layout is None:
+            self._make(dtype, shape)
+        if self._layout != (dtype, shape) or self._bytes is None:
+            return None
+        size = self._row_bytes
+        return self._bytes[row * size : (row + 1) * size]
+
+    def settle(self, k: int, sample: Any) -> Any:
+        """``sample`` (an ``(image, target)`` pair) with its image moved into row ``k`` when it
+        fits; otherwise as it is."""
+        rows = self.rows
+        if rows is None or not isinstance(sample, tuple) or len(sample) != 2:
+            return sample
+        image = sample[0]
+        if not isinstance(image, torch.Tensor):
+            return sample
+        if image._base is rows and image.storage_offset() == k * rows.stride(0):
+            return sample
+        if image.dtype != rows.dtype or image.shape != rows.shape[1:]:
+            return sample
+        rows[k].copy_(image)
+        return (rows[k], sample[1])
+
+
+def _rows_of(images: Sequence[Any]) -> torch.Tensor | None:
+    """The :class:`BatchRows` tensor whose rows, in order, ``images`` are; else None."""
+    first = images[0]
+    if not isinstance(first, torch.Tensor):
+        return None
+    base = first._base
+    if base is None or not getattr(base, _MARK, False) or base.shape[0] != len(images):
+        return None
+    step = base.stride(0)
+    for k, image in enumerate(images):
+        if (
+            not isinstance(image, torch.Tensor)
+            or image._base is not base
+            or image.storage_offset() != k * step
+            or image.shape != base.shape[1:]
+        ):
+            return None
+    return base
+
+
+def collate_rows(batch: Sequence[Any]) -> Any:
+    """``default_collate``, except that ``(image, target)`` samples whose images are the rows of
+    one :class:`BatchRows` tensor, in order, get that tensor as their images (no copy)."""
+    if batch and all(isinstance(s, tuple) and len(s) == 2 for s in batch):
+        rows = _rows_of([s[0] for s in batch])
+        if rows is not None:
+            return [rows, default_collate([s[1] for s in batch])]
+    return default_collate(batch)

@@ -1,0 +1,133 @@
+"""What a SenecaLoader is wired to: its cache (URL or embedded, size, split into tier budgets)
+and, with ODS, its sampler. Validation happens before anything connects, so a bad option is
+reported before a server is started or a dataset scanned."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from ods import defaults as ods_defaults
+from ods.sampler import OdsBatchSampler
+from ods.store import OdsStore
+from seneca import defaults
+from seneca.cache.client import CacheClient
+from seneca.cache.embedded import acquire_embedded
+from seneca.cache.keys import KeySpace
+from seneca.cache.tiers import CacheTiers
+from seneca.loader.options import load_plan, parse_split
+from seneca_base.errors import CacheUnavailableError, ConfigError
+from seneca_base.tiers import TIERS
+from seneca_base.units import parse_size
+
+__all__ = ["CacheOptions", "CacheSetup", "cache_options", "connect", "ods_sampler"]
+
+
+@dataclass(frozen=True)
+class CacheOptions:
+    """The cache options, validated: the client of a URL (None: the embedded cache), the size
+    asked for or planned (None: the server's), and the split."""
+
+    client: CacheClient | None
+    size: int | None
+    split: dict[str, float]
+
+
+@dataclass(frozen=True)
+class CacheSetup:
+    """A cache to use: its client, its size, the split and whether it answered."""
+
+    client: CacheClient
+    size: int
+    split: dict[str, float]
+    reachable: bool
+
+    @property
+    def budgets(self) -> dict[str, int]:
+        """Bytes per tier."""
+        return {t: int(self.split[t] * self.size) for t in TIERS}
+
+
+def cache_options(
+    cache: str | None,
+    cache_size: int | str | None,
+    split: Mapping[str, float] | Sequence[float] | None,
+    plan: str | os.PathLike | Mapping[str, Any] | None,
+) -> CacheOptions:
+    """Validate SenecaLoader's ``cache``, ``cache_size``, ``split`` and ``plan``."""
+    size = parse_size(cache_size, "cache_size") if cache_size is not None else None
+    if plan is not None:
+        if split is not None:
+            raise ConfigError("give either plan= or split=, not both")
+        chosen = load_plan(plan)
+        fractions, size = chosen.split, size or chosen.cache_bytes
+    else:
+        fractions = parse_split(split)
+    client = CacheClient(cache) if cache is not None else None
+    return CacheOptions(client, size, fractions)
+
+
+def _server_maxmemory(client: CacheClient) -> int | None:
+    try:
+        value = int(client.redis.config_get("maxmemory").get("maxmemory", 0))
+    except (redis.RedisError, ValueError):
+        return None
+    return value or None
+
+
+def connect(options: CacheOptions) -> CacheSetup:
+    """Start or join the embedded cache when no URL was given, then check that the cache
+    answers. An unreachable cache warns once (training reads from storage); a size above the
+    server's ``maxmemory`` warns too."""
+    size, client = options.size, options.client
+    if client is None:
+        size = size or defaults.CACHE_SIZE
+        client = CacheClient(acquire_embedded(size))
+    try:
+        client.ping()
+    except CacheUnavailableError as err:
+        warnings.warn(f"{err}; training reads from storage", RuntimeWarning, stacklevel=3)
+        return CacheSetup(client, size or defaults.CACHE_SIZE, options.split, False)
+    maxmemory = _server_maxmemory(client)
+    if size and maxmemory and size > maxmemory:
+        warnings.warn(
+            f"cache_size {size:,} B is larger than the maxmemory {maxmemory:,} B of "
+            f"{client.redacted}; admissions stop when the server is full",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return CacheSetup(client, size or maxmemory or defaults.CACHE_SIZE, options.split, True)
+
+
+def data_parallel() -> tuple[int, int]:
+    """(world size, rank) of an initialised torch.distributed group, else (1, 0)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(), dist.get_rank()
+    return 1, 0
+
+
+def ods_sampler(
+    tiers: CacheTiers, samples: int, batch_size: int, drop_last: bool
+) -> OdsBatchSampler:
+    """The ODS batch sampler of a loader whose cache is ``tiers``, for this rank."""
+    keys: KeySpace = tiers.keys
+    store = OdsStore(
+        tiers.client,
+        f"{keys.dataset}.{keys.transform}",
+        samples,
+        policy=ods_defaults.POLICY,
+        capacity=tiers.budgets,
+        values=True,
+        overhead=tiers.overhead,
+    )
+    replicas, rank = data_parallel()
+    return OdsBatchSampler(
+        store, tiers.job, batch_size, drop_last, num_replicas=replicas, rank=rank
+    )

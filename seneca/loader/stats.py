@@ -1,0 +1,103 @@
+"""Per-job counters shared by the loader process and its workers.
+
+Each process writes only its own row of a small file-backed int64 matrix (no locks needed);
+``snapshot`` sums the rows. The file path pickles, so fork, spawn and forkserver workers all
+write to the same counters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing.context
+import os
+import tempfile
+import weakref
+
+import numpy as np
+
+__all__ = ["FIELDS", "Counters", "process_row"]
+
+FIELDS = (
+    "samples",
+    "hits_augmented",
+    "hits_decoded",
+    "hits_encoded",
+    "misses_augmented",
+    "misses_decoded",
+    "misses_encoded",
+    "storage_reads",
+    "decodes",
+    "transforms",
+    "bytes_storage",
+    "bytes_cache",
+    "admitted_augmented",
+    "admitted_decoded",
+    "admitted_encoded",
+    "full_augmented",
+    "full_decoded",
+    "full_encoded",
+    "cache_errors",
+    "ods_gone",
+)
+_INDEX = {f: i for i, f in enumerate(FIELDS)}
+
+
+def _shm_dir() -> str | None:
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
+class Counters:
+    """``rows`` rows of FIELDS counters; row 0 is the loader process, row k+1 worker k."""
+
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+        fd, self.path = tempfile.mkstemp(prefix="seneca-stats-", dir=_shm_dir())
+        os.ftruncate(fd, rows * len(FIELDS) * 8)
+        os.close(fd)
+        self._owner = weakref.finalize(self, _remove, self.path, os.getpid())
+        self._map()
+
+    def _map(self) -> None:
+        self._arr = np.memmap(self.path, dtype=np.int64, mode="r+", shape=(self.rows, len(FIELDS)))
+
+    def __getstate__(self) -> dict:
+        if multiprocessing.context.get_spawning_popen() is not None:
+            return {"rows": self.rows, "path": self.path}
+        return {"rows": self.rows, "path": None}  # a copy outside a worker counts on its own
+
+    def __setstate__(self, state: dict) -> None:
+        if state["path"] is None:
+            self.__init__(state["rows"])
+        else:
+            self.rows, self.path, self._owner = state["rows"], state["path"], None
+            self._map()
+
+    def add(self, row: int, counts: dict[str, int]) -> None:
+        """Add ``counts`` to ``row`` (each process must write only its own row)."""
+        arr = self._arr[min(row, self.rows - 1)]
+        for name, value in counts.items():
+            if value:
+                arr[_INDEX[name]] += value
+
+    def snapshot(self) -> dict[str, int]:
+        total = np.asarray(self._arr).sum(axis=0)
+        return {name: int(total[i]) for i, name in enumerate(FIELDS)}
+
+    def reset(self) -> None:
+        self._arr[:] = 0
+
+
+def process_row() -> int:
+    """The counters row of this process: 0 in the loader process, k + 1 in worker k."""
+    from torch.utils.data import get_worker_info
+
+    info = get_worker_info()
+    return 0 if info is None else info.id + 1
+
+
+def _remove(path: str, owner: int) -> None:
+    """Delete the counters file, in the process that made it only (a forked worker inherits
+    the finalizer but must leave the file to its parent)."""
+    if os.getpid() == owner:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)

@@ -1,0 +1,213 @@
+"""Cached values: a small fixed header plus the raw bytes, decoded without copying.
+
+Layout (little endian)::
+
+    magic  b"SNCA"            4 bytes
+    version                   u8   (FORMAT_VERSION)
+    kind                      u8   (RAW file bytes, TENSOR, IMAGE = PIL image as H x W [x C] uint8)
+    dtype                     u8   (index into _DTYPES)
+    ndim                      u8
+    shape                     ndim x u32
+    padding                   to a multiple of 8 bytes, so the payload is 8-byte aligned
+    payload                   prod(shape) x itemsize bytes
+
+Decoding returns views into the value (``torch.frombuffer``/``np.frombuffer``), never a copy,
+except for IMAGE values where PIL needs its own pixel buffer. Pickle is never used.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import warnings
+from enum import IntEnum
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from seneca_base.errors import CodecError
+
+__all__ = [
+    "FIXED_SIZE",
+    "FORMAT_VERSION",
+    "MAGIC",
+    "Kind",
+    "decode",
+    "encode",
+    "encode_image_chw",
+    "tensor_header_size",
+    "tensor_layout",
+]
+
+MAGIC = b"SNCA"
+FORMAT_VERSION = 1
+_FIXED = struct.Struct("<4sBBBB")
+#: Bytes at the start of every value that say how long its header is.
+FIXED_SIZE = _FIXED.size
+
+# torch.frombuffer over an immutable Redis reply warns once per process that the buffer is not
+# writable. The tensors we hand out are consumed by transforms/collate that copy; see decode().
+warnings.filterwarnings("ignore", message="The given buffer is not writable", module=__name__)
+
+
+class Kind(IntEnum):
+    """What a cached value holds."""
+
+    RAW = 0
+    TENSOR = 1
+    IMAGE = 2
+
+
+_DTYPES: tuple[torch.dtype, ...] = (
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.bool,
+)
+_DTYPE_CODE = {dt: i for i, dt in enumerate(_DTYPES)}
+_IMAGE_MODES = {2: "L", 3: "RGB", 4: "RGBA"}  # key: ndim for L, channels for the others
+
+
+def _header(kind: Kind, dtype_code: int, shape: tuple[int, ...]) -> bytes:
+    if len(shape) > 255:
+        raise CodecError(f"cannot encode {len(shape)} dimensions (at most 255)")
+    head = _FIXED.pack(MAGIC, FORMAT_VERSION, kind, dtype_code, len(shape))
+    head += struct.pack(f"<{len(shape)}I", *shape)
+    return head + b"\0" * (-len(head) % 8)
+
+
+def _tensor_bytes(t: torch.Tensor) -> memoryview:
+    t = t.detach().to("cpu").contiguous()
+    if t.numel() == 0:
+        return memoryview(b"")
+    if t.dtype == torch.bfloat16:  # numpy has no bfloat16; same bytes as int16
+        t = t.view(torch.int16)
+    return memoryview(t.numpy()).cast("B")
+
+
+def encode(obj: Any) -> bytes:
+    """Encode file bytes, a tensor, a numpy array or a PIL image as one cache value."""
+    if isinstance(obj, bytes | bytearray | memoryview):
+        payload = memoryview(obj).cast("B")
+        return b"".join((_header(Kind.RAW, _DTYPE_CODE[torch.uint8], (len(payload),)), payload))
+    if isinstance(obj, Image.Image):
+        if obj.mode not in _IMAGE_MODES.values():
+            obj = obj.convert("RGB")
+        arr = np.asarray(obj)
+        return b"".join((_header(Kind.IMAGE, 0, arr.shape), memoryview(arr).cast("B")))
+    if isinstance(obj, np.ndarray):
+        obj = torch.from_numpy(np.ascontiguousarray(obj))
+    if isinstance(obj, torch.Tensor):
+        if obj.dtype not in _DTYPE_CODE:
+            raise CodecError(f"cannot encode tensors of dtype {obj.dtype}")
+        head = _header(Kind.TENSOR, _DTYPE_CODE[obj.dtype], tuple(obj.shape))
+        return b"".join((head, _tensor_bytes(obj)))
+    raise CodecError(f"cannot encode a value of type {type(obj).__name__}")
+
+
+def encode_image_chw(img: Image.Image) -> bytes | None:
+    """A TENSOR value of ``img``'s pixels laid out as ``PILToTensor`` gives them (C x H x W
+    uint8, here contiguous), made band by band: no transposing copy, unlike
+    ``encode(pil_to_tensor(img))``. None for modes other than L, RGB and RGBA."""
+    if img.mode not in _IMAGE_MODES.values():
+        return None
+    bands = img.split()
+    width, height = img.size
+    head = _header(Kind.TENSOR, _DTYPE_CODE[torch.uint8], (len(bands), height, width))
+    return b"".join((head, *(band.tobytes() for band in bands)))
+
+
+def _parse(buf: bytes | memoryview) -> tuple[Kind, torch.dtype, tuple[int, ...], int]:
+    if len(buf) < _FIXED.size:
+        raise CodecError(f"truncated value: {len(buf)} bytes is shorter than the header")
+    magic, version, kind, dtype_code, ndim = _FIXED.unpack_from(buf)
+    if magic != MAGIC:
+        raise CodecError(f"foreign value: magic {bytes(magic)!r} is not {MAGIC!r}")
+    if version != FORMAT_VERSION:
+        raise CodecError(f"value has format version {version}, this Seneca reads {FORMAT_VERSION}")
+    if kind not in Kind._value2member_map_ or dtype_code >= len(_DTYPES):
+        raise CodecError(f"foreign value: unknown kind {kind} or dtype code {dtype_code}")
+    offset = _FIXED.size + 4 * ndim
+    if len(buf) < offset:
+        raise CodecError(f"truncated value: {len(buf)} bytes, header needs {offset}")
+    shape = struct.unpack_from(f"<{ndim}I", buf, _FIXED.size)
+    offset += -offset % 8
+    dtype = _DTYPES[dtype_code]
+    expected = offset + math.prod(shape) * dtype.itemsize
+    if len(buf) != expected:
+        what = "truncated" if len(buf) < expected else "mismatched"
+        raise CodecError(
+            f"{what} value: {len(buf)} bytes, header ({dtype}, shape {list(shape)}) "
+            f"needs {expected}"
+        )
+    return Kind(kind), dtype, shape, offset
+
+
+def tensor_header_size(fixed: bytes | bytearray | memoryview, offset: int = 0) -> int | None:
+    """The header size of a TENSOR value from its first :data:`FIXED_SIZE` bytes (at
+    ``offset`` in ``fixed``); None for any other value (another kind, version or a foreign one:
+    decode it whole to find out)."""
+    if len(fixed) - offset < FIXED_SIZE:
+        return None
+    magic, version, kind, dtype_code, ndim = _FIXED.unpack_from(fixed, offset)
+    if magic != MAGIC or version != FORMAT_VERSION or kind != Kind.TENSOR:
+        return None
+    if dtype_code >= len(_DTYPES):
+        return None
+    size = FIXED_SIZE + 4 * ndim
+    return size + -size % 8
+
+
+def tensor_layout(
+    header: bytes | bytearray | memoryview, total: int
+) -> tuple[torch.dtype, tuple[int, ...]] | None:
+    """(dtype, shape) of a TENSOR value of ``total`` bytes whose whole header is ``header``
+    (:func:`tensor_header_size` bytes); None when its payload would not be ``total`` minus
+    the header (a damaged value: decode it whole for the error)."""
+    size = tensor_header_size(header)
+    if size is None or len(header) != size:
+        return None
+    _, _, _, dtype_code, ndim = _FIXED.unpack_from(header)
+    shape = struct.unpack_from(f"<{ndim}I", header, FIXED_SIZE)
+    dtype = _DTYPES[dtype_code]
+    if size + math.prod(shape) * dtype.itemsize != total:
+        return None
+    return dtype, shape
+
+
+def decode(
+    buf: bytes | memoryview, expect: Kind | None = None, image_tensor: bool = False
+) -> memoryview | torch.Tensor | Image.Image:
+    """Decode a value made by :func:`encode`.
+
+    RAW values come back as a memoryview and TENSOR values as a tensor, both sharing memory with
+    ``buf`` (zero-copy; when ``buf`` is an immutable ``bytes`` the tensor must be treated as
+    read-only). IMAGE values come back as a PIL image, or with ``image_tensor`` as a zero-copy
+    uint8 tensor laid out as ``PILToTensor`` gives it (C x H x W, a permuted view). ``expect``
+    raises CodecError when the value is of another kind.
+    """
+    kind, dtype, shape, offset = _parse(buf)
+    if expect is not None and kind != expect:
+        raise CodecError(f"mismatched value: expected a {expect.name} value, found {kind.name}")
+    count = math.prod(shape)
+    if kind is Kind.RAW:
+        return memoryview(buf)[offset:]
+    if kind is Kind.IMAGE:
+        if dtype != torch.uint8 or (len(shape) == 3 and shape[2] not in _IMAGE_MODES):
+            raise CodecError(f"mismatched value: image of {dtype} with shape {list(shape)}")
+        if image_tensor:
+            hwc = torch.frombuffer(buf, dtype=torch.uint8, count=count, offset=offset)
+            return hwc.view(shape[0], shape[1], -1).permute(2, 0, 1)
+        arr = np.frombuffer(buf, dtype=np.uint8, count=count, offset=offset).reshape(shape)
+        return Image.fromarray(arr)  # mode from the shape: L, RGB or RGBA
+    if count == 0:
+        return torch.empty(shape, dtype=dtype)
+    return torch.frombuffer(buf, dtype=dtype, count=count, offset=offset).view(shape)

@@ -1,0 +1,169 @@
+"""The architecture, checked: which package may import which, no import cycles, no private
+module used from another package. Static (the source's import statements, also those inside
+functions), so it needs no torch and catches lazy imports too."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("seneca_base", "mdp", "ods", "seneca")
+
+#: What each part may import (besides itself and third-party modules). ``seneca`` alone means
+#: its top-level modules (``defaults``, ``errors``, the lazy ``__init__``).
+ALLOWED = {
+    "seneca_base": set(),
+    "mdp": {"seneca_base"},
+    "ods": {"seneca_base"},
+    "seneca": {"seneca_base"},
+    "seneca.pipeline": {"seneca", "seneca_base"},
+    "seneca.cache": {"seneca", "seneca_base", "seneca.pipeline", "ods"},
+    "seneca.loader": {"seneca", "seneca_base", "seneca.pipeline", "seneca.cache", "ods"},
+    "seneca.bench": {
+        *("seneca", "seneca_base", "seneca.pipeline", "seneca.cache", "seneca.loader"),
+        *("mdp", "ods"),
+    },
+    "seneca.cli": {
+        *("seneca", "seneca_base", "seneca.pipeline", "seneca.cache", "seneca.loader"),
+        *("seneca.bench", "mdp", "ods"),
+    },
+}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """The modules of our packages that module ``name`` imports."""
+    tree = ast.parse(path.read_text())
+    skip = _type_checking_lines(tree)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name in MODULES)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
+                base = f"{base}.{node.module}" if node.module else base
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                if sub in MODULES:
+                    out.add(sub)
+                elif base in MODULES:
+                    out.add(base)
+    out.discard(name)
+    return out
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def _part(module: str) -> str:
+    """The architectural part a module belongs to (a key of ALLOWED)."""
+    parts = module.split(".")
+    if parts[0] == "seneca" and len(parts) > 1 and f"seneca.{parts[1]}" in ALLOWED:
+        return f"seneca.{parts[1]}"
+    return parts[0]
+
+
+def test_every_part_is_known():
+    assert {_part(m) for m in MODULES} == set(ALLOWED)
+
+
+def test_mdp_and_ods_import_nothing_from_seneca():
+    for name, deps in GRAPH.items():
+        if _part(name) in ("mdp", "ods", "seneca_base"):
+            bad = sorted(d for d in deps if d == "seneca" or d.startswith("seneca."))
+            assert not bad, f"{name} imports {bad}"
+
+
+def test_each_part_imports_only_what_it_may():
+    for name, deps in GRAPH.items():
+        part = _part(name)
+        for dep in deps:
+            other = _part(dep)
+            assert other == part or other in ALLOWED[part], f"{name} ({part}) imports {dep}"
+
+
+def test_no_private_module_is_used_from_another_package():
+    for name, deps in GRAPH.items():
+        for dep in deps:
+            leaf = dep.rpartition(".")[2]
+            if leaf.startswith("_") and not leaf.startswith("__"):
+                assert dep.rpartition(".")[0] == name.rpartition(".")[0] or dep.startswith(
+                    name + "."
+                ), f"{name} imports the private {dep}"
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph``, or None."""
+    state: dict[str, int] = defaultdict(int)  # 0 new, 1 on the stack, 2 done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for dep in sorted(graph.get(node, ())):
+            if state[dep] == 1:
+                return [*stack[stack.index(dep) :], dep]
+            if state[dep] == 0 and (found := visit(dep)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if state[node] == 0 and (found := visit(node)):
+            return found
+    return None
+
+
+def test_no_import_cycle_between_modules():
+    assert _cycle(GRAPH) is None, " -> ".join(_cycle(GRAPH) or [])
+
+
+def test_no_import_cycle_between_parts():
+    parts: dict[str, set[str]] = defaultdict(set)
+    for name, deps in GRAPH.items():
+        parts[_part(name)].update(_part(d) for d in deps if _part(d) != _part(name))
+    assert _cycle(parts) is None, " -> ".join(_cycle(parts) or [])
+
+
+def test_the_check_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+@pytest.mark.parametrize("pkg", ["seneca", "mdp", "ods", "seneca_base"])
+def test_packages_declare_their_public_names(pkg):
+    for name, path in MODULES.items():
+        if path.name == "__init__.py" and _part(name) in (pkg, *ALLOWED) and name.startswith(pkg):
+            assert "__all__" in path.read_text(), f"{name} has no __all__"
