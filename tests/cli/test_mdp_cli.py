@@ -6,7 +6,7 @@ import sys
 import tomllib
 
 import pytest
-from mdp_ref import REF
+from helpers.mdp_ref import REF
 
 from mdp.spec import example_names, load_spec, parse_spec, spec_toml
 from seneca.cli.mdp import main

@@ -3,7 +3,7 @@
 import collections
 
 import pytest
-from indexed import indexed
+from helpers.indexed import indexed
 
 from ods.sampler import Pick
 from seneca import SenecaLoader

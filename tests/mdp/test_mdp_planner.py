@@ -6,7 +6,7 @@ import random
 
 import numpy as np
 import pytest
-from mdp_ref import REF, ref_spec
+from helpers.mdp_ref import REF, ref_spec
 
 from mdp.planner import parse_split, plan, predict, split_grid, sweep
 from mdp.queueing import mva_throughput

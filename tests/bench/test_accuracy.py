@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from seneca.bench.accuracy import write_digits
 from seneca.cli.main import main
 
@@ -14,6 +16,7 @@ def test_digits_written_as_imagefolder(tmp_path):
     assert all(any((tmp_path / "test" / str(d)).iterdir()) for d in range(10))
 
 
+@pytest.mark.slow
 def test_short_accuracy_run(tmp_path, redis_url, capsys):
     out = tmp_path / "acc.json"
     argv = ["accuracy", "--data", str(tmp_path / "digits"), "--jobs", "2", "--epochs", "2"]

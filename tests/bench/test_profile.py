@@ -23,6 +23,7 @@ MEASURED = {
 }
 
 
+@pytest.mark.slow
 def test_profile_command_with_cache_and_base(tiny_dataset, redis_proc, tmp_path, capsys):
     redis_proc.client.config_set("maxmemory", 50_000_000)
     out = tmp_path / "measured.toml"
@@ -56,6 +57,7 @@ def test_profile_command_with_cache_and_base(tiny_dataset, redis_proc, tmp_path,
     tomllib.loads(text)
 
 
+@pytest.mark.slow
 def test_profile_defaults_and_embedded_cache(tiny_dataset):
     result = run_profile(str(tiny_dataset), workers=1, seconds=0.1, sample_count=4, progress=False)
     for f in FIELDS:

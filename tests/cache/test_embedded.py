@@ -56,6 +56,7 @@ def _user(dataset, hold):
     )
 
 
+@pytest.mark.slow
 def test_jobs_share_one_server_and_it_stops_after_the_last(tiny_dataset, runtime_dir):
     a = _user(tiny_dataset, 2.0)
     b = _user(tiny_dataset, 0.5)
@@ -87,6 +88,7 @@ def test_in_process_acquire_is_reused(runtime_dir):
         acquire_embedded(20_000_000)
 
 
+@pytest.mark.slow
 def test_cache_node_with_password_file(tmp_path, free_port):
     pw = tmp_path / "pw"
     pw.write_text("s3cret-pass\n")

@@ -7,10 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def torchrun(data, url, out, mode):
-    """Two ranks of tests/ddp_worker.py in ``mode``; their reports."""
-    worker = Path(__file__).with_name("ddp_worker.py")
+    """Two ranks of tests/helpers/ddp_worker.py in ``mode``; their reports."""
+    worker = Path(__file__).parents[1] / "helpers" / "ddp_worker.py"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     cmd += [str(worker), str(data), url, str(out), mode]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
@@ -18,6 +20,7 @@ def torchrun(data, url, out, mode):
     return [json.loads((out / f"{mode}{r}.json").read_text()) for r in range(2)]
 
 
+@pytest.mark.slow
 def test_two_ranks_under_torchrun(tiny_dataset, redis_proc, tmp_path):
     ranks = torchrun(tiny_dataset, redis_proc.url, tmp_path, "epochs")
     assert ranks[0]["job"] == ranks[1]["job"] and ranks[0]["job"].startswith("ddp:")
@@ -29,6 +32,7 @@ def test_two_ranks_under_torchrun(tiny_dataset, redis_proc, tmp_path):
         assert set(together) == set(range(48)) and max(together.values()) == 1
 
 
+@pytest.mark.slow
 def test_ranks_resume_from_their_own_states(tiny_dataset, redis_proc, tmp_path):
     before = torchrun(tiny_dataset, redis_proc.url, tmp_path, "stop")
     assert [r["state"]["batches"] for r in before] == [2, 2]

@@ -1,4 +1,4 @@
-"""One rank of the data-parallel tests (run by torchrun from test_ddp.py; not a test itself).
+"""One rank of the data-parallel tests (run by torchrun from loader/test_ddp.py; not a test itself).
 
 Modes: ``epochs`` (two epochs), ``stop`` (two batches of epoch 0, then save this rank's
 state_dict), ``resume`` (load this rank's state in a new process group, finish the epoch)."""
@@ -8,7 +8,7 @@ import sys
 
 import torch
 import torch.distributed as dist
-from indexed import indexed
+from indexed import indexed  # this script's own folder is on sys.path
 
 from seneca import SenecaLoader
 

@@ -12,7 +12,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from mdp_ref import ref_spec
+from helpers.mdp_ref import ref_spec
 
 from mdp.model import (
     Params,

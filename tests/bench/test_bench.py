@@ -12,6 +12,7 @@ from seneca.pipeline.transforms import default_train_transform
 from seneca_base.errors import ConfigError
 
 
+@pytest.mark.slow
 def test_bench_runs_every_loader_side_by_side(tiny_dataset, redis_url, tmp_path, capsys):
     out = tmp_path / "bench"
     argv = ["bench", "--data", str(tiny_dataset), "--jobs", "2", "--epochs", "2"]

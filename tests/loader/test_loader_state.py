@@ -5,7 +5,7 @@ import collections
 import multiprocessing as mp
 
 import pytest
-from indexed import indexed
+from helpers.indexed import indexed
 
 from seneca import SenecaLoader
 from seneca_base.errors import ConfigError
@@ -52,6 +52,7 @@ def _resume_elsewhere(root, url, state, out):
     out.put([int(i) for _, y in loader for i in y])
 
 
+@pytest.mark.slow
 def test_resume_in_a_new_process_and_twice(tiny_dataset, redis_url):
     loader = loader_for(tiny_dataset, redis_url, "elsewhere")
     before, state = first_batches(loader, 3)

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from indexed import indexed
+from helpers.indexed import indexed
 from torch.utils.data import default_collate
 from torchvision.transforms import v2
 
