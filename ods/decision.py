@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ods.functions import error_of
 from seneca_base.tiers import tier_of_letter
 
 __all__ = ["Decision", "parse_decision"]
@@ -32,7 +33,7 @@ class Decision:
 def parse_decision(reply: object) -> Decision:
     """The :class:`Decision` of a ``decide`` reply; an error reply (an exception) is raised."""
     if isinstance(reply, Exception):
-        raise reply
+        raise error_of(reply)
     return _decision(reply)
 
 

@@ -123,6 +123,12 @@ class Outbox:
             self._send([call])
         return call
 
+    def send(self, commands: Sequence[tuple]) -> None:
+        """Send ``commands`` now, in one write; their replies (errors included) are read and
+        dropped at the next flush or settle."""
+        self._mine()
+        self._send([Call(self, c, None) for c in commands])
+
     def flush(self) -> None:
         """Read the replies of what was sent before (running their ``on_reply``), then send
         what is queued, in one write."""

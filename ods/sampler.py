@@ -27,9 +27,11 @@ from dataclasses import dataclass
 
 import redis
 
+from ods.bitmaps import set_bit, test_bit
+from ods.decision import Decision, parse_decision
 from ods.outbox import Call
-from ods.store import Decision, OdsStore, parse_decision, set_bit, test_bit
-from seneca_base.errors import ConfigError
+from ods.store import OdsStore
+from seneca_base.errors import ConfigError, UnknownJobError
 
 __all__ = ["OdsBatchSampler", "Pick", "hits_by_bucket"]
 
@@ -185,7 +187,7 @@ class OdsBatchSampler:
     def _collect(self, epoch: int, call: Call, ask: int) -> Decision:
         """The decision of a prefetch (decided again when its reply is an error)."""
         reply = call.result()
-        if isinstance(reply, redis.ResponseError):  # NOSCRIPT, or the lease lapsed
+        if isinstance(reply, redis.ResponseError):  # functions missing, or the lease lapsed
             return self._decide(epoch, ask)
         return parse_decision(reply)
 
@@ -199,9 +201,7 @@ class OdsBatchSampler:
         while True:
             try:
                 return self.store.decide(self.job, want, self.substitute, epoch)
-            except redis.ResponseError as err:  # the lease lapsed (a long pause): rejoin
-                if "ODS_NOJOB" not in str(err):
-                    raise
+            except UnknownJobError:  # the lease lapsed (a long pause): rejoin
                 self._joined = False
                 self.join()
 

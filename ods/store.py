@@ -1,15 +1,24 @@
-"""OdsStore: one dataset's ODS metadata in Redis, and the atomic calls that read and change it.
+"""OdsStore: the cache engine of one dataset: its metadata in Redis and the calls that read and
+change it, for ODS's sampler and for loaders with their own order alike.
 
-Every call is one EVALSHA of ``ods/lua/ods.lua``, so each decision is atomic and takes one
-round trip. Per sample the store keeps which forms are cached (three bitmaps) and, for the
-``paper`` policy, a one-byte reference count; per job a seen bitmap, the augmented copies it
-used, an optional membership bitmap and a lease in the job registry.
+Every decision and every budget check is one call (``FCALL``) of the engine's functions
+(``ods.functions``), so it is atomic and takes one round trip; values never pass through them.
+Per sample the store keeps which forms are cached (three bitmaps) and the bytes each is charged;
+per job a lease, its unserved samples this epoch and last, the augmented copies it used and,
+optionally, the samples it trains on.
+
+Values live outside the metadata's slot. An admission SETs each value under an expiring
+staging key next to its own key, in the same round trip as the call that accounts for it; then
+the admitted ones are renamed into place (made permanent) and the rest deleted. Evicted values
+are deleted by the caller the call named them to. So a budget is never exceeded, a value whose
+entry is gone is never read (reads are decided from the metadata, and hits are pinned until
+released), and a value nobody admitted expires.
 
 Policies:
 
 * ``paper``: a hit increments the sample's reference count; at the number of live jobs the
-  sample is evicted (once no fetch of it is in flight) and the caller refills the room with
-  random samples; misses are admitted only while there is room.
+  sample is evicted (once no fetch of it is in flight); misses are admitted only while there is
+  room.
 * ``seneca`` (demand-aware): entries stay while there is room; under pressure an admission
   evicts the probed entry with the least remaining demand (live jobs that still need it this
   epoch), and only if that demand is lower than the new sample's. An augmented copy is dropped
@@ -18,58 +27,44 @@ Policies:
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import time
 from collections.abc import Mapping, Sequence
-from importlib import resources
+from typing import Any
 
 import redis
 
 from ods import defaults
+from ods.admission import admit
+from ods.bitmaps import set_bit
 from ods.decision import Decision, parse_decision
+from ods.functions import SOURCE, error_of, function_name
+from ods.keys import Keys
 from ods.outbox import Call, Outbox
-from seneca_base.errors import ConfigError
-from seneca_base.tiers import LETTER, TIERS, with_lua_tiers
+from seneca_base.errors import ConfigError, FunctionsMissingError, StaleJobsError
+from seneca_base.tiers import LETTER, TIERS, tier_of_letter
 
-__all__ = [
-    "POLICIES",
-    "Decision",
-    "OdsStore",
-    "parse_decision",
-    "set_bit",
-    "test_bit",
-]
+__all__ = ["POLICIES", "Decision", "OdsStore"]
 
 POLICIES = ("seneca", "paper")
-_SCRIPT = with_lua_tiers((resources.files("ods") / "lua" / "ods.lua").read_text())
-
-
-def set_bit(bits: bytearray, i: int) -> None:
-    """Set bit ``i`` of ``bits`` in Redis' order (most significant bit of each byte first)."""
-    bits[i >> 3] |= 0x80 >> (i & 7)
-
-
-def test_bit(bits: bytes | bytearray, i: int) -> bool:
-    """Bit ``i`` of ``bits`` in Redis' order."""
-    return bool(bits[i >> 3] & (0x80 >> (i & 7)))
+_RETRIES = 3  # calls made again after the functions were loaded or the live jobs refreshed
 
 
 class OdsStore:
-    """The ODS metadata of one dataset of ``samples`` samples.
+    """The cache engine of one dataset of ``samples`` samples.
 
     Args:
         client: a redis-py client (decode_responses must be False), or an object whose
             ``redis`` attribute gives one per process (``seneca.cache.client.CacheClient``;
             the store then pickles into DataLoader workers).
-        dataset: dataset id (a fingerprint); keys share the hash tag ``{<dataset>.0}``.
+        dataset: dataset id (a fingerprint); metadata keys share the hash tag ``{<dataset>}``.
         samples: number of samples in the dataset.
         policy: ``"seneca"`` or ``"paper"`` (see the module docstring).
         capacity: per tier (``augmented``/``decoded``/``encoded``) the units it may hold:
             bytes when values are stored, entries when payload-free.
-        values: store sample values next to the metadata (value key: :meth:`value_key`);
-            False for payload-free use (``ods simulate``).
+        values: store sample values (their keys: :meth:`value_key`); False for payload-free
+            use (``ods simulate``), where every entry is one unit.
         overhead: units charged per stored value on top of its length.
         lease: seconds a job stays live without a call; pin_lease: seconds a decision keeps its
             hits from eviction unless released earlier.
@@ -99,18 +94,18 @@ class OdsStore:
         if unknown:
             raise ConfigError(f"capacity: unknown tier {sorted(unknown)[0]!r}")
         self._source = client
+        self.keys = Keys(dataset, prefix)
         self.samples = samples
         self.policy = policy
         self.capacity = {t: int(capacity.get(t, 0)) for t in TIERS}
-        self.prefix = f"{prefix}:{{{dataset}.0}}:o:"
-        self.data_prefixes = {t: f"{self.prefix}v:{LETTER[t]}:" if values else "" for t in TIERS}
+        self.values = bool(values)
         self.overhead = int(overhead)
         self.lease_ms = int(lease * 1000)
         self.pin_lease_ms = int(pin_lease * 1000)
-        self._sha = hashlib.sha1(_SCRIPT.encode()).hexdigest()
         self._seed_value = seed
         self._rng = random.Random(seed)
         self._pid = os.getpid()
+        self._jobs: list[str] = []  # the live jobs as last seen (declared to the functions)
         #: calls of this process whose replies are read later (see ``ods.outbox``)
         self.outbox = Outbox(lambda: self.client)
 
@@ -122,17 +117,17 @@ class OdsStore:
         source = self._source
         return source.redis if hasattr(source, "redis") else source
 
-    def _argv(self, cmd: str, job: str, *args: object) -> list[object]:
-        return [cmd, self.prefix, job, int(time.time() * 1000), *args]
+    @property
+    def prefix(self) -> str:
+        """The prefix of this dataset's metadata keys."""
+        return self.keys.meta
 
-    def _call(self, cmd: str, job: str, *args: object) -> object:
-        return self._run(self._argv(cmd, job, *args))
+    def __getstate__(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if k != "outbox"}
 
-    def _run(self, argv: list[object]) -> object:
-        try:
-            return self.client.evalsha(self._sha, 0, *argv)
-        except redis.exceptions.NoScriptError:
-            return self.client.eval(_SCRIPT, 0, *argv)
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self.outbox = Outbox(lambda: self.client)
 
     def _seed(self) -> int:
         if os.getpid() != self._pid:  # a forked worker: its own random stream
@@ -142,8 +137,66 @@ class OdsStore:
             )
         return self._rng.randrange(1, 2**31)
 
-    def _prefixes(self) -> list[str]:
-        return [self.data_prefixes[t] for t in TIERS]
+    def command(self, cmd: str, job: str, *args: object, jobs: bool = False) -> tuple:
+        """The FCALL of ``cmd`` for ``job``, to send in a pipeline (``jobs``: declare the live
+        jobs as last seen; a StaleJobsError reply means: call it through :meth:`call`)."""
+        now = int(time.time() * 1000)
+        declared = self._jobs if jobs else []
+        keys = self.keys.declared(job, now // self.pin_lease_ms, declared)
+        argv = [now, job, self.pin_lease_ms, int(self.values), len(declared), *declared, *args]
+        return ("FCALL", function_name(cmd), len(keys), *keys, *argv)
+
+    def load(self) -> None:
+        """Load the engine's functions into the server (a no-op when they are there)."""
+        try:
+            self.client.function_load(SOURCE)
+        except redis.ResponseError as err:
+            if "already exists" not in str(err):
+                raise
+
+    def refresh_jobs(self) -> list[str]:
+        """The dataset's live jobs, read now (and declared by later calls)."""
+        now = int(time.time() * 1000)
+        names = self.client.zrangebyscore(self.keys.jobs, now, "+inf")
+        self._jobs = [n.decode() if isinstance(n, bytes) else n for n in names]
+        return self._jobs
+
+    def recover(self, err: Exception) -> bool:
+        """Make a call that failed with ``err`` worth trying again: load the functions, or
+        refresh the live jobs. False when ``err`` is not such a failure."""
+        err = error_of(err)
+        if isinstance(err, FunctionsMissingError):
+            self.load()
+        elif isinstance(err, StaleJobsError):
+            self.refresh_jobs()
+        else:
+            return False
+        return True
+
+    def call(self, cmd: str, job: str, *args: object, jobs: bool = False) -> Any:
+        """Run ``cmd`` now (loading the functions or refreshing the live jobs as needed); an
+        error reply is raised as its typed exception."""
+        for attempt in range(_RETRIES + 1):
+            try:
+                return self.client.execute_command(*self.command(cmd, job, *args, jobs=jobs))
+            except redis.ResponseError as err:
+                if attempt == _RETRIES or not self.recover(err):
+                    raise error_of(err) from None
+        raise AssertionError("unreachable")
+
+    def unlink_values(self, evicted: Sequence[object], now: bool = True) -> list[int]:
+        """Delete the values of evicted ``[letter, sample, ...]`` pairs (``now``: wait for it,
+        else post it to the outbox); returns the samples."""
+        pairs = list(zip(evicted[::2], evicted[1::2], strict=True))
+        if not pairs:
+            return []
+        command = ("UNLINK", *(self.keys.value(tier_of_letter(t), i) for t, i in pairs))
+        if self.values:
+            if now:
+                self.client.execute_command(*command)
+            else:
+                self.outbox.send([command])
+        return [int(i) for _, i in pairs]
 
     # -- jobs -------------------------------------------------------------------------------
 
@@ -164,40 +217,43 @@ class OdsStore:
             bits = bytearray((self.samples + 7) // 8)
             for i in members:
                 set_bit(bits, i)
-            self.client.set(self.prefix + "m:" + job, bytes(bits))
+            self.client.set(self.keys.members(job), bytes(bits))
             count = len(members)
-        _, epoch, served = self._call("join", job, self.lease_ms, count, self.samples)
+        _, epoch, served = self.call("join", job, self.lease_ms, count)
+        self.refresh_jobs()
         return int(epoch), int(served)
 
     def leave(self, job: str) -> None:
         """Remove ``job`` and its state; it stops counting at once."""
-        self._call("leave", job)
+        self.call("leave", job)
 
     def start_epoch(self, job: str, epoch: int) -> tuple[int, int]:
         """Start ``epoch`` for ``job`` unless it (e.g. another rank) already did.
 
         Returns (epoch, served) as now stored.
         """
-        e, served = self._call("epoch", job, int(epoch), self.samples)
+        e, served = self.call("epoch", job, int(epoch), self.samples)
         return int(e), int(served)
+
+    def restore(self, job: str, epoch: int, consumed: bytes) -> int:
+        """Continue ``epoch`` with every sample not set in the bitmap ``consumed`` (bit i, most
+        significant first in each byte, as Redis stores bitmaps); returns the samples counted
+        as served. For a job restarted from a checkpoint."""
+        _, served = self.call("restore", job, int(epoch), self.samples, bytes(consumed))
+        return int(served)
 
     # -- batches ----------------------------------------------------------------------------
 
-    def _decide_argv(
-        self, job: str, batch: int, substitute: bool, epoch: int | None
-    ) -> list[object]:
-        return self._argv(
-            "decide",
-            job,
+    def _decide_args(self, batch: int, substitute: bool, epoch: int | None) -> list[object]:
+        return [
             int(batch),
             self.lease_ms,
             self._seed(),
             self.samples,
             1 if substitute else 0,
             self.policy,
-            self.pin_lease_ms,
             "" if epoch is None else int(epoch),
-        )
+        ]
 
     def decide(
         self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
@@ -209,158 +265,130 @@ class OdsStore:
         False); the displaced misses stay unseen and come in a later batch. Hits are pinned
         until :meth:`release`. An empty batch means the epoch is complete.
         """
-        return parse_decision(self._run(self._decide_argv(job, batch, substitute, epoch)))
+        return parse_decision(
+            self.call("decide", job, *self._decide_args(batch, substitute, epoch))
+        )
 
     def decide_later(
         self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
     ) -> Call:
         """:meth:`decide`, posted to this process's :attr:`outbox`: sent at the next flush
         (after the current batch's values were read), or at once when no fetch here flushes.
-        ``parse_decision(call.result())`` gives the Decision; a NOSCRIPT reply means: call
+        ``parse_decision(call.result())`` gives the Decision; an error reply means: call
         :meth:`decide`."""
-        argv = self._decide_argv(job, batch, substitute, epoch)
-        return self.outbox.post(("EVALSHA", self._sha, 0, *argv))
+        args = self._decide_args(batch, substitute, epoch)
+        return self.outbox.post(self.command("decide", job, *args))
 
-    def __getstate__(self) -> dict[str, object]:
-        return {k: v for k, v in self.__dict__.items() if k != "outbox"}
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        self.__dict__.update(state)
-        self.outbox = Outbox(lambda: self.client)
-
-    def restore(self, job: str, epoch: int, consumed: bytes) -> int:
-        """Continue ``epoch`` with every sample not set in the bitmap ``consumed`` (bit i, most
-        significant first in each byte, as Redis stores bitmaps); returns the samples counted
-        as served. For a job restarted from a checkpoint."""
-        _, served = self._call("restore", job, int(epoch), self.samples, bytes(consumed))
-        return int(served)
+    def lookup(self, job: str, indices: Sequence[int]) -> Decision:
+        """Where ``job`` can read each of ``indices`` (its own order, no sampling): tiers as
+        :meth:`decide` gives them, hits pinned until :meth:`release`."""
+        tiers, bucket = self.call("lookup", job, self.lease_ms, self.policy, *map(int, indices))
+        return Decision(
+            epoch=-1,
+            served=0,
+            substitutions=0,
+            indices=[int(i) for i in indices],
+            tiers=[tier_of_letter(t) for t in tiers],
+            pin_bucket=int(bucket),
+        )
 
     def release(self, job: str, decision: Decision) -> list[int]:
         """Unpin the hits of ``decision`` (their fetch is done); returns samples evicted now."""
         hits = [i for i, t in zip(decision.indices, decision.tiers, strict=True) if t]
         return self.release_hits(job, decision.pin_bucket, hits)
 
-    def _release_argv(self, job: str, bucket: int, hits: Sequence[int]) -> list[object]:
-        return self._argv(
-            "release",
-            job,
-            self.policy,
-            self.overhead,
-            *self._prefixes(),
-            self.pin_lease_ms,
-            int(bucket),
-            *hits,
-        )
-
     def release_hits(self, job: str, bucket: int, hits: Sequence[int]) -> list[int]:
-        """Unpin ``hits`` decided in pin ``bucket``; returns samples evicted now."""
+        """Unpin ``hits`` decided in pin ``bucket``; returns samples evicted now (their values
+        are deleted)."""
         if not hits:
             return []
-        out = self._run(self._release_argv(job, bucket, hits))
-        return [int(i) for i in out]
+        evicted = self.call("release", job, self.policy, int(bucket), *hits, jobs=True)
+        return self.unlink_values(evicted)
+
+    def release_command(self, job: str, bucket: int, hits: Sequence[int]) -> tuple[object, ...]:
+        """:meth:`release_hits` as one ``FCALL`` command, to send in a pipeline after the reads
+        of the values it unpins. Its reply goes to :meth:`released`."""
+        return self.command("release", job, self.policy, int(bucket), *hits, jobs=True)
+
+    def released(self, job: str, bucket: int, hits: Sequence[int], reply: object) -> None:
+        """Handle the reply of a :meth:`release_command`: delete the evicted values (posted to
+        the outbox), or release again when the call failed for a reason it recovers from."""
+        if isinstance(reply, Exception):
+            if not self.recover(reply):
+                raise error_of(reply)
+            self.release_hits(job, bucket, hits)
+        else:
+            self.unlink_values(reply, now=False)  # type: ignore[arg-type]
 
     def release_later(self, job: str, bucket: int, hits: Sequence[int]) -> None:
         """:meth:`release_hits` posted to the :attr:`outbox` (sent at its next flush); the
-        reply is read at the flush after (NOSCRIPT: released again with the script loaded)."""
-        if not hits:
-            return
-
-        def check(reply: object) -> None:
-            if isinstance(reply, redis.exceptions.NoScriptError):
-                self.release_hits(job, bucket, hits)
-            elif isinstance(reply, Exception):
-                raise reply
-
-        self.outbox.post(self.release_command(job, bucket, hits), on_reply=check)
-
-    def release_command(self, job: str, bucket: int, hits: Sequence[int]) -> tuple[object, ...]:
-        """:meth:`release_hits` as one ``EVALSHA`` command, to send in a pipeline after the
-        reads of the values it unpins (a NOSCRIPT reply means: call :meth:`release_hits`)."""
-        return ("EVALSHA", self._sha, 0, *self._release_argv(job, bucket, hits))
+        reply is read at the flush after."""
+        if hits:
+            command = self.release_command(job, bucket, hits)
+            self.outbox.post(command, on_reply=lambda r: self.released(job, bucket, hits, r))
 
     def value_key(self, tier: str, index: int) -> str:
-        """The key holding the value of sample ``index`` in ``tier`` (values stored)."""
-        return f"{self.data_prefixes[tier]}{int(index)}"
+        """The key holding the value of sample ``index`` in ``tier``."""
+        return self.keys.value(tier, index)
 
     def live_jobs_key(self) -> str:
         """The registry zset: job -> lease expiry in ms."""
-        return self.prefix + "jobs"
+        return self.keys.jobs
 
     def tier_key(self, tier: str) -> str:
         """The bitmap of samples cached in ``tier``."""
-        return f"{self.prefix}t:{LETTER[tier]}"
+        return self.keys.tier(tier)
 
-    def used_key(self, tier: str) -> str:
-        """The counter of units ``tier`` holds."""
-        return f"{self.prefix}u:{LETTER[tier]}"
+    def used_command(self) -> tuple[str, ...]:
+        """The command whose reply is the units each tier holds (TIERS order)."""
+        return ("HMGET", self.keys.used, *(LETTER[t] for t in TIERS))
 
-    def admit(self, job: str, items: Sequence[tuple[int, str, int, bytes]]) -> list[int]:
-        """Offer samples to the cache: (index, tier, size in units, value or b"").
-
-        One round trip: the values are SET under staging keys (expiring after
-        ``ods.defaults.STAGED_VALUE_TTL_MS``) and the script renames the admitted ones to their data
-        keys, so the bytes never pass through Lua. Returns per item 1 (admitted), 2 (already
-        cached in that form) or 0 (refused, also when Redis refused to store its value).
-        """
-        if not items:
-            return []
-        token = os.urandom(8).hex()
-        pipe = self.client.pipeline(transaction=False)
-        flat: list[object] = []
-        for k, (index, tier, size, value) in enumerate(items):
-            staged = ""
-            if value and self.data_prefixes[tier]:
-                staged = f"{self.prefix}s:{token}:{k}"
-                pipe.set(staged, value, px=defaults.STAGED_VALUE_TTL_MS)
-            flat += [int(index), LETTER[tier], int(size), staged]
-        caps = [self.capacity[t] for t in TIERS]
-        argv = self._argv(
-            "admit",
-            job,
-            self.policy,
-            self.overhead,
-            *self._prefixes(),
-            *caps,
-            self._seed(),
-            defaults.EVICTION_ROUNDS,
-            defaults.EVICTION_CANDIDATES,
-            self.pin_lease_ms,
-            *flat,
-        )
-        pipe.evalsha(self._sha, 0, *argv)
-        replies = pipe.execute(raise_on_error=False)
-        out = replies[-1]
-        if isinstance(out, redis.exceptions.NoScriptError):
-            out = self.client.eval(_SCRIPT, 0, *argv)  # the staged values are still there
-        elif isinstance(out, Exception):
-            raise out
-        return [int(v) for v in out]
+    def admit(
+        self, job: str, items: Sequence[tuple[int, str, int, bytes]], wait: bool = True
+    ) -> list[int]:
+        """Offer samples to the cache: (index, tier, size in units, value or b""); see
+        ``ods.admission``. Returns per item 1 (admitted), 2 (already cached in that form) or 0
+        (refused, also when Redis refused to store its value). ``wait=False``: the values'
+        renames and deletions are posted to the outbox."""
+        return admit(self, job, items, wait)
 
     # -- inspection -------------------------------------------------------------------------
 
     def state(self) -> dict[str, object]:
         """Entries and units held per tier, and the number of live jobs."""
-        vals = [int(v) for v in self._call("state", "")]
+        vals = [int(v) for v in self.call("state", "")]
         out: dict[str, object] = {}
         for k, tier in enumerate(TIERS):
             out[tier] = {"entries": vals[2 * k], "units": vals[2 * k + 1]}
         out["live_jobs"] = vals[-1]
         return out
 
+    def usage(self) -> dict[str, int]:
+        """Units (bytes when values are stored) charged to each tier."""
+        used = self.client.execute_command(*self.used_command())
+        return {t: int(v or 0) for t, v in zip(TIERS, used, strict=True)}
+
+    def cached(self, tier: str, indices: Sequence[int]) -> list[bool]:
+        """Whether each of ``indices`` is cached in ``tier``."""
+        pipe = self.client.pipeline(transaction=False)
+        for i in indices:
+            pipe.getbit(self.keys.tier(tier), int(i))
+        return [bool(b) for b in pipe.execute()]
+
+    def _scan(self, pattern: str) -> list[bytes]:
+        return list(self.client.scan_iter(match=pattern, count=1000))
+
     def memory(self) -> int:
-        """Bytes Redis uses for this dataset's ODS metadata (MEMORY USAGE of its keys)."""
-        total = 0
-        for key in self.client.scan_iter(match=_glob(self.prefix) + "*", count=1000):
-            total += int(self.client.memory_usage(key, samples=0) or 0)
-        return total
+        """Bytes Redis uses for this dataset's metadata (MEMORY USAGE of its keys)."""
+        keys = self._scan(self.keys.patterns()[0])
+        return sum(int(self.client.memory_usage(k, samples=0) or 0) for k in keys)
 
-    def clear(self) -> None:
-        """Delete this dataset's ODS metadata."""
-        keys = list(self.client.scan_iter(match=_glob(self.prefix) + "*", count=1000))
-        for k in range(0, len(keys), 500):
-            self.client.delete(*keys[k : k + 500])
-
-
-def _glob(text: str) -> str:
-    """``text`` with SCAN glob characters escaped."""
-    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+    def clear(self) -> int:
+        """Delete every key of this dataset (metadata, values, staged values); returns how
+        many."""
+        n = 0
+        for pattern in self.keys.patterns():
+            keys = self._scan(pattern)
+            for k in range(0, len(keys), 500):
+                n += self.client.unlink(*keys[k : k + 500])
+        return n

@@ -9,8 +9,12 @@ __all__ = [
     "CodecError",
     "ConfigError",
     "DatasetError",
+    "FunctionsMissingError",
     "SenecaError",
+    "ServerFunctionError",
     "SpecError",
+    "StaleJobsError",
+    "UnknownJobError",
 ]
 
 
@@ -43,3 +47,21 @@ class CacheError(SenecaError):
 
 class CacheUnavailableError(CacheError, ConnectionError):
     """The cache cannot be reached; the message names the URL with any password redacted."""
+
+
+class ServerFunctionError(CacheError):
+    """An error reply of the cache engine's Redis functions (``ods.functions``)."""
+
+
+class UnknownJobError(ServerFunctionError):
+    """The job is not registered with the dataset (never joined, left, or its state was lost)."""
+
+
+class StaleJobsError(ServerFunctionError):
+    """The call named other live jobs than the dataset has now (the caller refreshes them and
+    calls again)."""
+
+
+class FunctionsMissingError(ServerFunctionError):
+    """The server does not have this version of the engine's functions loaded (it restarted,
+    or they were flushed): the caller loads them and calls again."""

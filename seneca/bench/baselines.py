@@ -48,25 +48,22 @@ class ThrottledLoader:
 
 class QuiverBatchSampler:
     """Quiver-style batches: from the next ``factor`` x ``batch_size`` samples of a random
-    order, the cached ones first. ``tiers`` (set after the loader exists) says what is cached."""
+    order, the cached ones first. ``store`` (set after the loader exists) says what is cached."""
 
     def __init__(self, samples: int, batch_size: int, factor: int = 10) -> None:
         self.samples = samples
         self.batch_size = batch_size
         self.factor = factor
-        self.tiers: Any = None
+        self.store: Any = None
 
     def __len__(self) -> int:
         return math.ceil(self.samples / self.batch_size)
 
     def _cached(self, window: Sequence[int]) -> list[bool]:
-        if self.tiers is None:
+        if self.store is None:
             return [False] * len(window)
         try:
-            pipe = self.tiers.client.redis.pipeline(transaction=False)
-            for i in window:
-                pipe.exists(self.tiers.keys.sample("encoded", i))
-            return [bool(v) for v in pipe.execute()]
+            return self.store.cached("encoded", window)
         except (redis.RedisError, OSError):
             return [False] * len(window)
 
@@ -128,7 +125,7 @@ def make_loader(
             **cached,
             **kwargs,
         )
-        sampler.tiers = loader.tiers
+        sampler.store = loader.store
     elif kind == "minio":
         loader = SenecaLoader(ds, shuffle=True, split=_ENCODED_ONLY, ods=False, **cached, **common)
     else:

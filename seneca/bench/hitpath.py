@@ -72,7 +72,7 @@ def _fill(ds: Any, url: str, rnd: int, batch_size: int, size: int) -> Any:
 
     clear_cache(url)
     a = _loader(ds, url, f"hit-a{rnd}", batch_size, size)
-    store = a.dataset.ods
+    store = a.store
     store.join(f"hit-b{rnd}")  # a second live job, so a's epoch admits augmented samples
     for k, _ in enumerate(a):
         if k % 16 == 15:  # its lease is renewed while a's epoch runs

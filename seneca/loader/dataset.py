@@ -1,10 +1,11 @@
 """CachedDataset: an ImageFolder-like dataset read through the Redis cache tiers.
 
-Per batch (``__getitems__``, called by DataLoader workers): one round trip finds each sample in
-the first tier that holds it (augmented, decoded, encoded); misses are read from storage; only
-the remaining work runs (decode, transform head); results are admitted in one more round trip
-to a tier with room; the transform tail runs last. An unreachable cache never stops training:
-one warning per process, then reads from storage until the cache answers again.
+Per batch (``__getitems__``, called in the loader process or a DataLoader worker): the tier to
+read each sample from comes with the batch when ODS decided it, else from one ``lookup`` call
+(the loader's own order); ``seneca.loader.fetch`` then reads the values, reads misses from
+storage, runs only the remaining work (decode, transform head), offers new values to the cache
+and runs the transform tail. An unreachable cache never stops training: one warning per
+process, then reads from storage until the cache answers again.
 """
 
 from __future__ import annotations
@@ -22,16 +23,16 @@ import torch.utils.data
 from PIL import Image, UnidentifiedImageError
 from torchvision.transforms.functional import pil_to_tensor
 
+from ods.sampler import Pick
 from ods.store import OdsStore
 from seneca import defaults
-from seneca.cache.tiers import CacheTiers, Lookup
 from seneca.loader._malloc import tune_malloc
 from seneca.loader.fetch import fetch_decided
 from seneca.loader.stats import Counters, process_row
 from seneca.pipeline import codec
 from seneca.pipeline.storage import Storage
 from seneca.pipeline.transforms import split_transform
-from seneca_base.errors import CodecError, DatasetError
+from seneca_base.errors import CacheError, CodecError, DatasetError
 from seneca_base.tiers import TIERS
 
 __all__ = ["CachedDataset", "pil_decode"]
@@ -79,18 +80,18 @@ class CachedDataset(torch.utils.data.Dataset):
         #: The loader runs ``transform.batch_tail`` on collated batches (default collate only,
         #: which copies): samples then end after ``transform.sample_tail``.
         self.defer_tail = defer_tail
-        #: The cache tiers (None: no cache) and, when batches come from ODS, its store.
-        self.tiers: CacheTiers | None = None
-        self.ods: OdsStore | None = None
+        #: The dataset's cache (None: no cache) and the job this loader reads it as.
+        self.store: OdsStore | None = None
         self.job: str | None = None
+        self.cache_name = ""
         self._down_until = 0.0
         self._warned = False
 
-    def attach(self, tiers: CacheTiers, ods: OdsStore | None = None, warned: bool = False) -> None:
-        """Read and fill ``tiers`` (as their job), with batches decided by ``ods`` when given;
-        ``warned``: the cache's failure was reported already (no warning per worker)."""
-        self.tiers, self.ods, self.job = tiers, ods, tiers.job
-        self._warned = warned
+    def attach(self, store: OdsStore, job: str, name: str, warned: bool = False) -> None:
+        """Read and fill the cache ``store`` as ``job``; ``name``: the cache's URL as warnings
+        show it; ``warned``: its failure was reported already (no warning per worker)."""
+        self.store, self.job, self._warned = store, job, warned
+        self.cache_name = name
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name == "dataset":
@@ -111,37 +112,30 @@ class CachedDataset(torch.utils.data.Dataset):
         if not self._warned:
             self._warned = True
             warnings.warn(
-                f"cache {self.tiers.client.redacted} failed ({type(err).__name__}: "
+                f"cache {self.cache_name} failed ({type(err).__name__}: "
                 f"{str(err)[:160]}); reading from storage, "
                 f"retrying the cache every {defaults.CACHE_RETRY_AFTER:g}s",
                 RuntimeWarning,
                 stacklevel=4,
             )
 
-    def _lookup(self, indices: Sequence[int], count: Counter) -> Lookup | None:
-        if self.tiers is None or time.monotonic() < self._down_until:
-            return None
-        try:
-            return self.tiers.lookup(indices)
-        except (redis.RedisError, OSError) as err:
-            self._cache_failed(err, count)
-            return None
+    def cache_down(self) -> bool:
+        """Whether the cache failed less than ``defaults.CACHE_RETRY_AFTER`` ago (or there is
+        none): read from storage without trying it."""
+        return self.store is None or time.monotonic() < self._down_until
 
-    def _admit(self, items: list[tuple[int, str, bytes]], count: Counter) -> None:
-        if not items:
-            return
-        try:
-            result = self.tiers.admit(items)
-        except redis.exceptions.OutOfMemoryError:
-            for _, tier, _ in items:  # Redis is at maxmemory: the batch was not admitted
-                count[f"full_{tier}"] += 1
-            return
-        except (redis.RedisError, OSError) as err:
-            self._cache_failed(err, count)
-            return
-        for tier in result.admitted:
-            count[f"admitted_{tier}"] += result.admitted[tier]
-            count[f"full_{tier}"] += result.full[tier]
+    def _lookup(self, indices: list[int]) -> list[Pick]:
+        """Where to read each sample of a batch in the loader's own order."""
+        if not self.cache_down():
+            try:
+                d = self.store.lookup(self.job, indices)
+            except (redis.RedisError, OSError, CacheError) as err:
+                count: Counter = Counter()
+                self._cache_failed(err, count)
+                self.counters.add(process_row(), count)
+            else:
+                return [Pick(i, t, d.pin_bucket) for i, t in zip(indices, d.tiers, strict=True)]
+        return [Pick(i, None, 0) for i in indices]
 
     # -- per-sample work ------------------------------------------------------------------------
 
@@ -189,7 +183,7 @@ class CachedDataset(torch.utils.data.Dataset):
         """``offer(index, tier, value, encoded=False)``: queue a value (``encoded``: already a
         cache value) for admission while ``room`` (bytes per tier, updated) allows; ``always``
         names a tier offered even when full (ODS decides)."""
-        overhead = self.tiers.overhead if self.tiers is not None else 0
+        overhead = self.store.overhead if self.store is not None else 0
 
         def offer(index: int, tier: str, value: Any, encoded: bool = False) -> bool:
             if room.get(tier, 0) <= overhead and tier != always:
@@ -260,33 +254,9 @@ class CachedDataset(torch.utils.data.Dataset):
 
     def __getitems__(self, indices: Sequence[Any]) -> list[tuple[Any, Any]]:
         tune_malloc()  # once per process (this may be a DataLoader worker)
-        if self.ods is not None and indices and hasattr(indices[0], "tier"):
-            return fetch_decided(self, indices)
-        indices = [int(i) for i in indices]
-        count: Counter = Counter(samples=len(indices))
-        found = self._lookup(indices, count)
-        room: dict[str, int] = {}
-        aug_ok = False
-        if found is not None:
-            room = {t: self.tiers.budgets[t] - found.used[t] for t in found.used}
-            aug_ok = self.transform.head is not None and found.live_jobs > 1
-        admit: list[tuple[int, str, bytes]] = []
-        offer = self._offerer(room, admit)
-        out = []
-        for pos, index in enumerate(indices):
-            tier = found.tiers[pos] if found is not None else None
-            value = found.values[pos] if found is not None else None
-            obj = self._cached_value(value, tier, count) if value is not None else None
-            if obj is None:
-                tier = None
-            if found is not None:
-                self._count_lookup(tier, count)
-            if tier is not None:
-                count["bytes_cache"] += len(value)
-            out.append(self._finish(index, tier, obj, count, offer, aug_ok))
-        self._admit(admit, count)
-        self.counters.add(process_row(), count)
-        return out
+        if indices and isinstance(indices[0], Pick):  # decided by ODS
+            return fetch_decided(self, indices, evict=True)
+        return fetch_decided(self, self._lookup([int(i) for i in indices]), evict=False)
 
     @staticmethod
     def _count_lookup(tier: str | None, count: Counter) -> None:

@@ -1,11 +1,13 @@
-"""Fetching a batch that ODS decided (runs in the loader process or a DataLoader worker).
+"""Fetching a decided batch (runs in the loader process or a DataLoader worker).
 
-One round trip reads each sample's value from the tier ODS chose (straight into its own buffer,
-``seneca.cache.resp``), then releases the batch's pins (the server runs the release after the reads,
-so the values were read while pinned), and reads the tiers' usage and the number of live jobs.
-A value that is gone (its pin lapsed and it was evicted) is looked for in the next tiers in a
-second round trip, else read from storage: a fetch never fails for a missing cache entry. Then
-one call admits the new values (the ODS policy decides what stays).
+Each sample of the batch comes with the tier to read it from (decided by ODS, or looked up for
+a loader's own order). One round trip reads the values (straight into their own buffers,
+``seneca.cache.resp``), releases the batch's pins (the server runs the release after the reads,
+so the values were read while pinned; in the loader process the release is posted to the
+outbox instead), and reads the tiers' usage and the number of live jobs. A value that is gone
+(its entry was evicted after its pin lapsed, or its admission is not finished) is a counted
+miss read from storage: a fetch never fails for a missing cache entry. Then one call offers the
+new values to the cache (its policy decides what stays).
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from typing import Any
 import redis
 from torch.utils.data import get_worker_info
 
-from ods.sampler import hits_by_bucket
+from ods.sampler import Pick, hits_by_bucket
 from seneca.cache.resp import Place, Placed, execute
 from seneca.loader.rows import BatchRows
 from seneca.loader.stats import process_row
 from seneca.pipeline import codec
+from seneca_base.errors import CacheError
 from seneca_base.tiers import TIERS
 
 __all__ = ["fetch_decided"]
@@ -46,12 +49,11 @@ def _placer(rows: BatchRows, picks: Sequence[Any]) -> Place:
 
 
 def _read(
-    ds: Any, picks: Sequence[Any], count: Counter, rows: BatchRows | None
+    ds: Any, picks: Sequence[Pick], count: Counter, rows: BatchRows | None
 ) -> tuple[list, dict, int]:
     """Values per pick ((tier, bytearray or Placed) or (None, None)), bytes used per tier, live
-    jobs; the batch's hits are released in the same round trip."""
-    store = ds.ods
-    client = store.client
+    jobs; the batch's hits are released in the same round trip (or posted, see above)."""
+    store = ds.store
     keys = [store.value_key(p.tier, p.index) for p in picks if p.tier is not None]
     releases = list(hits_by_bucket(picks).items())
     commands: list[tuple] = [("MGET", *keys)] if keys else []
@@ -59,64 +61,101 @@ def _read(
         later, releases = releases, []
     else:  # a worker may exit after this batch: the release rides in this round trip
         later = []
-    commands += [store.release_command(ds.job, b, hits) for b, hits in releases]  # replies 1..
-    commands.append(("MGET", *(store.used_key(t) for t in TIERS)))
+    commands += [store.release_command(ds.job, b, hits) for b, hits in releases]
+    commands.append(store.used_command())
     commands.append(("ZCOUNT", store.live_jobs_key(), int(time.time() * 1000), "+inf"))
     place = _placer(rows, picks) if rows is not None and keys else None
-    replies = execute(client, commands, raise_on_error=False, place=place)
-    for k, r in enumerate(replies):
-        if isinstance(r, redis.exceptions.NoScriptError) and 1 <= k <= len(releases):
-            store.release_hits(ds.job, *releases[k - 1])  # loads the script
-        elif isinstance(r, redis.ResponseError):
-            raise r
+    replies = execute(store.client, commands, raise_on_error=False, place=place)
+    first = 1 if keys else 0
+    for (bucket, hits), reply in zip(releases, replies[first:], strict=False):
+        store.released(ds.job, bucket, hits, reply)
+    for reply in replies[:first] + replies[first + len(releases) :]:
+        if isinstance(reply, redis.ResponseError):
+            raise reply
     for bucket, hits in later:
         store.release_later(ds.job, bucket, hits)
     live = int(replies[-1])
     used = {t: int(v or 0) for t, v in zip(TIERS, replies[-2], strict=True)}
     it = iter(replies[0] if keys else ())
     values: list[tuple[str | None, Any]] = []
-    gone: list[int] = []
-    for k, p in enumerate(picks):
+    for p in picks:
         value = next(it) if p.tier is not None else None
         values.append((p.tier, value) if value is not None else (None, None))
         if p.tier is not None and value is None:
-            gone.append(k)
-    if gone:  # evicted after the decision: try the cheaper forms, then storage
-        count["ods_gone"] += len(gone)
-        lower = {k: TIERS[TIERS.index(picks[k].tier) + 1 :] for k in gone}
-        keys = [store.value_key(t, picks[k].index) for k in gone for t in lower[k]]
-        it = iter(execute(client, [("MGET", *keys)])[0] if keys else ())
-        for k in gone:
-            for t in lower[k]:
-                value = next(it)
-                if value is not None and values[k][0] is None:
-                    values[k] = (t, value)
+            count["ods_gone"] += 1  # evicted after the decision, or not yet in place
     return values, used, live
 
 
-def fetch_decided(ds: Any, picks: Sequence[Any]) -> list[tuple[Any, Any]]:
-    """``CachedDataset.__getitems__`` for a batch of ``ods.sampler.Pick``."""
-    count: Counter = Counter(samples=len(picks))
-    store = ds.ods
-    # with the batch tail deferred, augmented hits are read into the rows of the batch tensor
-    rows = BatchRows(len(picks)) if ds.tensor_hits else None
+def _values(
+    ds: Any, picks: Sequence[Pick], count: Counter, rows: BatchRows | None
+) -> tuple[list, dict | None, int]:
+    """:func:`_read`, or no values while the cache is down (each miss read from storage)."""
+    nothing: list = [(None, None)] * len(picks)
+    if ds.cache_down():
+        return nothing, None, 0
     try:
         values, used, live = _read(ds, picks, count, rows)
-    except (redis.RedisError, OSError) as err:
+    except (redis.RedisError, OSError, CacheError) as err:
         ds._cache_failed(err, count)
-        values, used, live = [(None, None)] * len(picks), None, 0
-    else:
-        try:  # the releases and the sampler's next decision run while this batch is made
-            store.outbox.flush()
-        except (redis.RedisError, OSError) as err:
-            ds._cache_failed(err, count)
+        return nothing, None, 0
+    try:  # the releases and the sampler's next decision run while this batch is made
+        ds.store.outbox.flush()
+    except (redis.RedisError, OSError, CacheError) as err:
+        ds._cache_failed(err, count)
+    return values, used, live
+
+
+def _admit(ds: Any, admit: list[tuple[int, str, bytes]], count: Counter) -> None:
+    """Offer the batch's new values; the renames and deletions that finish the admission are
+    posted to the outbox (sent at once, replies read at the next fetch)."""
+    if not admit:
+        return
+    store = ds.store
+    items = [(i, t, len(v) + store.overhead, v) for i, t, v in admit]
+    try:
+        result = store.admit(ds.job, items, wait=False)
+    except (redis.RedisError, OSError, CacheError) as err:
+        ds._cache_failed(err, count)
+        return
+    for (_, t, _), ok in zip(admit, result, strict=True):
+        if ok == 1:
+            count[f"admitted_{t}"] += 1
+        elif ok == 0:
+            count[f"full_{t}"] += 1
+
+
+def fetch_decided(ds: Any, picks: Sequence[Pick], evict: bool) -> list[tuple[Any, Any]]:
+    """``CachedDataset.__getitems__`` for a batch of ``ods.sampler.Pick``; ``evict``: offer
+    values to a full encoded tier too (ODS batches: the policy evicts what live jobs need
+    least; a loader's own order has no demand to evict for)."""
+    count: Counter = Counter(samples=len(picks))
+    store = ds.store
+    # with the batch tail deferred, augmented hits are read into the rows of the batch tensor
+    rows = BatchRows(len(picks)) if ds.tensor_hits else None
+    values, used, live = _values(ds, picks, count, rows)
     room = {t: store.capacity[t] - used[t] for t in TIERS} if used is not None else {}
     admit: list[tuple[int, str, bytes]] = []
-    # a full encoded tier is still offered values (the ODS policy evicts what live jobs need
-    # least), unless the split gives it nothing: then no value is sent only to be refused
-    always = "encoded" if used is not None and store.capacity["encoded"] > 0 else None
-    offer = ds._offerer(room, admit, always=always)
+    # unless the split gives the encoded tier nothing: then no value is sent only to be refused
+    full_ok = evict and used is not None and store.capacity["encoded"] > 0
+    offer = ds._offerer(room, admit, always="encoded" if full_ok else None)
     aug_ok = ds.transform.head is not None and live > 1
+    out = _samples(ds, picks, values, count, rows, offer, aug_ok)
+    if used is not None:
+        _admit(ds, admit, count)
+    ds.counters.add(process_row(), count)
+    return out
+
+
+def _samples(
+    ds: Any,
+    picks: Sequence[Pick],
+    values: list,
+    count: Counter,
+    rows: BatchRows | None,
+    offer: Any,
+    aug_ok: bool,
+) -> list[tuple[Any, Any]]:
+    """The batch's samples from what was read: the remaining work per sample."""
     # a hit read into its row needs nothing more than its target when no step follows
     # PILToTensor: the common case, kept to a few operations per sample
     plain = ds.transform.after_tensor is None and ds.target_transform is None
@@ -143,18 +182,4 @@ def fetch_decided(ds: Any, picks: Sequence[Any]) -> list[tuple[Any, Any]]:
         out.append(rows.settle(k, sample) if rows is not None else sample)
     count["hits_augmented"] += placed  # what _count_lookup counts for an augmented hit
     count["bytes_cache"] += placed_bytes
-    if used is not None:
-        try:
-            if admit:
-                overhead = store.overhead
-                items = [(i, t, len(v) + overhead, v) for i, t, v in admit]
-                result = store.admit(ds.job, items)
-                for (_, t, _), ok in zip(admit, result, strict=True):
-                    if ok == 1:
-                        count[f"admitted_{t}"] += 1
-                    elif ok == 0:
-                        count[f"full_{t}"] += 1
-        except (redis.RedisError, OSError) as err:
-            ds._cache_failed(err, count)
-    ds.counters.add(process_row(), count)
     return out

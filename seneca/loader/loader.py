@@ -11,13 +11,12 @@ import torch
 from torch.utils.data import DataLoader
 
 from ods.sampler import OdsBatchSampler
-from seneca.cache.keys import KeySpace
-from seneca.cache.tiers import CacheTiers
+from ods.store import OdsStore
 from seneca.loader._malloc import tune_malloc
 from seneca.loader.dataset import CachedDataset
 from seneca.loader.options import resolve_batch_tail, resolve_job, resolve_ods
 from seneca.loader.rows import collate_rows
-from seneca.loader.setup import cache_options, connect, ods_sampler
+from seneca.loader.setup import cache_options, cache_store, connect, ods_sampler
 from seneca.loader.stats import Counters
 from seneca_base.errors import ConfigError
 from seneca_base.tiers import TIERS
@@ -102,8 +101,8 @@ class SenecaLoader(DataLoader):
         if defer_tail and collate_fn is None:
             collate_fn = collate_rows  # default_collate, minus the copy of rows read in place
         setup = connect(options)
-        keys = KeySpace(wrapped.storage.fingerprint(), wrapped.transform.fingerprint)
-        tiers = CacheTiers(setup.client, keys, setup.budgets, job_name)
+        dataset_id = f"{wrapped.storage.fingerprint()}.{wrapped.transform.fingerprint}"
+        store = cache_store(setup, dataset_id, len(wrapped))
         self.cache_url, self.cache_size, self.split = setup.client.redacted, setup.size, setup.split
         self.job = job_name
         self._ods_sampler: OdsBatchSampler | None = None
@@ -111,12 +110,11 @@ class SenecaLoader(DataLoader):
             batch_size=batch_size, shuffle=shuffle, sampler=sampler, drop_last=drop_last
         )
         if use_ods and setup.reachable:
-            self._ods_sampler = ods_sampler(tiers, len(wrapped), batch_size, drop_last)
-            wrapped.attach(tiers, self._ods_sampler.store)
+            self._ods_sampler = ods_sampler(store, job_name, batch_size, drop_last)
             batching = dict(batch_size=1, shuffle=None, sampler=None, drop_last=False)
             batch_sampler = self._ods_sampler
-        else:  # an unreachable cache has warned already: one warning, not one more per worker
-            wrapped.attach(tiers, warned=not setup.reachable)
+        # an unreachable cache has warned already: one warning, not one more per worker
+        wrapped.attach(store, job_name, self.cache_url, warned=not setup.reachable)
         super().__init__(
             wrapped,
             **batching,
@@ -221,9 +219,11 @@ class SenecaLoader(DataLoader):
             self._ods_sampler.set_epoch(epoch)
 
     @property
-    def tiers(self) -> CacheTiers:
-        """The cache tiers this loader reads and fills."""
-        return self.dataset.tiers
+    def store(self) -> OdsStore:
+        """The cache this loader reads and fills (its tiers, budgets and jobs; shared with
+        every loader over the same files and transform): ``usage()``, ``state()``,
+        ``clear()``."""
+        return self.dataset.store
 
     def stats(self) -> dict[str, Any]:
         """This job's counters, summed over the loader process and its workers.

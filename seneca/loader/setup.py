@@ -18,14 +18,12 @@ from ods.store import OdsStore
 from seneca import defaults
 from seneca.cache.client import CacheClient
 from seneca.cache.embedded import acquire_embedded
-from seneca.cache.keys import KeySpace
-from seneca.cache.tiers import CacheTiers
 from seneca.loader.options import load_plan, parse_split
 from seneca_base.errors import CacheUnavailableError, ConfigError
 from seneca_base.tiers import TIERS
 from seneca_base.units import parse_size
 
-__all__ = ["CacheOptions", "CacheSetup", "cache_options", "connect", "ods_sampler"]
+__all__ = ["CacheOptions", "CacheSetup", "cache_options", "cache_store", "connect", "ods_sampler"]
 
 
 @dataclass(frozen=True)
@@ -113,21 +111,20 @@ def data_parallel() -> tuple[int, int]:
     return 1, 0
 
 
-def ods_sampler(
-    tiers: CacheTiers, samples: int, batch_size: int, drop_last: bool
-) -> OdsBatchSampler:
-    """The ODS batch sampler of a loader whose cache is ``tiers``, for this rank."""
-    keys: KeySpace = tiers.keys
-    store = OdsStore(
-        tiers.client,
-        f"{keys.dataset}.{keys.transform}",
+def cache_store(setup: CacheSetup, dataset: str, samples: int) -> OdsStore:
+    """The cache engine of ``dataset`` (an id: files and transform) on ``setup``'s cache."""
+    return OdsStore(
+        setup.client,
+        dataset,
         samples,
         policy=ods_defaults.POLICY,
-        capacity=tiers.budgets,
+        capacity=setup.budgets,
         values=True,
-        overhead=tiers.overhead,
+        overhead=defaults.ENTRY_OVERHEAD,
     )
+
+
+def ods_sampler(store: OdsStore, job: str, batch_size: int, drop_last: bool) -> OdsBatchSampler:
+    """The ODS batch sampler of ``job`` over ``store``, for this rank."""
     replicas, rank = data_parallel()
-    return OdsBatchSampler(
-        store, tiers.job, batch_size, drop_last, num_replicas=replicas, rank=rank
-    )
+    return OdsBatchSampler(store, job, batch_size, drop_last, num_replicas=replicas, rank=rank)

@@ -22,7 +22,7 @@ USER = textwrap.dedent(
                           cache_size="20MB")
     for _ in loader:
         pass
-    pid = redis.Redis.from_url(loader.dataset.tiers.client.url).info()["process_id"]
+    pid = loader.store.client.info()["process_id"]
     print(pid, flush=True)
     time.sleep(float(sys.argv[2]))
     """

@@ -60,12 +60,12 @@ def test_workers_fetch_decided_batches(tiny_dataset, redis_url, context):
     assert loader.stats()["samples"] == 45
 
 
-def test_a_value_gone_after_the_decision_is_read_elsewhere(tiny_dataset, redis_proc):
+def test_a_value_gone_after_the_decision_is_a_counted_miss(tiny_dataset, redis_proc):
     ds = indexed(tiny_dataset)
     loader = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB")
     epoch_of(loader)  # fills the cache
     wrapped = loader.dataset
-    store = wrapped.ods
+    store = wrapped.store
     cached = [i for i in range(48) if redis_proc.client.getbit(store.tier_key("decoded"), i)]
     assert cached
     i = cached[0]
@@ -84,21 +84,21 @@ def _warm(tiny_dataset, redis_proc):
     wrapped, r = loader.dataset, redis_proc.client
 
     def pinned():
-        return sum(r.bitcount(k) for k in r.keys(f"{wrapped.ods.prefix}pin:*"))
+        return sum(r.bitcount(k) for k in r.keys(f"{wrapped.store.prefix}pin:*"))
 
     return wrapped, pinned
 
 
-def test_a_fetch_releases_its_pins_also_after_a_script_flush(tiny_dataset, redis_proc):
+def test_a_fetch_releases_its_pins_also_after_a_function_flush(tiny_dataset, redis_proc):
     wrapped, pinned = _warm(tiny_dataset, redis_proc)
-    store, r = wrapped.ods, redis_proc.client
+    store, r = wrapped.store, redis_proc.client
     for flush in (False, True):
         store.start_epoch(wrapped.job, 10 + flush)
         d = store.decide(wrapped.job, 8)
         assert d.hits == 8
         assert pinned() == 8  # the decided hits are pinned until fetched
         if flush:
-            r.script_flush()  # the release sent after the read gets NOSCRIPT
+            r.function_flush()  # the release sent after the read finds no function
         picks = [Pick(i, t, d.pin_bucket) for i, t in zip(d.indices, d.tiers, strict=True)]
         out = wrapped.__getitems__(picks)
         assert [y for _, y in out] == list(d.indices)
@@ -108,7 +108,7 @@ def test_a_fetch_releases_its_pins_also_after_a_script_flush(tiny_dataset, redis
 
 def test_a_batch_decided_in_two_pin_buckets_releases_both(tiny_dataset, redis_proc):
     wrapped, pinned = _warm(tiny_dataset, redis_proc)
-    store, r = wrapped.ods, redis_proc.client
+    store, r = wrapped.store, redis_proc.client
     store.start_epoch(wrapped.job, 10)
     d = store.decide(wrapped.job, 8)
     assert d.hits == 8
@@ -165,3 +165,20 @@ def test_no_values_are_sent_to_a_tier_the_split_leaves_empty(tiny_dataset, redis
     stats = loader.stats()
     assert stats["encoded"]["admitted"] == 0 and stats["encoded"]["full"] == 0
     assert stats["decoded"]["admitted"] > 0
+
+
+def test_loaders_with_and_without_ods_share_one_cache(tiny_dataset, redis_proc):
+    ds = indexed(tiny_dataset)
+    common = dict(batch_size=8, cache=redis_proc.url, cache_size="20MB", split=(1, 0, 0))
+    train = SenecaLoader(ds, shuffle=True, job="train", **common)
+    check = SenecaLoader(ds, shuffle=False, job="check", **common)
+    assert train.ods and not check.ods
+    assert train.store.keys == check.store.keys  # one key schema, one dataset
+    epoch_of(train)  # fills the encoded tier
+    used = train.store.usage()
+    assert used["encoded"] > 0 and check.store.usage() == used  # one budget, one count
+    assert sorted(y for _, ys in check for y in ys.tolist()) == list(range(48))
+    assert check.stats()["encoded"]["hits"] == 48  # the other loader's values
+    assert check.stats()["storage_reads"] == 0
+    assert train.store.usage() == used  # nothing admitted twice
+    assert sum(used.values()) <= train.cache_size

@@ -87,12 +87,12 @@ def test_hits_are_read_into_the_batch(tiny_dataset, redis_proc, transform, worke
     ds.transform = transform
     opts = {"batch_size": 8, "shuffle": True, "cache": redis_proc.url, "split": (0, 0, 1)}
     a = SenecaLoader(ds, job="a", **opts)
-    a.dataset.ods.join("b")  # a second live job, so a admits augmented copies
+    a.store.join("b")  # a second live job, so a admits augmented copies
     for _ in a:
         pass
     assert a.stats()["augmented"]["admitted"] == len(ds)
     c = SenecaLoader(ds, job="c", num_workers=workers, **opts)
-    store = c.dataset.ods
+    store = c.store
     seen = 0
     for x, y in c:
         assert x.is_contiguous() and x.shape[1:] == (3, 12, 12)
@@ -116,12 +116,12 @@ def test_hits_with_a_target_transform_or_a_sample_tail(tiny_dataset, redis_proc,
     ds.transform = v2.Compose(steps + ([CacheBoundary(), tail_step] if tail_step else []))
     opts = {"batch_size": 8, "shuffle": True, "cache": redis_proc.url, "split": (0, 0, 1)}
     a = SenecaLoader(ds, job="a", **opts)
-    a.dataset.ods.join("b")
+    a.store.join("b")
     for _ in a:
         pass
     ds.target_transform = _negate if tail_step is None else None
     c = SenecaLoader(ds, job="c", **opts)
-    store = c.dataset.ods
+    store = c.store
     for x, y in c:
         assert x._base is None and x.shape[1:] == (3, 12, 12)
         for image, t in zip(x, y.tolist(), strict=True):
@@ -136,14 +136,14 @@ def test_a_batch_of_hits_and_misses(tiny_dataset, redis_proc):
     ds.transform = CROP
     opts = {"batch_size": 48, "shuffle": True, "cache": redis_proc.url, "split": (0, 0, 1)}
     a = SenecaLoader(ds, job="a", cache_size="10KB", **opts)  # room for some crops only
-    a.dataset.ods.join("b")
+    a.store.join("b")
     next(iter(a))
     c = SenecaLoader(ds, job="c", cache_size="10KB", **opts)
     x, y = next(iter(c))
     hits = c.stats()["augmented"]["hits"]
     assert 0 < hits < 48  # one batch, both kinds
     assert x.shape == (48, 3, 12, 12) and x._base is None and x.is_contiguous()
-    store = c.dataset.ods
+    store = c.store
     same = 0
     for image, i in zip(x, y.tolist(), strict=True):
         value = redis_proc.client.get(store.value_key("augmented", i))

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from ods.store import OdsStore
-from seneca_base.errors import ConfigError
+from seneca_base.errors import ConfigError, UnknownJobError
 
 TIERS = ("augmented", "decoded", "encoded")
 
@@ -185,7 +185,7 @@ def test_lease_expiry_and_leave(redis_proc):
     assert store.state()["live_jobs"] == 1
     store.leave("a")
     assert store.state()["live_jobs"] == 0
-    with pytest.raises(Exception, match="ODS_NOJOB"):
+    with pytest.raises(UnknownJobError, match="SENECA_NOJOB"):
         store.decide("a", 5)
 
 

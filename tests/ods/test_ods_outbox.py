@@ -7,9 +7,11 @@ import os
 import pytest
 import redis
 
+from ods.decision import parse_decision
 from ods.outbox import Outbox
 from ods.sampler import OdsBatchSampler
-from ods.store import OdsStore, parse_decision
+from ods.store import OdsStore
+from seneca_base.errors import UnknownJobError
 
 
 def _box(redis_proc, flushing=True):
@@ -127,7 +129,7 @@ def test_prefetched_decisions_are_sent_at_the_flush_and_keep_epochs_exactly_once
     assert collections.Counter(served).most_common(1)[0][1] == 1
 
 
-def test_prefetch_after_a_script_flush_and_an_early_stop(redis_proc):
+def test_prefetch_after_a_function_flush_and_an_early_stop(redis_proc):
     store = _covered_store(redis_proc)
     sampler = OdsBatchSampler(store, "job", batch_size=4, lookahead=3)
     store.outbox.flush()
@@ -137,10 +139,10 @@ def test_prefetch_after_a_script_flush_and_an_early_stop(redis_proc):
     for k, batch in enumerate(sampler):
         served += [p.index for p in batch]
         if k == 1:
-            redis_proc.client.script_flush()  # the prefetch gets NOSCRIPT: decided again
+            redis_proc.client.function_flush()  # the prefetch finds no function: decided again
         store.outbox.flush()
     assert sorted(served) == list(range(48))
-    assert len(direct) == 2  # the epoch's first decision, and the one that got NOSCRIPT
+    assert len(direct) == 2  # the epoch's first decision, and the one that failed
     del sampler._decide
     # an early stop: the held prefetch is dropped, so the job's epoch keeps its samples
     it = iter(sampler)
@@ -150,10 +152,12 @@ def test_prefetch_after_a_script_flush_and_an_early_stop(redis_proc):
     assert store.outbox._queued  # the next decision, posted and held
     it.close()
     assert not store.outbox._queued
-    left = redis_proc.client.bitcount(f"{store.prefix}r:job:1")
+    left = redis_proc.client.bitcount(f"{store.prefix}r:job")  # epoch 1's unserved
     assert left == 48 - 16  # nothing more was decided
 
 
-def test_parse_decision_raises_an_error_reply():
-    with pytest.raises(redis.ResponseError, match="ODS_NOJOB"):
-        parse_decision(redis.ResponseError("ODS_NOJOB"))
+def test_parse_decision_raises_an_error_reply_as_its_type():
+    with pytest.raises(UnknownJobError, match="SENECA_NOJOB"):
+        parse_decision(redis.ResponseError("SENECA_NOJOB job"))
+    with pytest.raises(redis.ResponseError, match="ERR other"):
+        parse_decision(redis.ResponseError("ERR other"))

@@ -1,0 +1,95 @@
+"""Admissions: values written next to their own keys, accounted by one call of the engine.
+
+Round trip 1 SETs each value under an expiring staging key in its own slot and calls ``admit``,
+which decides and accounts in the metadata's slot. Round trip 2 renames the admitted values
+into place and makes them permanent, deletes the refused ones' staging keys and the values of
+entries the admission evicted, and forgets an admitted entry whose value Redis refused to store
+(at maxmemory). Until round trip 2 runs, a reader decided to read an admitted value finds it
+missing: a counted miss, never a wrong value; a staged value nobody renames expires.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import redis
+
+from ods import defaults
+from ods.functions import error_of
+from seneca_base.tiers import LETTER, TIERS, tier_of_letter
+
+if TYPE_CHECKING:
+    from ods.store import OdsStore
+
+__all__ = ["admit"]
+
+
+def _stage(store: OdsStore, items: Sequence[tuple[int, str, int, bytes]], token: str) -> list:
+    """The SETs of round trip 1: (item number, staged key, command) per stored value."""
+    out = []
+    for k, (index, tier, _, value) in enumerate(items):
+        if value and store.values:
+            key = store.keys.staged(tier, index, f"{token}.{k}")
+            out.append((k, key, ("SET", key, value, "PX", defaults.STAGED_VALUE_TTL_MS)))
+    return out
+
+
+def _account(store: OdsStore, job: str, items: Sequence, staging: list) -> tuple[list, list]:
+    """Round trip 1: the SETs and the ``admit`` call; returns each SET's reply and the call's."""
+    flat: list[object] = []
+    for index, tier, size, _ in items:
+        flat += [int(index), LETTER[tier], int(size)]
+    args = [store.policy, *(store.capacity[t] for t in TIERS), store._seed()]
+    args += [defaults.EVICTION_ROUNDS, defaults.EVICTION_CANDIDATES, *flat]
+    pipe = store.client.pipeline(transaction=False)
+    for _, _, command in staging:
+        pipe.execute_command(*command)
+    pipe.execute_command(*store.command("admit", job, *args, jobs=True))
+    replies = pipe.execute(raise_on_error=False)
+    out = replies[-1]
+    if isinstance(out, Exception):  # the staged values are still there: call again
+        if not store.recover(out):
+            raise error_of(out)
+        out = store.call("admit", job, *args, jobs=True)
+    return replies[:-1], out
+
+
+def admit(
+    store: OdsStore, job: str, items: Sequence[tuple[int, str, int, bytes]], wait: bool = True
+) -> list[int]:
+    """``OdsStore.admit``: see the module docstring; ``wait=False`` posts round trip 2 to the
+    store's outbox instead of waiting for it."""
+    if not items:
+        return []
+    token = os.urandom(8).hex()
+    staging = _stage(store, items, token)
+    set_replies, (results, evicted) = _account(store, job, items, staging)
+    results = [int(r) for r in results]
+    finish: list[tuple] = []
+    forget: list[object] = []
+    for (k, key, _), reply in zip(staging, set_replies, strict=True):
+        index, tier = items[k][0], items[k][1]
+        stored = not isinstance(reply, redis.RedisError)
+        if results[k] == 1 and stored:
+            final = store.keys.value(tier, index)
+            finish += [("RENAME", key, final), ("PERSIST", final)]
+        elif results[k] == 1:
+            forget += [LETTER[tier], int(index)]
+            results[k] = 0
+        elif stored:
+            finish.append(("UNLINK", key))
+    if forget:  # admitted, but Redis refused the value
+        evicted = [*evicted, *store.call("forget", job, *forget)]
+    pairs = zip(evicted[::2], evicted[1::2], strict=True)
+    gone = [store.keys.value(tier_of_letter(t), int(i)) for t, i in pairs]
+    finish += [("UNLINK", *gone)] if gone and store.values else []
+    if finish and wait:
+        pipe = store.client.pipeline(transaction=False)
+        for command in finish:
+            pipe.execute_command(*command)
+        pipe.execute(raise_on_error=False)
+    elif finish:
+        store.outbox.send(finish)
+    return results

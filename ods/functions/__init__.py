@@ -1,0 +1,85 @@
+"""The engine's server-side code: a Redis Functions library (``FUNCTION LOAD`` / ``FCALL``,
+Redis >= 7.0), one Lua file per command plus ``lib.lua``, assembled here when loaded.
+
+The library's name carries a hash of its source (``seneca_<hash>``), so loaders of different
+versions never call each other's functions. Error replies start with a code that
+:func:`error_of` maps to an exception under ``SenecaError``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from importlib import resources
+
+from seneca_base.errors import (
+    FunctionsMissingError,
+    ServerFunctionError,
+    StaleJobsError,
+    UnknownJobError,
+)
+from seneca_base.tiers import with_lua_tiers
+
+__all__ = ["COMMANDS", "LIBRARY", "NAME", "SOURCE", "error_of", "function_name"]
+
+#: The commands, one Lua file each.
+COMMANDS = (
+    "join",
+    "leave",
+    "epoch",
+    "restore",
+    "decide",
+    "lookup",
+    "release",
+    "admit",
+    "forget",
+    "state",
+)
+
+#: Error codes the functions reply with, and the exception each becomes.
+_ERRORS: dict[str, type[ServerFunctionError]] = {
+    "SENECA_NOJOB": UnknownJobError,
+    "SENECA_JOBS": StaleJobsError,
+}
+
+
+def _read(name: str) -> str:
+    return (resources.files("ods.functions") / f"{name}.lua").read_text()
+
+
+def _assemble() -> tuple[str, str]:
+    parts = [_read("lib")]
+    for cmd in COMMANDS:
+        body = "\n".join("  " + line if line else line for line in _read(cmd).splitlines())
+        parts.append(
+            f"local function run_{cmd}(keys, args)\n  local a = begin(keys, args)\n{body}\nend\n"
+        )
+    body = with_lua_tiers("\n".join(parts))
+    name = "seneca_" + hashlib.sha1(body.encode()).hexdigest()[:12]
+    register = "".join(
+        f"redis.register_function{{function_name='{name}_{cmd}', callback=run_{cmd}, "
+        "flags={'allow-oom'}}\n"
+        for cmd in COMMANDS
+    )
+    return name, f"#!lua name={name}\n{body}\n{register}"
+
+
+#: The library's name and its whole source, as FUNCTION LOAD takes it.
+NAME, SOURCE = _assemble()
+LIBRARY = SOURCE
+
+
+def function_name(cmd: str) -> str:
+    """The name FCALL takes for command ``cmd``."""
+    return f"{NAME}_{cmd}"
+
+
+def error_of(err: Exception) -> Exception:
+    """The typed exception of a function's error reply (``err``, a redis-py ResponseError):
+    an engine code (``SENECA_NOJOB ...``) or a missing library; other errors as they are."""
+    text = str(err)
+    code = text.split(" ", 1)[0]
+    if code in _ERRORS:
+        return _ERRORS[code](text)
+    if "function not found" in text.lower():
+        return FunctionsMissingError(text)
+    return err

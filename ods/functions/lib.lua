@@ -1,0 +1,355 @@
+-- Shared helpers of the engine's functions (assembled before the commands; see ods/functions.py).
+--
+-- Every function declares every key it touches (ods.keys.MetaKeys.declared, in this order):
+--   1-3    t:<letter>   bitmaps: sample cached in that tier (TIERS order)
+--   4-6    sz:<letter>  u32 per sample: bytes charged for its cached value (values stored)
+--   7      used         hash: units used per tier (field <letter>) and entries (n<letter>)
+--   8      jobs         zset: job -> lease expiry (ms)
+--   9      ref          one byte per sample: hits on its cached copy ('paper' policy)
+--   10     doom         set: samples to evict once unpinned ('paper' policy)
+--   11-12  x:c, x:g     scratch bitmaps, deleted before the function returns
+--   13-17  the caller's job: j (hash: n, epoch, s<e> served), r (unserved in its latest epoch),
+--          p (unserved in the epoch before), g (used the current augmented copy), m (members)
+--   18-21  pin:<b>, pinc:<b>, pin:<b-1>, pinc:<b-1> (b: the caller's pin-lease time bucket)
+--   22-    per declared job: its r, g and m (the live jobs, as the caller last knew them)
+-- ARGV: now (ms), job, pin lease (ms), values (1: sizes are bytes kept in sz), the number D of
+-- declared jobs, their names, then the command's own arguments.
+-- Values are not in these keys' slot: functions decide and account, and return the samples
+-- whose values the caller must delete ({letter, sample} pairs).
+
+local K, job, now, PIN_LEASE, VALUES, DECLARED, EVICTED
+local band, rshift  -- the bit library is there only while a function runs: set by begin
+
+local function begin(keys, args)
+  band, rshift = bit.band, bit.rshift
+  K = {t = {}, sz = {}}
+  for k, t in ipairs(TIERS) do
+    K.t[t], K.sz[t] = keys[k], keys[3 + k]
+  end
+  K.used, K.jobs, K.ref, K.doom, K.xc, K.xg = keys[7], keys[8], keys[9], keys[10], keys[11], keys[12]
+  K.j, K.r, K.p, K.g, K.m = keys[13], keys[14], keys[15], keys[16], keys[17]
+  K.pin, K.pinc, K.pin1, K.pinc1 = keys[18], keys[19], keys[20], keys[21]
+  now, job, PIN_LEASE = tonumber(args[1]), args[2], tonumber(args[3])
+  VALUES = args[4] == '1'
+  local d = tonumber(args[5])
+  DECLARED = {}
+  for k = 1, d do
+    DECLARED[k] = {name = args[5 + k], r = keys[19 + 3 * k], g = keys[20 + 3 * k],
+                   m = keys[21 + 3 * k]}
+  end
+  EVICTED = {}
+  return 6 + d  -- where the command's own arguments start
+end
+
+local function fail(code, text) return redis.error_reply(code .. ' ' .. (text or '')) end
+
+local function live_jobs()
+  redis.call('ZREMRANGEBYSCORE', K.jobs, '-inf', '(' .. now)
+  return redis.call('ZRANGE', K.jobs, 0, -1)
+end
+
+-- the declared jobs when they are exactly the live jobs, else nil (the caller retries with the
+-- live ones: SENECA_JOBS); called before the function writes anything else
+local function live_declared()
+  local live, names = live_jobs(), {}
+  if #live ~= #DECLARED then return nil end
+  for _, j in ipairs(live) do names[j] = true end
+  for _, d in ipairs(DECLARED) do
+    if not names[d.name] then return nil end
+  end
+  return DECLARED
+end
+
+-- sample numbers as strings, made once: redis.call converts a number argument itself, which
+-- made a BITFIELD of 128 SETs take 151 us against 84 us with string arguments
+local DIGITS = {}
+local function str(i)
+  local v = DIGITS[i]
+  if not v then
+    v = string.format('%d', i)
+    DIGITS[i] = v
+  end
+  return v
+end
+
+local function bit1(key, i) return redis.call('GETBIT', key, i) == 1 end
+
+-- bit i of key for every i in list (0/1 each): a bitmap up to 32 bytes per position asked is
+-- read whole and tested here, a larger one with one BITFIELD_RO call
+local function bits(key, list)
+  if #list == 0 then return {} end
+  if redis.call('STRLEN', key) <= 32 * #list then
+    local s, out = redis.call('GET', key), {}
+    local byte, floor = string.byte, math.floor
+    for k, i in ipairs(list) do
+      local b = s and byte(s, floor(i / 8) + 1)
+      out[k] = b and band(rshift(b, 7 - i % 8), 1) or 0
+    end
+    return out
+  end
+  local args = {}
+  for _, i in ipairs(list) do
+    args[#args + 1] = 'GET'; args[#args + 1] = 'u1'; args[#args + 1] = str(i)
+  end
+  return redis.call('BITFIELD_RO', key, unpack(args))
+end
+
+-- one BITFIELD call: set bit i of key to v for every i in list; answers the previous bits
+local function set_bits(key, list, v)
+  if #list == 0 then return {} end
+  local args, value = {}, str(v)
+  for _, i in ipairs(list) do
+    args[#args + 1] = 'SET'; args[#args + 1] = 'u1'; args[#args + 1] = str(i)
+    args[#args + 1] = value
+  end
+  return redis.call('BITFIELD', key, unpack(args))
+end
+
+-- per sample of list, the declared live jobs that still need it this epoch (for the augmented
+-- tier: that have not used its current copy either)
+local function demands(list, tier, live)
+  local out = {}
+  for k = 1, #list do out[k] = 0 end
+  for _, j in ipairs(live) do
+    local r = bits(j.r, list)
+    local g = tier == 'a' and bits(j.g, list) or {}
+    for k = 1, #list do
+      if r[k] == 1 and g[k] ~= 1 then out[k] = out[k] + 1 end
+    end
+  end
+  return out
+end
+
+-- per sample of list: pinned in the current or the previous pin bucket
+local function pinned_many(list)
+  local p0, p1 = bits(K.pin, list), bits(K.pin1, list)
+  local out = {}
+  for k = 1, #list do out[k] = p0[k] == 1 or p1[k] == 1 end
+  return out
+end
+
+-- the units charged for sample i's entry in tier
+local function size_of(tier, i)
+  if not VALUES then return 1 end
+  return redis.call('BITFIELD_RO', K.sz[tier], 'GET', 'u32', '#' .. str(i))[1]
+end
+
+-- forget sample i's entry in tier (its value is the caller's to delete: EVICTED)
+local function drop(i, tier)
+  if not bit1(K.t[tier], i) then return end
+  local size = size_of(tier, i)
+  redis.call('SETBIT', K.t[tier], i, 0)
+  redis.call('HINCRBY', K.used, tier, -size)
+  redis.call('HINCRBY', K.used, 'n' .. tier, -1)
+  EVICTED[#EVICTED + 1] = tier
+  EVICTED[#EVICTED + 1] = i
+end
+
+-- the samples of list whose current augmented copy every live job that trains on them has used
+-- (nobody can use it again); each job's bitmaps are read only for the samples still in question
+local function aug_spent(list, live)
+  local left = list
+  for _, j in ipairs(live) do
+    if #left == 0 then break end
+    local mem = redis.call('EXISTS', j.m) == 1 and bits(j.m, left) or nil
+    local g = bits(j.g, left)
+    local still = {}
+    for k, s in ipairs(left) do
+      if not ((mem == nil or mem[k] == 1) and g[k] ~= 1) then still[#still + 1] = s end
+    end
+    left = still
+  end
+  return left
+end
+
+-- first set bit of key at or after position r, wrapping; -1 when none in [0, n)
+local function next_set(key, r, n)
+  local p = redis.call('BITPOS', key, 1, r, n - 1, 'BIT')
+  if p == -1 and r > 0 then p = redis.call('BITPOS', key, 1, 0, r - 1, 'BIT') end
+  return p
+end
+
+-- the same for a bitmap read as the string s, skipping the positions in taken
+local function next_set_in(s, r, n, taken)
+  local byte, floor, len = string.byte, math.floor, #s
+  for pass = 1, 2 do
+    local i, last = r, n - 1
+    if pass == 2 then i, last = 0, r - 1 end
+    while i <= last do
+      local q = floor(i / 8)
+      local b = q < len and byte(s, q + 1) or 0
+      if b == 0 then
+        i = (q + 1) * 8
+      else
+        if band(rshift(b, 7 - i % 8), 1) == 1 and not taken[i] then return i end
+        i = i + 1
+      end
+    end
+  end
+  return -1
+end
+
+-- up to count distinct set bits of key in [0, n), at random, not in taken (which gains them).
+-- While the bitmap is dense, uniform random probes read in one BITFIELD call; then the next
+-- set bit after random positions: found in the bitmap read once when it is small (up to 32
+-- bytes per bit asked), else with BITPOS, clearing each bit it returns in key so no bit comes
+-- twice (callers restore or clear those bits as the decision requires).
+local function pick_many(key, count, n, density, taken)
+  local out = {}
+  if count <= 0 then return out end
+  if density >= 0.4 then  -- below, finding bits with BITPOS takes fewer steps
+    local m = math.ceil(count / density * 1.3) + 4
+    local probes = {}
+    for k = 1, m do probes[k] = math.random(0, n - 1) end
+    local got = bits(key, probes)
+    for k = 1, m do
+      if #out >= count then break end
+      local p = probes[k]
+      if got[k] == 1 and not taken[p] then
+        taken[p] = true
+        out[#out + 1] = p
+      end
+    end
+  end
+  local s = nil
+  if #out < count and redis.call('STRLEN', key) <= 32 * (count - #out) then
+    s = redis.call('GET', key) or ''
+  end
+  while #out < count do
+    local p
+    if s then
+      p = next_set_in(s, math.random(0, n - 1), n, taken)
+    else
+      p = next_set(key, math.random(0, n - 1), n)
+      if p ~= -1 then redis.call('SETBIT', key, p, 0) end
+    end
+    if p == -1 then break end
+    if not taken[p] then
+      taken[p] = true
+      out[#out + 1] = p
+    end
+  end
+  return out
+end
+
+-- pin (delta 1) or unpin (delta -1) the distinct samples of list in the bucket whose keys are
+-- pk (bitmap) and pc (hash of the extra pins of samples pinned more than once)
+local function add_pins(pk, pc, list, delta)
+  if #list == 0 then return end
+  if delta > 0 then
+    local had = set_bits(pk, list, 1)  -- BITFIELD SET answers the previous bits
+    local more = false
+    for k, s in ipairs(list) do
+      if had[k] == 1 then
+        redis.call('HINCRBY', pc, s, 1)
+        more = true
+      end
+    end
+    redis.call('PEXPIRE', pk, 2 * PIN_LEASE)
+    if more then redis.call('PEXPIRE', pc, 2 * PIN_LEASE) end
+    return
+  end
+  local flip = list
+  if redis.call('EXISTS', pc) == 1 then
+    local extra = redis.call('HMGET', pc, unpack(list))
+    flip = {}
+    for k, s in ipairs(list) do
+      if tonumber(extra[k] or '0') > 0 then
+        if redis.call('HINCRBY', pc, s, -1) <= 0 then redis.call('HDEL', pc, s) end
+      else
+        flip[#flip + 1] = s
+      end
+    end
+  end
+  set_bits(pk, flip, 0)
+end
+
+-- the tier the caller's job can use for each sample of list (nil: none)
+local function usable_tiers(list)
+  local out = {}
+  if #list == 0 then return out end
+  local have = {}
+  for _, t in ipairs(TIERS) do have[t] = redis.call('EXISTS', K.t[t]) == 1 end
+  local a = have.a and bits(K.t.a, list) or {}
+  local g = (have.a and redis.call('EXISTS', K.g) == 1) and bits(K.g, list) or {}
+  local d = have.d and bits(K.t.d, list) or {}
+  local e = have.e and bits(K.t.e, list) or {}
+  for k = 1, #list do
+    if a[k] == 1 and g[k] ~= 1 then out[k] = 'a'
+    elseif d[k] == 1 then out[k] = 'd'
+    elseif e[k] == 1 then out[k] = 'e' end
+  end
+  return out
+end
+
+-- hand out the hits of a decision: the job has now used the augmented copies among them, they
+-- are pinned in the current bucket, and the 'paper' policy counts them (doomed at live jobs)
+local function serve(picked, tiers, policy)
+  local out_tiers, augs, hits = {}, {}, {}
+  for k, s in ipairs(picked) do
+    local t = tiers[k]
+    out_tiers[k] = t or ''
+    if t then
+      hits[#hits + 1] = s
+      if t == 'a' then augs[#augs + 1] = s end
+    end
+  end
+  set_bits(K.g, augs, 1)
+  if #hits > 0 then
+    add_pins(K.pin, K.pinc, hits, 1)
+    if policy == 'paper' then
+      local live = #live_jobs()
+      local args = {'OVERFLOW', 'SAT'}
+      for _, s in ipairs(hits) do
+        args[#args + 1] = 'INCRBY'; args[#args + 1] = 'u8'; args[#args + 1] = '#' .. s
+        args[#args + 1] = 1
+      end
+      local refs = redis.call('BITFIELD', K.ref, unpack(args))
+      for m, s in ipairs(hits) do
+        if refs[m] >= live then redis.call('SADD', K.doom, s) end
+      end
+    end
+  end
+  return out_tiers
+end
+
+-- n, latest epoch, and served in epoch e (default: the latest); nil when the job is unknown
+local function job_state(e)
+  local h = redis.call('HMGET', K.j, 'n', 'epoch')
+  if not h[1] then return nil end
+  local latest = tonumber(h[2])
+  e = e or latest
+  local served = redis.call('HGET', K.j, 's' .. string.format('%d', e))
+  return {n = tonumber(h[1]), epoch = e, latest = latest, served = tonumber(served or '0')}
+end
+
+-- the unserved bitmap of epoch e of a job whose latest epoch is latest (nil: long over)
+local function rest_of(e, latest)
+  if e == latest then return K.r end
+  if e == latest - 1 then return K.p end
+  return nil
+end
+
+-- make e the job's latest epoch: its unserved bitmap (K.r) moves to K.p when e follows it
+local function advance(st, e)
+  if e <= st.latest then return end
+  if e == st.latest + 1 and redis.call('EXISTS', K.r) == 1 then
+    redis.call('RENAME', K.r, K.p)
+  else
+    redis.call('DEL', K.r, K.p)
+  end
+  redis.call('HSET', K.j, 'epoch', e)
+  redis.call('HDEL', K.j, 's' .. string.format('%d', e - 2))
+end
+
+-- fill K.r for a new epoch: the job's members, or all n samples (the bits past n in the last
+-- byte are never read)
+local function fill_rest(n)
+  if redis.call('EXISTS', K.m) == 1 then
+    redis.call('COPY', K.m, K.r, 'REPLACE')
+  else
+    redis.call('DEL', K.r)
+    redis.call('SETBIT', K.r, n - 1, 0)
+    redis.call('BITOP', 'NOT', K.r, K.r)
+  end
+end
