@@ -13,13 +13,13 @@ import sys
 import time
 from collections.abc import Sequence
 
+from mdp import defaults
 from mdp.planner import MODELS, plan
 from mdp.spec import load_spec
 
 __all__ = ["run_bench"]
 
-#: The goal the issue sets for ``mdp plan`` on any spec.
-GOAL_S = 1.0
+GOAL_S = defaults.PLAN_GOAL_S
 
 
 def _timed(fn: object, repeat: int) -> list[float]:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from mdp import defaults
 from mdp.model import (
     SHARED_RESOURCES,
     TIERS,
@@ -50,14 +51,11 @@ __all__ = [
 
 #: ``paper`` is Eq. 9; ``shared`` is the shared-resource model (see :mod:`mdp.model`).
 MODELS = ("paper", "shared")
-#: The default model: ``shared`` fits measured throughput (Pearson r 0.995, MAPE 4.6%, against
-#: Eq. 9's 0.386 and 228%) in ``seneca validate-model`` on the development machine
-#: (docs/validate), and its plans ran faster than Eq. 9's in ``seneca bench``.
-DEFAULT_MODEL = "shared"
+#: The default model (``mdp.defaults.MODEL``).
+DEFAULT_MODEL = defaults.MODEL
 #: Order of the numbers in a split ``E-D-A``.
 SPLIT_TIERS = SPLIT_ORDER
-#: Relative tolerance under which two predicted throughputs count as a tie.
-TIE_TOLERANCE = 1e-9
+TIE_TOLERANCE = defaults.TIE_TOLERANCE
 
 
 @dataclass(frozen=True)

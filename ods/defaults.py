@@ -19,3 +19,5 @@ EVICTION_ROUNDS = 4
 EVICTION_CANDIDATES = 16
 #: Batches the sampler decides per call while the cache covers the job.
 LOOKAHEAD = 4
+#: Times a call is made again after its functions were loaded or the live jobs refreshed.
+CALL_RETRIES = 3

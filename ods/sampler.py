@@ -23,10 +23,11 @@ import random
 import warnings
 from array import array
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis
 
+from ods import defaults
 from ods.bitmaps import set_bit, test_bit
 from ods.decision import Decision, parse_decision
 from ods.outbox import Call
@@ -59,6 +60,18 @@ def hits_by_bucket(picks: Sequence[Pick]) -> dict[int, list[int]]:
     return buckets
 
 
+@dataclass
+class _Run:
+    """One epoch's iteration: what is decided and not yet yielded, and how to decide next."""
+
+    epoch: int
+    left: int | None  # samples this rank still yields (None: until the epoch is drained)
+    ahead: list[Pick] = field(default_factory=list)
+    drained: bool = False
+    span: int = 1  # batches the next decision asks for
+    prefetch: tuple[Call, int] | None = None  # a decision posted early, and its ask
+
+
 class OdsBatchSampler:
     """Batches of :class:`Pick` for ``job`` from ``store``; see the module docstring.
 
@@ -86,7 +99,7 @@ class OdsBatchSampler:
         substitute: bool = True,
         num_replicas: int = 1,
         rank: int = 0,
-        lookahead: int = 4,
+        lookahead: int = defaults.LOOKAHEAD,
     ) -> None:
         if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead <= 0:
             raise ConfigError(f"lookahead: expected a positive integer, got {lookahead!r}")
@@ -205,6 +218,54 @@ class OdsBatchSampler:
                 self._joined = False
                 self.join()
 
+    def _refill(self, run: _Run) -> None:
+        """Decide more of the epoch into ``run.ahead`` (the posted decision, if any)."""
+        if run.prefetch is not None:
+            (call, ask), run.prefetch = run.prefetch, None
+            d = self._collect(run.epoch, call, ask)
+        else:
+            ask = self._ask(run.span, len(run.ahead), run.left)
+            d = self._decide(run.epoch, ask)
+        run.ahead += [Pick(i, t, d.pin_bucket) for i, t in zip(d.indices, d.tiers, strict=True)]
+        self.substitutions += d.substitutions
+        run.drained = len(d.indices) < ask
+        covered = d.indices and d.hits == len(d.indices) and not d.substitutions
+        run.span = self.lookahead if covered else 1
+
+    def _post_next(self, run: _Run) -> None:
+        """While the cache covers the job, post the decision after the batches in hand a batch
+        early: it is sent after this batch's fetch, so that the server runs it while the loader
+        works (its reply is read a batch later)."""
+        near = len(run.ahead) < 2 * self.batch_size
+        if run.span > 1 and not run.drained and run.prefetch is None and near:
+            keep = max(0, len(run.ahead) - self.batch_size)
+            ask = self._ask(run.span, len(run.ahead), run.left, keep)
+            if ask > 0 and (run.left is None or run.left > len(run.ahead)):
+                call = self.store.decide_later(self.job, ask, self.substitute, run.epoch)
+                run.prefetch = (call, ask)
+
+    def _batches(self, run: _Run) -> Iterator[list[Pick]]:
+        """The epoch's batches, from decisions."""
+        while run.left is None or run.left > 0:
+            want = self.batch_size if run.left is None else min(self.batch_size, run.left)
+            if self.drop_last and want < self.batch_size:
+                break
+            if len(run.ahead) < want and not run.drained:
+                self._refill(run)
+            picks, run.ahead = run.ahead[:want], run.ahead[want:]
+            if run.left is None:
+                if not picks:
+                    break
+                if self.drop_last and len(picks) < self.batch_size:
+                    self._release(picks)
+                    break
+            else:  # a rank's fixed share: pad when the other ranks drained the epoch
+                members = self._members()
+                picks += [Pick(random.choice(members), None, 0) for _ in range(want - len(picks))]
+                run.left -= want
+            self._post_next(run)
+            yield self._record(run.epoch, picks)
+
     def __iter__(self) -> Iterator[list[Pick]]:
         epoch = self.epoch
         self.yielded = {e: b for e, b in self.yielded.items() if e >= epoch - 1}
@@ -212,67 +273,22 @@ class OdsBatchSampler:
         left = self._quota()
         if left is not None and self.resumed is not None and self.resumed[0] == epoch:
             left = max(0, left - self.resumed[1])
-        share = left
-        prefetch: tuple[Call, int] | None = None  # a decision posted early, and its ask
+        run = _Run(epoch, left)
         try:
             self.join()
             self.store.start_epoch(self.job, epoch)
-            ahead: list[Pick] = []  # decided, not yet yielded
-            drained = False
-            span = 1  # batches the next decision asks for
-            while left is None or left > 0:
-                want = self.batch_size if left is None else min(self.batch_size, left)
-                if self.drop_last and want < self.batch_size:
-                    break
-                if len(ahead) < want and not drained:
-                    if prefetch is not None:
-                        (call, ask), prefetch = prefetch, None
-                        d = self._collect(epoch, call, ask)
-                    else:
-                        ask = self._ask(span, len(ahead), left)
-                        d = self._decide(epoch, ask)
-                    ahead += [
-                        Pick(i, t, d.pin_bucket) for i, t in zip(d.indices, d.tiers, strict=True)
-                    ]
-                    self.substitutions += d.substitutions
-                    drained = len(d.indices) < ask
-                    covered = d.indices and d.hits == len(d.indices) and not d.substitutions
-                    span = self.lookahead if covered else 1
-                picks, ahead = ahead[:want], ahead[want:]
-                if left is None:
-                    if not picks:
-                        break
-                    if self.drop_last and len(picks) < self.batch_size:
-                        self._release(picks)
-                        break
-                else:  # a rank's fixed share: pad when the other ranks drained the epoch
-                    members = self._members()
-                    picks += [
-                        Pick(random.choice(members), None, 0) for _ in range(want - len(picks))
-                    ]
-                    left -= want
-                near = len(ahead) < 2 * self.batch_size
-                if span > 1 and not drained and prefetch is None and near:
-                    # covered by the cache: the decision after the batches in hand is posted
-                    # a batch early; it is sent after this batch's fetch, so that the server
-                    # runs it while the loader works (its reply is read a batch later)
-                    keep = max(0, len(ahead) - self.batch_size)
-                    ask = self._ask(span, len(ahead), left, keep)
-                    if ask > 0 and (left is None or left > len(ahead)):
-                        call = self.store.decide_later(self.job, ask, self.substitute, epoch)
-                        prefetch = (call, ask)
-                yield self._record(epoch, picks)
-            self._drop_prefetch(epoch, prefetch)
-            self._release(ahead)
+            yield from self._batches(run)
+            self._drop_prefetch(epoch, run.prefetch)
+            self._release(run.ahead)
             self.store.outbox.settle()
         except GeneratorExit:  # the loop stopped early: a prefetch not sent yet is dropped
-            if prefetch is not None:
-                prefetch[0].cancel()
+            if run.prefetch is not None:
+                run.prefetch[0].cancel()
             raise
         except (redis.ConnectionError, redis.TimeoutError, OSError) as err:
-            if prefetch is not None:
-                prefetch[0].cancel()
+            if run.prefetch is not None:
+                run.prefetch[0].cancel()
             self._joined = False
             done = sum(len(b) for b in self.yielded[epoch])
-            yield from self._fallback(epoch, err, None if share is None else share - done)
+            yield from self._fallback(epoch, err, None if left is None else left - done)
         self.epoch = epoch + 1

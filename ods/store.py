@@ -48,7 +48,6 @@ from seneca_base.tiers import LETTER, TIERS, tier_of_letter
 __all__ = ["POLICIES", "Decision", "OdsStore"]
 
 POLICIES = ("seneca", "paper")
-_RETRIES = 3  # calls made again after the functions were loaded or the live jobs refreshed
 
 
 class OdsStore:
@@ -176,11 +175,11 @@ class OdsStore:
     def call(self, cmd: str, job: str, *args: object, jobs: bool = False) -> Any:
         """Run ``cmd`` now (loading the functions or refreshing the live jobs as needed); an
         error reply is raised as its typed exception."""
-        for attempt in range(_RETRIES + 1):
+        for attempt in range(defaults.CALL_RETRIES + 1):
             try:
                 return self.client.execute_command(*self.command(cmd, job, *args, jobs=jobs))
             except redis.ResponseError as err:
-                if attempt == _RETRIES or not self.recover(err):
+                if attempt == defaults.CALL_RETRIES or not self.recover(err):
                     raise error_of(err) from None
         raise AssertionError("unreachable")
 

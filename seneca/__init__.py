@@ -6,8 +6,9 @@ Change one line::
     loader = SenecaLoader(ImageFolder(root, transform=t), batch_size=256, shuffle=True,
                           num_workers=8, cache="redis://cache-node:6379")
 
-Public names are imported on first use, so ``seneca_base.errors`` and ``seneca.defaults`` (used by
-the pure-math ``mdp`` package) load without torch or redis.
+Public names are imported on first use, so ``seneca.errors`` and ``seneca.defaults`` load
+without torch or redis. The subpackages: ``loader`` (SenecaLoader), ``pipeline`` (storage,
+transforms, the value codec), ``cache`` (Redis plumbing), ``bench`` (measurements), ``cli``.
 """
 
 from __future__ import annotations

@@ -8,10 +8,6 @@ The ODS sampler's and the cache metadata's defaults (key prefix, policy, leases)
 
 from __future__ import annotations
 
-#: Number of hash-tagged key groups a dataset is spread over. Every key of one group shares a
-#: Redis Cluster slot, so the Lua scripts stay single-slot. 1 keeps a batch in one round trip.
-KEY_SHARDS = 1
-
 #: Cache size used when ``cache_size`` is not given (embedded cache and budgets).
 CACHE_SIZE = 1_000_000_000
 #: Fractions of the cache given to the encoded / decoded / augmented tiers when ``split`` is not
@@ -33,8 +29,6 @@ CACHE_RETRY_AFTER = 5.0
 MALLOC_MMAP_THRESHOLD = 32 * 1024 * 1024
 MALLOC_TRIM_THRESHOLD = 256 * 1024 * 1024
 
-#: Job name used when ``job`` is not given (jobs with the same name count as one job).
-JOB_NAME = None  # None: "<host>:<pid>:<n>", unique per loader
 
 #: Embedded cache: name of the shared server when ``cache=None``, and how often its watchdog
 #: checks whether any user process is still alive.

@@ -1,24 +1,6 @@
-"""Seneca's exceptions (defined in ``seneca_base.errors``, shared with ``mdp`` and ``ods``).
+"""Seneca's exceptions, for users: everything Seneca raises on purpose derives from
+:class:`SenecaError`. They are defined in ``seneca_base.errors``, shared with ``mdp`` and
+``ods``."""
 
-Everything Seneca raises on purpose derives from :class:`SenecaError`.
-"""
-
-from seneca_base.errors import (
-    CacheError,
-    CacheUnavailableError,
-    CodecError,
-    ConfigError,
-    DatasetError,
-    SenecaError,
-    SpecError,
-)
-
-__all__ = [
-    "CacheError",
-    "CacheUnavailableError",
-    "CodecError",
-    "ConfigError",
-    "DatasetError",
-    "SenecaError",
-    "SpecError",
-]
+from seneca_base.errors import *  # noqa: F403  (the same names, re-exported)
+from seneca_base.errors import __all__  # noqa: F401

@@ -23,7 +23,7 @@ from seneca import defaults
 from seneca.bench.baselines import LOADERS
 from seneca.bench.spawn import ProcessGroup
 from seneca_base.errors import ConfigError
-from seneca_base.tiers import TIERS
+from seneca_base.tiers import SPLIT_ORDER, TIERS
 
 __all__ = ["BenchConfig", "clear_cache", "run_bench", "run_configuration"]
 
@@ -45,9 +45,7 @@ class BenchConfig:
     crop: int = 224
     step_ms: float = 0.0
     storage_mbps: float | None = None
-    split: tuple[float, float, float] = tuple(
-        defaults.SPLIT[t] for t in ("encoded", "decoded", "augmented")
-    )
+    split: tuple[float, float, float] = tuple(defaults.SPLIT[t] for t in SPLIT_ORDER)
     cache: str | None = None
 
     def check(self) -> None:

@@ -190,6 +190,56 @@ def _cache_url(cache: str | None, need: int) -> str:
     return acquire_embedded(max(4 * need, defaults.CACHE_SIZE), name="profile")
 
 
+def _cache_reads(
+    chosen: list[str], cache: str | None, workers: int, seconds: float
+) -> tuple[Any, float]:
+    """The cache's client and its read bandwidth (bytes/s): the chosen images, encoded and
+    decoded, written under keys of their own, read back by ``workers`` processes."""
+    from seneca.cache.client import CacheClient
+    from seneca.loader.dataset import pil_decode
+    from seneca.pipeline import codec
+
+    blobs = [Path(p).read_bytes() for p in chosen]
+    encoded = [codec.encode(b) for b in blobs] + [codec.encode(pil_decode(b)) for b in blobs]
+    url = _cache_url(cache, sum(len(v) for v in encoded))
+    client = CacheClient(url)
+    client.ping()
+    prefix = f"{ods_defaults.KEY_PREFIX}:profile:{uuid.uuid4().hex[:12]}"
+    keys = [f"{prefix}:{i}" for i in range(len(encoded))]
+    try:
+        pipe = client.redis.pipeline(transaction=False)
+        for key, value in zip(keys, encoded, strict=True):
+            pipe.set(key, value)
+        pipe.execute()
+        random.Random(1).shuffle(keys)
+        _, rate = _measure(
+            "cache", [{"url": url, "keys": s} for s in _split(keys, workers)], seconds
+        )
+    except Exception as e:
+        if isinstance(e, CacheError):
+            raise
+        raise CacheError(f"cache {client.redacted}: cannot measure reads: {e}") from None
+    finally:
+        for i in range(0, len(keys), 500):
+            client.redis.delete(*keys[i : i + 500])
+    return client, rate
+
+
+def _checked(
+    workers: int | None, seconds: float | None, sample_count: int | None
+) -> tuple[int, float, int]:
+    """The options of :func:`run_profile`, defaults filled in; errors name the flag."""
+    workers = workers if workers is not None else os.cpu_count() or 1
+    seconds = seconds if seconds is not None else defaults.PROFILE_SECONDS
+    sample_count = sample_count if sample_count is not None else defaults.PROFILE_SAMPLES
+    for name, value in (("--workers", workers), ("--seconds", seconds)):
+        if value <= 0:
+            raise ConfigError(f"{name}: must be positive, got {value!r}")
+    if sample_count <= 0:
+        raise ConfigError(f"--sample-count: must be positive, got {sample_count!r}")
+    return workers, seconds, sample_count
+
+
 def run_profile(
     data: str,
     cache: str | None = None,
@@ -202,18 +252,7 @@ def run_profile(
     """Measure this machine; see the module docstring. Returns the spec and its sources."""
     from tqdm import tqdm
 
-    from seneca.cache.client import CacheClient
-    from seneca.loader.dataset import pil_decode
-    from seneca.pipeline import codec
-
-    workers = workers if workers is not None else os.cpu_count() or 1
-    seconds = seconds if seconds is not None else defaults.PROFILE_SECONDS
-    sample_count = sample_count if sample_count is not None else defaults.PROFILE_SAMPLES
-    for name, value in (("--workers", workers), ("--seconds", seconds)):
-        if value <= 0:
-            raise ConfigError(f"{name}: must be positive, got {value!r}")
-    if sample_count <= 0:
-        raise ConfigError(f"--sample-count: must be positive, got {sample_count!r}")
+    workers, seconds, sample_count = _checked(workers, seconds, sample_count)
     storage = Storage.from_folder(data)
     paths = [storage.path(i) for i in range(len(storage))]
     chosen = random.Random(0).sample(paths, min(sample_count, len(paths)))
@@ -249,29 +288,8 @@ def run_profile(
     measured("node.cpu_cores", workers, "the workers that measured T_D+A and T_A")
 
     steps.set_postfix_str("cache reads")
-    blobs = [Path(p).read_bytes() for p in chosen]
-    encoded = [codec.encode(b) for b in blobs] + [codec.encode(pil_decode(b)) for b in blobs]
-    url = _cache_url(cache, sum(len(v) for v in encoded))
-    client = CacheClient(url)
-    client.ping()
-    prefix = f"{ods_defaults.KEY_PREFIX}:profile:{uuid.uuid4().hex[:12]}"
-    keys = [f"{prefix}:{i}" for i in range(len(encoded))]
-    try:
-        pipe = client.redis.pipeline(transaction=False)
-        for key, value in zip(keys, encoded, strict=True):
-            pipe.set(key, value)
-        pipe.execute()
-        random.Random(1).shuffle(keys)
-        _, rate = _measure(
-            "cache", [{"url": url, "keys": s} for s in _split(keys, workers)], seconds
-        )
-    except Exception as e:
-        if isinstance(e, CacheError):
-            raise
-        raise CacheError(f"cache {client.redacted}: cannot measure reads: {e}") from None
-    finally:
-        for i in range(0, len(keys), 500):
-            client.redis.delete(*keys[i : i + 500])
+    client, rate = _cache_reads(chosen, cache, workers, seconds)
+    url = client.url
     measured("cache.bandwidth_gbit_per_s", round(rate * 8 / 1e9, 4), f"{how}, GETs in pipelines")
     measured("cache.colocated", _is_local(url), f"cache at {client.redacted}")
     maxmemory = int(client.redis.config_get("maxmemory").get("maxmemory", 0)) if cache else 0

@@ -102,63 +102,30 @@ def run_validation(
     """Measure and predict every (size, split); see the module docstring."""
     from tqdm import tqdm
 
-    from mdp.planner import DEFAULT_MODEL, plan, predict
-    from mdp.spec import load_spec
+    from mdp.planner import predict
     from seneca.bench.harness import BenchConfig, clear_cache, run_configuration
+    from seneca.cache.embedded import acquire_embedded
     from seneca.pipeline.storage import Storage
 
     if not sizes or any(s <= 0 for s in sizes):
         raise ConfigError(f"--sizes: expected positive ratios such as 0.5,1,2, got {sizes}")
     if loader not in ("mdp", "seneca"):
         raise ConfigError(f"--loader: expected mdp or seneca, got {loader!r}")
-    cfg = BenchConfig(
-        data=data,
-        out=out,
-        loaders=(loader,),
-        jobs=(jobs,),
-        epochs=epochs,
-        crop=crop,
-        workers=workers,
-        storage_mbps=storage_mbps,
-    )
-    cfg.check()
     if epochs < 2:
         raise ConfigError(f"--epochs: need 2 or more (the first fills the cache), got {epochs}")
+    run = dict(epochs=epochs, crop=crop, workers=workers, storage_mbps=storage_mbps)
+    cfg = BenchConfig(data=data, out=out, loaders=(loader,), jobs=(jobs,), **run)
+    cfg.check()
     storage = Storage.from_folder(data)
     n = len(storage)
     encoded = sum(os.path.getsize(storage.path(i)) for i in range(n))
     Path(out).mkdir(parents=True, exist_ok=True)
-    if spec is None:
-        from seneca.bench.profile import profile_command
-
-        spec = str(Path(out, "spec.toml"))
-        profile_command(data, spec, seconds=1.0)
-    base = load_spec(spec)
-    changes: dict[str, Any] = {
-        "dataset.samples": n,
-        "dataset.sample_kb": encoded / n / 1e3,
-        "cluster.jobs": jobs,
-        "dataset.augmented_ratio": crop * crop * 3 / (base.inflation * encoded / n),
-        "node.pipelined": workers > 0,
-        **_ABSENT,
-    }
-    if storage_mbps:
-        changes["storage.bandwidth_mbyte_per_s"] = storage_mbps
-    for name, value in changes.items():
-        base = base.replace(name, value)
-    from seneca.cache.embedded import acquire_embedded
-
+    spec = spec or _profiled(data, out)
+    base = _validation_spec(spec, n, encoded, jobs, crop, workers, storage_mbps)
     url = acquire_embedded(int(encoded / min(sizes) * 1.5) + 64_000_000, name="validate")
-    todo = []
-    for r in sizes:
-        sized = base.replace("cache.size_gb", encoded / r / 1e9)
-        planned = plan(sized, DEFAULT_MODEL).split
-        todo += [(r, sized, s, s == planned) for s in SPLITS]
-        if planned not in SPLITS:
-            todo.append((r, sized, planned, True))
     points = []
     for r, sized, split, is_plan in tqdm(
-        todo, desc="validate-model", unit="run", disable=not progress
+        _runs(base, sizes, encoded), desc="validate-model", unit="run", disable=not progress
     ):
         cfg.split = tuple(v / 100 for v in split)
         clear_cache(url)
@@ -180,6 +147,58 @@ def run_validation(
     Path(out, "points.json").write_text(json.dumps(result, indent=2) + "\n")
     _plot(result, Path(out, "validation.png"))
     return result
+
+
+def _profiled(data: str, out: str) -> str:
+    """A spec of this machine, profiled now (``mdp profile``) into ``out``."""
+    from seneca.bench.profile import profile_command
+
+    spec = str(Path(out, "spec.toml"))
+    profile_command(data, spec, seconds=1.0)
+    return spec
+
+
+def _validation_spec(
+    spec: str,
+    n: int,
+    encoded: int,
+    jobs: int,
+    crop: int,
+    workers: int,
+    storage_mbps: float | None,
+) -> Any:
+    """``spec`` with the dataset, jobs and loader of the measurements."""
+    from mdp.spec import load_spec
+
+    base = load_spec(spec)
+    changes: dict[str, Any] = {
+        "dataset.samples": n,
+        "dataset.sample_kb": encoded / n / 1e3,
+        "cluster.jobs": jobs,
+        "dataset.augmented_ratio": crop * crop * 3 / (base.inflation * encoded / n),
+        "node.pipelined": workers > 0,
+        **_ABSENT,
+    }
+    if storage_mbps:
+        changes["storage.bandwidth_mbyte_per_s"] = storage_mbps
+    for name, value in changes.items():
+        base = base.replace(name, value)
+    return base
+
+
+def _runs(base: Any, sizes: tuple[float, ...], encoded: int) -> list[tuple]:
+    """(size ratio, spec at that cache size, split, whether planned) per measurement: the
+    fixed splits and, when it is another, the planned one."""
+    from mdp.planner import DEFAULT_MODEL, plan
+
+    todo = []
+    for r in sizes:
+        sized = base.replace("cache.size_gb", encoded / r / 1e9)
+        planned = plan(sized, DEFAULT_MODEL).split
+        todo += [(r, sized, s, s == planned) for s in SPLITS]
+        if planned not in SPLITS:
+            todo.append((r, sized, planned, True))
+    return todo
 
 
 def _plot(result: dict[str, Any], path: Path) -> None:

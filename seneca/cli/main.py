@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from seneca import defaults
 from seneca.cli._run import run_command
@@ -27,7 +28,14 @@ def _image_size(text: str) -> tuple[int, int]:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="seneca", description="Seneca data loader tools")
     sub = p.add_subparsers(dest="command", required=True)
+    _add_tools(sub)
+    _add_bench(sub)
+    _add_measurements(sub)
+    return p
 
+
+def _add_tools(sub: Any) -> None:
+    """make-dataset and cache-node."""
     m = sub.add_parser("make-dataset", help="write a synthetic photo-like ImageFolder dataset")
     m.add_argument("dir", help="output directory (one folder per class)")
     m.add_argument("--images", type=int, required=True, help="number of images")
@@ -52,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
         help="addresses to listen on (default 127.0.0.1)",
     )
 
+
+def _add_measurements(sub: Any) -> None:
+    """hit-path, accuracy, validate-model and demo."""
     h = sub.add_parser("hit-path", help="the loader's cache-hit path against raw Redis MGET")
     h.add_argument("--data", required=True, help="ImageFolder dataset directory")
     h.add_argument("--samples", type=int, default=1000, help="values cached and read")
@@ -61,31 +72,6 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--passes", type=int, default=3, help="turns of the three reads per fill")
     h.add_argument("--cache", help="Redis URL (default: a private embedded one)")
     h.add_argument("--out", help="directory for hit_path.json")
-
-    b = sub.add_parser("bench", help="all loaders with K concurrent jobs, side by side")
-    b.add_argument("--data", required=True, help="ImageFolder dataset directory")
-    b.add_argument("--jobs", default="1,2,3", help="numbers of concurrent jobs, e.g. 1,2,3")
-    b.add_argument(
-        "--loaders", default="pytorch,minio,quiver,mdp,seneca", help="loaders to compare"
-    )
-    b.add_argument("--cache-frac", type=float, default=0.25, help="cache / encoded dataset")
-    b.add_argument("--epochs", type=int, default=2)
-    b.add_argument("--batch-size", type=int, default=32)
-    b.add_argument(
-        "--workers",
-        type=int,
-        default=0,
-        help="loader workers per job (0, the default: each job loads in its own process, "
-        "the fastest setting for every loader on a 2-core machine)",
-    )
-    b.add_argument("--crop", type=int, default=224, help="RandomResizedCrop size")
-    b.add_argument("--step-ms", type=float, default=0.0, help="emulated GPU step per batch")
-    b.add_argument("--storage-mbps", type=float, default=None, help="emulated storage MB/s")
-    b.add_argument("--split", default=None, help="E-D-A for mdp and seneca (default 50-30-20)")
-    b.add_argument("--plan", default=None, help="plan.json (mdp plan --out) for mdp and seneca")
-    b.add_argument("--cache", default=None, help="Redis URL (default: a private embedded one)")
-    b.add_argument("--out", required=True, help="directory for results.json, .md and plots")
-
     a = sub.add_parser("accuracy", help="test accuracy: DataLoader vs concurrent Seneca jobs")
     a.add_argument("--data", default="data/digits", help="where the digits are (written if new)")
     a.add_argument("--jobs", type=int, default=3, help="concurrent jobs per loader")
@@ -111,7 +97,33 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--data", default="data/demo", help="dataset directory (made if missing)")
     d.add_argument("--images", type=int, default=2000)
     d.add_argument("--iterations", type=int, default=150, help="training steps per job")
-    return p
+
+
+def _add_bench(sub: Any) -> None:
+    """bench."""
+    b = sub.add_parser("bench", help="all loaders with K concurrent jobs, side by side")
+    b.add_argument("--data", required=True, help="ImageFolder dataset directory")
+    b.add_argument("--jobs", default="1,2,3", help="numbers of concurrent jobs, e.g. 1,2,3")
+    b.add_argument(
+        "--loaders", default="pytorch,minio,quiver,mdp,seneca", help="loaders to compare"
+    )
+    b.add_argument("--cache-frac", type=float, default=0.25, help="cache / encoded dataset")
+    b.add_argument("--epochs", type=int, default=2)
+    b.add_argument("--batch-size", type=int, default=32)
+    b.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="loader workers per job (0, the default: each job loads in its own process, "
+        "the fastest setting for every loader on a 2-core machine)",
+    )
+    b.add_argument("--crop", type=int, default=224, help="RandomResizedCrop size")
+    b.add_argument("--step-ms", type=float, default=0.0, help="emulated GPU step per batch")
+    b.add_argument("--storage-mbps", type=float, default=None, help="emulated storage MB/s")
+    b.add_argument("--split", default=None, help="E-D-A for mdp and seneca (default 50-30-20)")
+    b.add_argument("--plan", default=None, help="plan.json (mdp plan --out) for mdp and seneca")
+    b.add_argument("--cache", default=None, help="Redis URL (default: a private embedded one)")
+    b.add_argument("--out", required=True, help="directory for results.json, .md and plots")
 
 
 def _run(args: argparse.Namespace) -> None:

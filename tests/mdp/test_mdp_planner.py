@@ -181,7 +181,7 @@ def test_predict_reports_tiers():
 
 
 def test_shared_is_the_default_model():
-    # issue #5's validation (docs/validate) found it the better fit on this machine
+    # `seneca validate-model` (docs/validate) found it the better fit on this machine
     assert plan(ref_spec()) == plan(ref_spec(), "shared")
     assert predict(ref_spec(), "50-30-20").model == "shared"
 
