@@ -19,7 +19,7 @@ from seneca_base.errors import (
 )
 from seneca_base.tiers import with_lua_tiers
 
-__all__ = ["COMMANDS", "LIBRARY", "NAME", "SOURCE", "error_of", "function_name"]
+__all__ = ["COMMANDS", "NAME", "SOURCE", "error_of", "function_name"]
 
 #: The commands, one Lua file each.
 COMMANDS = (
@@ -65,7 +65,6 @@ def _assemble() -> tuple[str, str]:
 
 #: The library's name and its whole source, as FUNCTION LOAD takes it.
 NAME, SOURCE = _assemble()
-LIBRARY = SOURCE
 
 
 def function_name(cmd: str) -> str:
