@@ -3,9 +3,12 @@
 Round trip 1 SETs each value under an expiring staging key in its own slot and calls ``admit``,
 which decides and accounts in the metadata's slot. Round trip 2 renames the admitted values
 into place and makes them permanent, deletes the refused ones' staging keys and the values of
-entries the admission evicted, and forgets an admitted entry whose value Redis refused to store
-(at maxmemory). Until round trip 2 runs, a reader decided to read an admitted value finds it
-missing: a counted miss, never a wrong value; a staged value nobody renames expires.
+entries the admission evicted (or orphans it collected), and forgets an admitted entry whose
+value Redis refused to store (at maxmemory). An offer of an encoded or decoded value already
+cached at that size replaces the cached value, so an entry whose value went missing (deleted by
+a racing eviction's late UNLINK) heals at its next miss. Until round trip 2 runs, a reader
+decided to read an admitted value finds it missing: a counted miss, never a wrong value; a
+staged value nobody renames expires.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from seneca_base.tiers import LETTER, TIERS, tier_of_letter
 if TYPE_CHECKING:
     from ods.store import OdsStore
 
-__all__ = ["admit"]
+__all__ = ["admit", "admit_args"]
 
 
 def _stage(store: OdsStore, items: Sequence[tuple[int, str, int, bytes]], token: str) -> list:
@@ -36,13 +39,18 @@ def _stage(store: OdsStore, items: Sequence[tuple[int, str, int, bytes]], token:
     return out
 
 
-def _account(store: OdsStore, job: str, items: Sequence, staging: list) -> tuple[list, list]:
-    """Round trip 1: the SETs and the ``admit`` call; returns each SET's reply and the call's."""
+def admit_args(store: OdsStore, items: Sequence[tuple[int, str, int, bytes]]) -> list[object]:
+    """The arguments of the ``admit`` function for ``items`` (see ``admit.lua``)."""
     flat: list[object] = []
     for index, tier, size, _ in items:
         flat += [int(index), LETTER[tier], int(size)]
     args = [store.policy, *(store.capacity[t] for t in TIERS), store._seed()]
-    args += [defaults.EVICTION_ROUNDS, defaults.EVICTION_CANDIDATES, *flat]
+    return [*args, defaults.EVICTION_ROUNDS, defaults.EVICTION_CANDIDATES, *flat]
+
+
+def _account(store: OdsStore, job: str, items: Sequence, staging: list) -> tuple[list, list]:
+    """Round trip 1: the SETs and the ``admit`` call; returns each SET's reply and the call's."""
+    args = admit_args(store, items)
     pipe = store.client.pipeline(transaction=False)
     for _, _, command in staging:
         pipe.execute_command(*command)
@@ -72,7 +80,7 @@ def admit(
     for (k, key, _), reply in zip(staging, set_replies, strict=True):
         index, tier = items[k][0], items[k][1]
         stored = not isinstance(reply, redis.RedisError)
-        if results[k] == 1 and stored:
+        if results[k] in (1, 3) and stored:
             final = store.keys.value(tier, index)
             finish += [("RENAME", key, final), ("PERSIST", final)]
         elif results[k] == 1:
@@ -80,11 +88,13 @@ def admit(
             results[k] = 0
         elif stored:
             finish.append(("UNLINK", key))
+    results = [2 if r == 3 else r for r in results]
     if forget:  # admitted, but Redis refused the value
         evicted = [*evicted, *store.call("forget", job, *forget)]
     pairs = zip(evicted[::2], evicted[1::2], strict=True)
     gone = [store.keys.value(tier_of_letter(t), int(i)) for t, i in pairs]
-    finish += [("UNLINK", *gone)] if gone and store.values else []
+    if gone and store.values:  # before the renames: a value put back by this call stays
+        finish.insert(0, ("UNLINK", *gone))
     if finish and wait:
         pipe = store.client.pipeline(transaction=False)
         for command in finish:

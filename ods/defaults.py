@@ -10,9 +10,15 @@ POLICY = "seneca"
 JOB_LEASE = 10.0
 #: A decision's hits stay pinned (safe from eviction) this long unless released earlier.
 PIN_LEASE = 60.0
-#: Milliseconds a value staged for admission (SET before the call that admits it), or a used-up
-#: augmented copy moved aside for its one reader, lives if nobody renames or reads it.
+#: Milliseconds a value staged for admission (SET before the call that admits it) lives if
+#: nobody renames it into place.
 STAGED_VALUE_TTL_MS = 60_000
+#: Milliseconds an evicted entry's value may outlive it (its deleter's UNLINK on the way, or a
+#: staged value renamed late): later its value is deleted by the next admit or release of any
+#: job of the dataset. Longer than STAGED_VALUE_TTL_MS, so no rename can land after that.
+ORPHAN_GRACE_MS = 65_000
+#: Evicted entries whose grace has passed that one admit or release collects.
+ORPHAN_COLLECT = 64
 #: Rounds of eviction an admission tries under pressure ("seneca" policy) ...
 EVICTION_ROUNDS = 4
 #: ... each among this many random cached entries (the least-needed unpinned one goes).

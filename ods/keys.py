@@ -10,6 +10,7 @@ has a hash tag of its own, so a cluster spreads values over every node::
     seneca:{<dataset>}:jobs              zset: live jobs -> lease expiry (ms)
     seneca:{<dataset>}:ref, :doom        'paper' policy: hits per sample, samples to evict
     seneca:{<dataset>}:x:c, :x:g         scratch bitmaps of one call
+    seneca:{<dataset>}:gc                zset: evicted entries -> when their value is collected
     seneca:{<dataset>}:j:<job>           hash: samples of the job, latest epoch, served per epoch
     seneca:{<dataset>}:r:<job>, :p:<job> bitmaps: unserved in its latest / previous epoch
     seneca:{<dataset>}:g:<job>           bitmap: the job used the current augmented copy
@@ -77,7 +78,8 @@ class Keys:
         """Every key a function call may touch, in the order ``ods/functions/lib.lua`` reads
         them: the dataset's, the caller's job's, its pins', then r, g, m of each of ``jobs``."""
         out = [self.tier(t) for t in TIERS] + [self.sizes(t) for t in TIERS]
-        out += [self.used, self.jobs] + [self.meta + k for k in ("ref", "doom", "x:c", "x:g")]
+        out += [self.used, self.jobs]
+        out += [self.meta + k for k in ("ref", "doom", "x:c", "x:g", "gc")]
         out += self.job(job) + self.pins(bucket)
         for name in jobs:
             out += [f"{self.meta}{k}:{name}" for k in ("r", "g", "m")]

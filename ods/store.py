@@ -10,9 +10,11 @@ optionally, the samples it trains on.
 Values live outside the metadata's slot. An admission SETs each value under an expiring
 staging key next to its own key, in the same round trip as the call that accounts for it; then
 the admitted ones are renamed into place (made permanent) and the rest deleted. Evicted values
-are deleted by the caller the call named them to. So a budget is never exceeded, a value whose
-entry is gone is never read (reads are decided from the metadata, and hits are pinned until
-released), and a value nobody admitted expires.
+are deleted by the caller the call named them to, and named again to a later caller once a
+grace period has passed (in case the first crashed, or a late rename put a value back). So a
+budget is never exceeded, a value whose entry is gone is never read (reads are decided from the
+metadata, and hits are pinned until released), a value nobody admitted expires, and one whose
+entry was evicted is deleted within the grace period plus the next admission.
 
 Policies:
 
@@ -67,6 +69,8 @@ class OdsStore:
         overhead: units charged per stored value on top of its length.
         lease: seconds a job stays live without a call; pin_lease: seconds a decision keeps its
             hits from eviction unless released earlier.
+        orphan_grace: seconds an evicted entry's value may outlive it before any later admit
+            or release deletes it (see ``ods.defaults.ORPHAN_GRACE_MS``).
     """
 
     def __init__(
@@ -81,6 +85,7 @@ class OdsStore:
         overhead: int = 0,
         lease: float = defaults.JOB_LEASE,
         pin_lease: float = defaults.PIN_LEASE,
+        orphan_grace: float = defaults.ORPHAN_GRACE_MS / 1000,
         prefix: str = defaults.KEY_PREFIX,
         seed: int | None = None,
     ) -> None:
@@ -101,6 +106,7 @@ class OdsStore:
         self.overhead = int(overhead)
         self.lease_ms = int(lease * 1000)
         self.pin_lease_ms = int(pin_lease * 1000)
+        self.orphan_grace_ms = int(orphan_grace * 1000)
         self._seed_value = seed
         self._rng = random.Random(seed)
         self._pid = os.getpid()
@@ -142,7 +148,8 @@ class OdsStore:
         now = int(time.time() * 1000)
         declared = self._jobs if jobs else []
         keys = self.keys.declared(job, now // self.pin_lease_ms, declared)
-        argv = [now, job, self.pin_lease_ms, int(self.values), len(declared), *declared, *args]
+        argv = [now, job, self.pin_lease_ms, self.orphan_grace_ms, defaults.ORPHAN_COLLECT]
+        argv += [int(self.values), len(declared), *declared, *args]
         return ("FCALL", function_name(cmd), len(keys), *keys, *argv)
 
     def load(self) -> None:

@@ -3,7 +3,9 @@
 -- letter, size (units). Under pressure ('seneca') an admission evicts the unpinned probed entry
 -- live jobs need least, if they need it less than the new one. The caller writes the admitted
 -- values and deletes the evicted ones. Returns per sample 1 (admitted), 2 (already cached in
--- that form) or 0 (refused), and the evicted {letter, sample} pairs.
+-- that form), 3 (already cached as an encoded or decoded value of this size: the caller's
+-- value replaces it, in case it went missing) or 0 (refused), and the {letter, sample} pairs
+-- whose values the caller deletes (evicted now, or orphans collected).
 local policy = args[a]
 local cap = {}
 for k, t in ipairs(TIERS) do cap[t] = tonumber(args[a + k]) end
@@ -12,13 +14,14 @@ math.randomseed(tonumber(args[c]))
 local rounds, candidates = tonumber(args[c + 1]), tonumber(args[c + 2])
 local live = live_declared()
 if not live then return fail('SENECA_JOBS') end
+collect()
 local result = {}
 for k = c + 3, #args, 3 do
   local s, t, size = tonumber(args[k]), args[k + 1], tonumber(args[k + 2])
   local tkey = K.t[t]
   local ok = 0
   if bit1(tkey, s) then
-    ok = 2
+    ok = (VALUES and t ~= 'a' and size_of(t, s) == size) and 3 or 2
   else
     local used = tonumber(redis.call('HGET', K.used, t) or '0')
     if used + size > cap[t] and policy ~= 'paper' then

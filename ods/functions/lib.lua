@@ -1,6 +1,6 @@
 -- Shared helpers of the engine's functions (assembled before the commands; see ods/functions.py).
 --
--- Every function declares every key it touches (ods.keys.MetaKeys.declared, in this order):
+-- Every function declares every key it touches (ods.keys.Keys.declared, in this order):
 --   1-3    t:<letter>   bitmaps: sample cached in that tier (TIERS order)
 --   4-6    sz:<letter>  u32 per sample: bytes charged for its cached value (values stored)
 --   7      used         hash: units used per tier (field <letter>) and entries (n<letter>)
@@ -8,16 +8,21 @@
 --   9      ref          one byte per sample: hits on its cached copy ('paper' policy)
 --   10     doom         set: samples to evict once unpinned ('paper' policy)
 --   11-12  x:c, x:g     scratch bitmaps, deleted before the function returns
---   13-17  the caller's job: j (hash: n, epoch, s<e> served), r (unserved in its latest epoch),
+--   13     gc           zset: evicted entries (<letter><sample>) -> when their value is collected
+--   14-18  the caller's job: j (hash: n, epoch, s<e> served), r (unserved in its latest epoch),
 --          p (unserved in the epoch before), g (used the current augmented copy), m (members)
---   18-21  pin:<b>, pinc:<b>, pin:<b-1>, pinc:<b-1> (b: the caller's pin-lease time bucket)
---   22-    per declared job: its r, g and m (the live jobs, as the caller last knew them)
--- ARGV: now (ms), job, pin lease (ms), values (1: sizes are bytes kept in sz), the number D of
--- declared jobs, their names, then the command's own arguments.
+--   19-22  pin:<b>, pinc:<b>, pin:<b-1>, pinc:<b-1> (b: the caller's pin-lease time bucket)
+--   23-    per declared job: its r, g and m (the live jobs, as the caller last knew them)
+-- ARGV: now (ms), job, pin lease (ms), orphan grace (ms), orphans collected per call, values
+-- (1: sizes are bytes kept in sz), the number D of declared jobs, their names, then the
+-- command's own arguments.
 -- Values are not in these keys' slot: functions decide and account, and return the samples
--- whose values the caller must delete ({letter, sample} pairs).
+-- whose values the caller must delete ({letter, sample} pairs). Every entry dropped is also
+-- noted in gc: once its grace has passed, the next admit or release returns it again (unless
+-- the sample was cached again since), so a value whose deleter crashed, or that a late rename
+-- put back after its entry went, is deleted too.
 
-local K, job, now, PIN_LEASE, VALUES, DECLARED, EVICTED
+local K, job, now, PIN_LEASE, GRACE, COLLECT, VALUES, DECLARED, EVICTED
 local band, rshift  -- the bit library is there only while a function runs: set by begin
 
 local function begin(keys, args)
@@ -27,18 +32,19 @@ local function begin(keys, args)
     K.t[t], K.sz[t] = keys[k], keys[3 + k]
   end
   K.used, K.jobs, K.ref, K.doom, K.xc, K.xg = keys[7], keys[8], keys[9], keys[10], keys[11], keys[12]
-  K.j, K.r, K.p, K.g, K.m = keys[13], keys[14], keys[15], keys[16], keys[17]
-  K.pin, K.pinc, K.pin1, K.pinc1 = keys[18], keys[19], keys[20], keys[21]
-  now, job, PIN_LEASE = tonumber(args[1]), args[2], tonumber(args[3])
-  VALUES = args[4] == '1'
-  local d = tonumber(args[5])
+  K.gc = keys[13]
+  K.j, K.r, K.p, K.g, K.m = keys[14], keys[15], keys[16], keys[17], keys[18]
+  K.pin, K.pinc, K.pin1, K.pinc1 = keys[19], keys[20], keys[21], keys[22]
+  now, job, PIN_LEASE, GRACE = tonumber(args[1]), args[2], tonumber(args[3]), tonumber(args[4])
+  COLLECT, VALUES = tonumber(args[5]), args[6] == '1'
+  local d = tonumber(args[7])
   DECLARED = {}
   for k = 1, d do
-    DECLARED[k] = {name = args[5 + k], r = keys[19 + 3 * k], g = keys[20 + 3 * k],
-                   m = keys[21 + 3 * k]}
+    DECLARED[k] = {name = args[7 + k], r = keys[20 + 3 * k], g = keys[21 + 3 * k],
+                   m = keys[22 + 3 * k]}
   end
   EVICTED = {}
-  return 6 + d  -- where the command's own arguments start
+  return 8 + d  -- where the command's own arguments start
 end
 
 local function fail(code, text) return redis.error_reply(code .. ' ' .. (text or '')) end
@@ -143,6 +149,23 @@ local function drop(i, tier)
   redis.call('HINCRBY', K.used, 'n' .. tier, -1)
   EVICTED[#EVICTED + 1] = tier
   EVICTED[#EVICTED + 1] = i
+  if VALUES then redis.call('ZADD', K.gc, now + GRACE, tier .. str(i)) end
+end
+
+-- add to EVICTED up to COLLECT entries of gc whose grace has passed and whose sample is not
+-- cached in that tier again (its value, if any, is an orphan)
+local function collect()
+  if not VALUES then return end
+  local due = redis.call('ZRANGE', K.gc, '-inf', now, 'BYSCORE', 'LIMIT', 0, COLLECT)
+  if #due == 0 then return end
+  redis.call('ZREM', K.gc, unpack(due))
+  for _, m in ipairs(due) do
+    local t, i = string.sub(m, 1, 1), tonumber(string.sub(m, 2))
+    if not bit1(K.t[t], i) then
+      EVICTED[#EVICTED + 1] = t
+      EVICTED[#EVICTED + 1] = i
+    end
+  end
 end
 
 -- the samples of list whose current augmented copy every live job that trains on them has used

@@ -1,13 +1,14 @@
 -- release: unpin the hits of a decision (their fetch is done). Arguments: policy, the
 -- decision's pin bucket, then its hit samples. 'paper' evicts doomed samples, 'seneca' drops
 -- augmented copies every live job has used, unless pinned by another fetch. Returns the
--- evicted {letter, sample} pairs.
+-- {letter, sample} pairs whose values the caller deletes (evicted now, or orphans collected).
 local policy, bucket = args[a], tonumber(args[a + 1])
 local live = live_declared()
 if not live then return fail('SENECA_JOBS') end
+collect()
 local hits = {}
 for k = a + 2, #args do hits[#hits + 1] = tonumber(args[k]) end
-if #hits == 0 then return {} end
+if #hits == 0 then return EVICTED end
 local b = math.floor(now / PIN_LEASE)
 if bucket == b then add_pins(K.pin, K.pinc, hits, -1)
 elseif bucket == b - 1 then add_pins(K.pin1, K.pinc1, hits, -1) end  -- older pins lapsed

@@ -3,11 +3,13 @@ the two-step admission, evictions, declared keys and typed errors, on a real red
 
 import multiprocessing as mp
 import random
+import time
 
 import pytest
 import redis
 from redis.crc import key_slot
 
+from ods.admission import admit_args
 from ods.store import OdsStore
 from seneca_base.errors import UnknownJobError
 
@@ -15,9 +17,16 @@ CAPACITY = {"encoded": 20_000, "decoded": 30_000, "augmented": 10_000}
 OVERHEAD = 96
 
 
-def _store(client, capacity=CAPACITY, samples=1000):
+def _store(client, capacity=CAPACITY, samples=1000, **options):
     return OdsStore(
-        client, "ds1", samples, capacity=capacity, values=True, overhead=OVERHEAD, seed=1
+        client,
+        "ds1",
+        samples,
+        capacity=capacity,
+        values=True,
+        overhead=OVERHEAD,
+        seed=1,
+        **options,
     )
 
 
@@ -50,7 +59,10 @@ def test_admission_is_idempotent_and_budgeted(redis_proc):
         1,
         2,
     ]
-    assert _read(s, "a", [0])[1] == [b"x" * 100]  # the second offer did not replace it
+    assert _read(s, "a", [0])[1] == [b"y" * 100]  # the same size: the offer heals the value
+    assert s.admit("a", [_item(0, "encoded", b"w" * 99)]) == [2]
+    assert _read(s, "a", [0])[1] == [b"y" * 100]  # another size is not taken for it
+    assert s.usage()["encoded"] == 100 + OVERHEAD
     assert s.admit("a", [_item(1, "encoded", b"z" * 30_000)]) == [0]
     assert _read(s, "a", [1])[0] == [None]
 
@@ -185,3 +197,73 @@ def test_an_unknown_job_is_a_typed_error(redis_proc):
     s = _store(redis_proc.client)
     with pytest.raises(UnknownJobError, match="SENECA_NOJOB"):
         s.start_epoch("nobody", 0)
+
+
+def _pressure(s, r):
+    """Samples 0 and 1 cached in the encoded tier and needed by nobody; 'b' needs 5."""
+    s.join("b", indices=[0, 1, 5])
+    assert s.admit("b", [_item(i, "encoded", b"e" * 300) for i in range(2)]) == [1, 1]
+    s.start_epoch("b", 0)
+    for i in (0, 1):
+        r.setbit(f"{s.prefix}r:b", i, 0)  # 'b' was served 0 and 1
+
+
+def _on_server(r):
+    return sorted(int(k.split(b":")[-1].rstrip(b"}")) for k in _value_keys(r, "e"))
+
+
+def test_a_value_whose_deleter_crashed_is_collected_after_the_grace(redis_proc):
+    """The process an eviction named the value to dies before deleting it: once the grace
+    has passed, the next admission (of any job) deletes it."""
+    s = _store(redis_proc.client, capacity={"encoded": 1_000}, orphan_grace=0.3)
+    r = redis_proc.client
+    _pressure(s, r)
+    r.set(s.value_key("encoded", 5), b"n" * 300)  # the value renamed in; then the crash:
+    results, evicted = s.call(
+        "admit", "b", *admit_args(s, [(5, "encoded", 300 + OVERHEAD, b"")]), jobs=True
+    )
+    assert results == [1] and len(evicted) == 2  # one of 0, 1 evicted, its value never deleted
+    assert _on_server(r) == [0, 1, 5]
+    s.admit("b", [_item(7, "decoded", b"d")])  # within the grace: nothing collected
+    assert _on_server(r) == [0, 1, 5]
+    time.sleep(0.4)
+    s.admit("b", [_item(8, "decoded", b"d")])
+    cached = [i for i in range(10) if r.getbit(s.tier_key("encoded"), i)]
+    assert _on_server(r) == cached and len(cached) == 2
+    assert r.zcard(f"{s.prefix}gc") == 0
+
+
+def test_a_late_rename_after_its_eviction_is_collected(redis_proc):
+    """A value admitted, then evicted before its admitter renamed it into place: the late
+    rename leaves a value without an entry, which is collected after the grace."""
+    s = _store(redis_proc.client, capacity={"encoded": 1_000}, orphan_grace=0.3)
+    r = redis_proc.client
+    _pressure(s, r)
+    r.delete(f"{s.prefix}r:b")  # nobody needs anything now: 9 has no more demand than 0, 1
+    s.join("c", indices=[9])
+    s.start_epoch("c", 0)
+    for i in (0, 1):
+        r.setbit(f"{s.prefix}r:c", i, 0)
+    s.call("forget", "b", "e", 1)  # room for one
+    r.delete(s.value_key("encoded", 1))
+    assert s.call("admit", "b", *admit_args(s, [(2, "encoded", 300 + OVERHEAD, b"")]), jobs=True)[
+        0
+    ] == [1]
+    # before 2's value is renamed into place, an admission of 9 (needed by 'c') evicts 2 or 0
+    assert s.admit("c", [_item(9, "encoded", b"n" * 300)]) == [1]
+    r.set(s.value_key("encoded", 2), b"late" * 75)  # the late rename
+    time.sleep(0.4)
+    s.admit("c", [_item(8, "decoded", b"d")])
+    cached = [i for i in range(10) if r.getbit(s.tier_key("encoded"), i)]
+    assert 9 in cached and _on_server(r) == cached
+
+
+def test_an_entry_whose_value_went_missing_heals_at_its_next_miss(redis_proc):
+    s, r = _store(redis_proc.client), redis_proc.client
+    s.join("a")
+    assert s.admit("a", [_item(3, "decoded", b"D3")]) == [1]
+    r.delete(s.value_key("decoded", 3))  # an UNLINK of a racing eviction landed late
+    assert _read(s, "a", [3]) == (["decoded"], [None])  # a counted miss, read from storage
+    assert s.admit("a", [_item(3, "decoded", b"D3")]) == [2]  # offered again: it heals
+    assert _read(s, "a", [3]) == (["decoded"], [b"D3"])
+    assert s.usage()["decoded"] == 2 + OVERHEAD
