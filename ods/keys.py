@@ -2,22 +2,30 @@
 
 A dataset's metadata lives under the hash tag ``{<dataset>}``, so a Redis Cluster keeps it in
 one slot and the engine's functions (``ods.functions``) can touch it atomically. Each value
-has a hash tag of its own, so a cluster spreads values over every node::
+has a hash tag of its own, so a cluster spreads values over every node.
 
-    seneca:{<dataset>}:t:<letter>        bitmap: samples cached in the tier
-    seneca:{<dataset>}:sz:<letter>       u32 per sample: bytes charged for its value
-    seneca:{<dataset>}:used              hash: units used per tier, entries n<letter>
+The encoded and decoded tiers are the dataset's, shared by every job. Augmented copies depend
+on the job's transform: each transform is a *view* of the dataset with an augmented tier of its
+own (its bitmap, sizes, budget field and values carry ``a:<view>`` where the other tiers carry
+their letter; ``<form>`` below). A job's name in the engine ends with ``|<view>``::
+
+    seneca:{<dataset>}:t:<form>          bitmap: samples cached in the tier
+    seneca:{<dataset>}:sz:<form>         u32 per sample: bytes charged for its value
+    seneca:{<dataset>}:used              hash: units used per tier (<form>), entries n<form>
     seneca:{<dataset>}:jobs              zset: live jobs -> lease expiry (ms)
     seneca:{<dataset>}:ref, :doom        'paper' policy: hits per sample, samples to evict
     seneca:{<dataset>}:x:c, :x:g         scratch bitmaps of one call
-    seneca:{<dataset>}:gc                zset: evicted entries -> when their value is collected
+    seneca:{<dataset>}:gc, :gc:<view>    zsets: evicted entries -> when their value is collected
+                                         (encoded and decoded; the view's augmented)
     seneca:{<dataset>}:j:<job>           hash: samples of the job, latest epoch, served per epoch
     seneca:{<dataset>}:r:<job>, :p:<job> bitmaps: unserved in its latest / previous epoch
     seneca:{<dataset>}:g:<job>           bitmap: the job used the current augmented copy
     seneca:{<dataset>}:m:<job>           bitmap: samples the job trains on (absent: all)
     seneca:{<dataset>}:pin:<b>, pinc:<b> pins of fetches decided in pin-lease bucket b
-    seneca:v:{<dataset>:<letter>:<i>}    sample i's value in a tier
-    seneca:v:{<dataset>:<letter>:<i>}:s:<token>  a value staged for admission (expires)
+    seneca:v:{<dataset>:<form>:<i>}      sample i's value in a tier
+    seneca:v:{<dataset>:<form>:<i>}:s:<token>  a value staged for admission (expires)
+
+Without a view (``view=""``, payload-free simulation) the augmented form is plain ``a``.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ods import defaults
+from seneca_base.errors import ConfigError
 from seneca_base.tiers import LETTER, TIERS
 
 __all__ = ["Keys", "glob_escape"]
@@ -42,6 +51,21 @@ class Keys:
 
     dataset: str
     prefix: str = defaults.KEY_PREFIX
+    view: str = ""
+
+    def __post_init__(self) -> None:
+        if "|" in self.view or ":" in self.view:
+            raise ConfigError(f"view: no '|' or ':' allowed, got {self.view!r}")
+
+    def form(self, tier: str) -> str:
+        """How ``tier`` is named in keys and budget fields: its letter, for the augmented tier
+        with the view (``a:<view>``)."""
+        letter = LETTER[tier]
+        return f"{letter}:{self.view}" if letter == "a" and self.view else letter
+
+    def job_name(self, job: str) -> str:
+        """``job`` as the engine names it: with its view (``<job>|<view>``)."""
+        return f"{job}|{self.view}" if self.view else job
 
     @property
     def meta(self) -> str:
@@ -49,10 +73,10 @@ class Keys:
         return f"{self.prefix}:{{{self.dataset}}}:"
 
     def tier(self, tier: str) -> str:
-        return f"{self.meta}t:{LETTER[tier]}"
+        return f"{self.meta}t:{self.form(tier)}"
 
     def sizes(self, tier: str) -> str:
-        return f"{self.meta}sz:{LETTER[tier]}"
+        return f"{self.meta}sz:{self.form(tier)}"
 
     @property
     def used(self) -> str:
@@ -62,8 +86,12 @@ class Keys:
     def jobs(self) -> str:
         return f"{self.meta}jobs"
 
+    def gc(self) -> list[str]:
+        """The zsets of evicted entries: the shared tiers' and the view's augmented ones."""
+        return [f"{self.meta}gc", f"{self.meta}gc:{self.form('augmented')}"]
+
     def job(self, name: str) -> list[str]:
-        """The job's keys: j, r, p, g, m."""
+        """The keys of ``name`` (as the engine names it): j, r, p, g, m."""
         return [f"{self.meta}{k}:{name}" for k in ("j", "r", "p", "g", "m")]
 
     def members(self, name: str) -> str:
@@ -76,10 +104,11 @@ class Keys:
 
     def declared(self, job: str, bucket: int, jobs: Sequence[str]) -> list[str]:
         """Every key a function call may touch, in the order ``ods/functions/lib.lua`` reads
-        them: the dataset's, the caller's job's, its pins', then r, g, m of each of ``jobs``."""
+        them: the dataset's, the caller's job's, its pins', then r, g, m of each of ``jobs``
+        (names as the engine gives them)."""
         out = [self.tier(t) for t in TIERS] + [self.sizes(t) for t in TIERS]
         out += [self.used, self.jobs]
-        out += [self.meta + k for k in ("ref", "doom", "x:c", "x:g", "gc")]
+        out += [self.meta + k for k in ("ref", "doom", "x:c", "x:g")] + self.gc()
         out += self.job(job) + self.pins(bucket)
         for name in jobs:
             out += [f"{self.meta}{k}:{name}" for k in ("r", "g", "m")]
@@ -87,7 +116,7 @@ class Keys:
 
     def value(self, tier: str, index: int) -> str:
         """The key of sample ``index``'s value in ``tier``."""
-        return f"{self.prefix}:v:{{{self.dataset}:{LETTER[tier]}:{int(index)}}}"
+        return f"{self.prefix}:v:{{{self.dataset}:{self.form(tier)}:{int(index)}}}"
 
     def staged(self, tier: str, index: int, token: str) -> str:
         """Where a value is staged before its admission (same slot as its key)."""

@@ -45,7 +45,7 @@ from ods.functions import SOURCE, error_of, function_name
 from ods.keys import Keys
 from ods.outbox import Call, Outbox
 from seneca_base.errors import ConfigError, FunctionsMissingError, StaleJobsError
-from seneca_base.tiers import LETTER, TIERS, tier_of_letter
+from seneca_base.tiers import TIERS, tier_of_letter
 
 __all__ = ["POLICIES", "Decision", "OdsStore"]
 
@@ -69,6 +69,8 @@ class OdsStore:
         overhead: units charged per stored value on top of its length.
         lease: seconds a job stays live without a call; pin_lease: seconds a decision keeps its
             hits from eviction unless released earlier.
+        view: the job's view of the dataset (a transform's id: augmented copies are kept per
+            view, the encoded and decoded tiers are shared by every view; see ``ods.keys``).
         orphan_grace: seconds an evicted entry's value may outlive it before any later admit
             or release deletes it (see ``ods.defaults.ORPHAN_GRACE_MS``).
     """
@@ -87,6 +89,7 @@ class OdsStore:
         pin_lease: float = defaults.PIN_LEASE,
         orphan_grace: float = defaults.ORPHAN_GRACE_MS / 1000,
         prefix: str = defaults.KEY_PREFIX,
+        view: str = "",
         seed: int | None = None,
     ) -> None:
         if policy not in POLICIES:
@@ -98,7 +101,7 @@ class OdsStore:
         if unknown:
             raise ConfigError(f"capacity: unknown tier {sorted(unknown)[0]!r}")
         self._source = client
-        self.keys = Keys(dataset, prefix)
+        self.keys = Keys(dataset, prefix, view)
         self.samples = samples
         self.policy = policy
         self.capacity = {t: int(capacity.get(t, 0)) for t in TIERS}
@@ -147,6 +150,7 @@ class OdsStore:
         jobs as last seen; a StaleJobsError reply means: call it through :meth:`call`)."""
         now = int(time.time() * 1000)
         declared = self._jobs if jobs else []
+        job = self.keys.job_name(job)
         keys = self.keys.declared(job, now // self.pin_lease_ms, declared)
         argv = [now, job, self.pin_lease_ms, self.orphan_grace_ms, defaults.ORPHAN_COLLECT]
         argv += [int(self.values), len(declared), *declared, *args]
@@ -220,7 +224,7 @@ class OdsStore:
             bits = bytearray((self.samples + 7) // 8)
             for i in members:
                 set_bit(bits, i)
-            self.client.set(self.keys.members(job), bytes(bits))
+            self.client.set(self.keys.members(self.keys.job_name(job)), bytes(bits))
             count = len(members)
         _, epoch, served = self.call("join", job, self.lease_ms, count)
         self.refresh_jobs()
@@ -334,9 +338,19 @@ class OdsStore:
         """The key holding the value of sample ``index`` in ``tier``."""
         return self.keys.value(tier, index)
 
-    def live_jobs_key(self) -> str:
-        """The registry zset: job -> lease expiry in ms."""
-        return self.keys.jobs
+    def live_command(self) -> tuple[object, ...]:
+        """The command whose reply :meth:`same_view` counts: the live jobs' names."""
+        return ("ZRANGE", self.keys.jobs, int(time.time() * 1000), "+inf", "BYSCORE")
+
+    def same_view(self, names: Sequence[bytes | bytearray | str]) -> int:
+        """How many of ``names`` (a :meth:`live_command` reply) are jobs of this view: those
+        an augmented copy made here can serve."""
+        tail = self.keys.job_name("")
+        out = 0
+        for name in names:
+            text = bytes(name).decode() if isinstance(name, bytes | bytearray) else name
+            out += text.endswith(tail) and (bool(tail) or "|" not in text)
+        return out
 
     def tier_key(self, tier: str) -> str:
         """The bitmap of samples cached in ``tier``."""
@@ -344,7 +358,7 @@ class OdsStore:
 
     def used_command(self) -> tuple[str, ...]:
         """The command whose reply is the units each tier holds (TIERS order)."""
-        return ("HMGET", self.keys.used, *(LETTER[t] for t in TIERS))
+        return ("HMGET", self.keys.used, *(self.keys.form(t) for t in TIERS))
 
     def admit(
         self, job: str, items: Sequence[tuple[int, str, int, bytes]], wait: bool = True

@@ -23,7 +23,7 @@ for k = c + 3, #args, 3 do
   if bit1(tkey, s) then
     ok = (VALUES and t ~= 'a' and size_of(t, s) == size) and 3 or 2
   else
-    local used = tonumber(redis.call('HGET', K.used, t) or '0')
+    local used = tonumber(redis.call('HGET', K.used, F[t]) or '0')
     if used + size > cap[t] and policy ~= 'paper' then
       local want = demands({s}, t, live)[1]
       local nbits = redis.call('STRLEN', tkey) * 8
@@ -41,16 +41,18 @@ for k = c + 3, #args, 3 do
         end
         if best == nil or best_d >= want then break end
         drop(best, t)
-        used = tonumber(redis.call('HGET', K.used, t) or '0')
+        used = tonumber(redis.call('HGET', K.used, F[t]) or '0')
       end
     end
     if used + size <= cap[t] then
       redis.call('SETBIT', tkey, s, 1)
-      redis.call('HINCRBY', K.used, t, size)
-      redis.call('HINCRBY', K.used, 'n' .. t, 1)
+      redis.call('HINCRBY', K.used, F[t], size)
+      redis.call('HINCRBY', K.used, 'n' .. F[t], 1)
       if VALUES then redis.call('BITFIELD', K.sz[t], 'SET', 'u32', '#' .. str(s), size) end
       if t == 'a' then
-        for _, j in ipairs(live) do redis.call('SETBIT', j.g, s, 0) end
+        for _, j in ipairs(live) do
+          if j.same then redis.call('SETBIT', j.g, s, 0) end  -- the view's jobs: a new copy
+        end
         redis.call('SETBIT', K.g, s, 1)  -- the admitting job made this copy
       end
       if policy == 'paper' then redis.call('BITFIELD', K.ref, 'SET', 'u8', '#' .. s, 0) end

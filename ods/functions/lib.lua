@@ -1,18 +1,22 @@
 -- Shared helpers of the engine's functions (assembled before the commands; see ods/functions.py).
 --
 -- Every function declares every key it touches (ods.keys.Keys.declared, in this order):
---   1-3    t:<letter>   bitmaps: sample cached in that tier (TIERS order)
---   4-6    sz:<letter>  u32 per sample: bytes charged for its cached value (values stored)
---   7      used         hash: units used per tier (field <letter>) and entries (n<letter>)
+--   1-3    t:<form>     bitmaps: sample cached in that tier (TIERS order; the form of a tier is
+--                       its letter, of the augmented tier a:<view>, the caller's view)
+--   4-6    sz:<form>    u32 per sample: bytes charged for its cached value (values stored)
+--   7      used         hash: units used per tier (field <form>) and entries (n<form>)
 --   8      jobs         zset: job -> lease expiry (ms)
 --   9      ref          one byte per sample: hits on its cached copy ('paper' policy)
 --   10     doom         set: samples to evict once unpinned ('paper' policy)
 --   11-12  x:c, x:g     scratch bitmaps, deleted before the function returns
---   13     gc           zset: evicted entries (<letter><sample>) -> when their value is collected
---   14-18  the caller's job: j (hash: n, epoch, s<e> served), r (unserved in its latest epoch),
+--   13-14  gc, gc:<form of a>  zsets: evicted entries (<letter><sample>) -> when their value
+--                       is collected (the encoded and decoded tiers'; the view's augmented)
+--   15-19  the caller's job: j (hash: n, epoch, s<e> served), r (unserved in its latest epoch),
 --          p (unserved in the epoch before), g (used the current augmented copy), m (members)
---   19-22  pin:<b>, pinc:<b>, pin:<b-1>, pinc:<b-1> (b: the caller's pin-lease time bucket)
---   23-    per declared job: its r, g and m (the live jobs, as the caller last knew them)
+--   20-23  pin:<b>, pinc:<b>, pin:<b-1>, pinc:<b-1> (b: the caller's pin-lease time bucket)
+--   24-    per declared job: its r, g and m (the live jobs, as the caller last knew them)
+-- A job's name ends with |<view> (none: no view). Augmented copies are the caller's view's:
+-- only jobs of that view count for their demand, and only they use them.
 -- ARGV: now (ms), job, pin lease (ms), orphan grace (ms), orphans collected per call, values
 -- (1: sizes are bytes kept in sz), the number D of declared jobs, their names, then the
 -- command's own arguments.
@@ -22,8 +26,10 @@
 -- the sample was cached again since), so a value whose deleter crashed, or that a late rename
 -- put back after its entry went, is deleted too.
 
-local K, job, now, PIN_LEASE, GRACE, COLLECT, VALUES, DECLARED, EVICTED
+local K, F, job, now, PIN_LEASE, GRACE, COLLECT, VALUES, DECLARED, EVICTED
 local band, rshift  -- the bit library is there only while a function runs: set by begin
+
+local function view_of(name) return string.match(name, '|([^|]*)$') or '' end
 
 local function begin(keys, args)
   band, rshift = bit.band, bit.rshift
@@ -32,16 +38,19 @@ local function begin(keys, args)
     K.t[t], K.sz[t] = keys[k], keys[3 + k]
   end
   K.used, K.jobs, K.ref, K.doom, K.xc, K.xg = keys[7], keys[8], keys[9], keys[10], keys[11], keys[12]
-  K.gc = keys[13]
-  K.j, K.r, K.p, K.g, K.m = keys[14], keys[15], keys[16], keys[17], keys[18]
-  K.pin, K.pinc, K.pin1, K.pinc1 = keys[19], keys[20], keys[21], keys[22]
+  K.gc = {e = keys[13], d = keys[13], a = keys[14]}
+  K.j, K.r, K.p, K.g, K.m = keys[15], keys[16], keys[17], keys[18], keys[19]
+  K.pin, K.pinc, K.pin1, K.pinc1 = keys[20], keys[21], keys[22], keys[23]
   now, job, PIN_LEASE, GRACE = tonumber(args[1]), args[2], tonumber(args[3]), tonumber(args[4])
+  local view = view_of(job)
+  F = {e = 'e', d = 'd', a = view == '' and 'a' or 'a:' .. view}
   COLLECT, VALUES = tonumber(args[5]), args[6] == '1'
   local d = tonumber(args[7])
   DECLARED = {}
   for k = 1, d do
-    DECLARED[k] = {name = args[7 + k], r = keys[20 + 3 * k], g = keys[21 + 3 * k],
-                   m = keys[22 + 3 * k]}
+    local name = args[7 + k]
+    DECLARED[k] = {name = name, r = keys[21 + 3 * k], g = keys[22 + 3 * k],
+                   m = keys[23 + 3 * k], same = view_of(name) == view}
   end
   EVICTED = {}
   return 8 + d  -- where the command's own arguments start
@@ -112,15 +121,17 @@ local function set_bits(key, list, v)
 end
 
 -- per sample of list, the declared live jobs that still need it this epoch (for the augmented
--- tier: that have not used its current copy either)
+-- tier: the jobs of the caller's view that have not used its current copy either)
 local function demands(list, tier, live)
   local out = {}
   for k = 1, #list do out[k] = 0 end
   for _, j in ipairs(live) do
-    local r = bits(j.r, list)
-    local g = tier == 'a' and bits(j.g, list) or {}
-    for k = 1, #list do
-      if r[k] == 1 and g[k] ~= 1 then out[k] = out[k] + 1 end
+    if tier ~= 'a' or j.same then
+      local r = bits(j.r, list)
+      local g = tier == 'a' and bits(j.g, list) or {}
+      for k = 1, #list do
+        if r[k] == 1 and g[k] ~= 1 then out[k] = out[k] + 1 end
+      end
     end
   end
   return out
@@ -145,42 +156,46 @@ local function drop(i, tier)
   if not bit1(K.t[tier], i) then return end
   local size = size_of(tier, i)
   redis.call('SETBIT', K.t[tier], i, 0)
-  redis.call('HINCRBY', K.used, tier, -size)
-  redis.call('HINCRBY', K.used, 'n' .. tier, -1)
+  redis.call('HINCRBY', K.used, F[tier], -size)
+  redis.call('HINCRBY', K.used, 'n' .. F[tier], -1)
   EVICTED[#EVICTED + 1] = tier
   EVICTED[#EVICTED + 1] = i
-  if VALUES then redis.call('ZADD', K.gc, now + GRACE, tier .. str(i)) end
+  if VALUES then redis.call('ZADD', K.gc[tier], now + GRACE, tier .. str(i)) end
 end
 
 -- add to EVICTED up to COLLECT entries of gc whose grace has passed and whose sample is not
 -- cached in that tier again (its value, if any, is an orphan)
 local function collect()
   if not VALUES then return end
-  local due = redis.call('ZRANGE', K.gc, '-inf', now, 'BYSCORE', 'LIMIT', 0, COLLECT)
-  if #due == 0 then return end
-  redis.call('ZREM', K.gc, unpack(due))
-  for _, m in ipairs(due) do
-    local t, i = string.sub(m, 1, 1), tonumber(string.sub(m, 2))
-    if not bit1(K.t[t], i) then
-      EVICTED[#EVICTED + 1] = t
-      EVICTED[#EVICTED + 1] = i
+  for _, key in ipairs({K.gc.e, K.gc.a}) do
+    local due = redis.call('ZRANGE', key, '-inf', now, 'BYSCORE', 'LIMIT', 0, COLLECT)
+    if #due > 0 then redis.call('ZREM', key, unpack(due)) end
+    for _, m in ipairs(due) do
+      local t, i = string.sub(m, 1, 1), tonumber(string.sub(m, 2))
+      if not bit1(K.t[t], i) then
+        EVICTED[#EVICTED + 1] = t
+        EVICTED[#EVICTED + 1] = i
+      end
     end
   end
 end
 
--- the samples of list whose current augmented copy every live job that trains on them has used
+-- the samples of list whose current augmented copy every live job of the caller's view that
+-- trains on them has used
 -- (nobody can use it again); each job's bitmaps are read only for the samples still in question
 local function aug_spent(list, live)
   local left = list
   for _, j in ipairs(live) do
     if #left == 0 then break end
-    local mem = redis.call('EXISTS', j.m) == 1 and bits(j.m, left) or nil
-    local g = bits(j.g, left)
-    local still = {}
-    for k, s in ipairs(left) do
-      if not ((mem == nil or mem[k] == 1) and g[k] ~= 1) then still[#still + 1] = s end
+    if j.same then
+      local mem = redis.call('EXISTS', j.m) == 1 and bits(j.m, left) or nil
+      local g = bits(j.g, left)
+      local still = {}
+      for k, s in ipairs(left) do
+        if not ((mem == nil or mem[k] == 1) and g[k] ~= 1) then still[#still + 1] = s end
+      end
+      left = still
     end
-    left = still
   end
   return left
 end

@@ -10,6 +10,7 @@ process, then reads from storage until the cache answers again.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import time
@@ -45,6 +46,10 @@ def pil_decode(data: bytes | memoryview) -> Image.Image:
         img.load()
         return img
     return img.convert("RGB")
+
+
+def _qualname(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__qualname__
 
 
 def _decodes_bytes(loader: Callable | None) -> bool:
@@ -86,6 +91,16 @@ class CachedDataset(torch.utils.data.Dataset):
         self.cache_name = ""
         self._down_until = 0.0
         self._warned = False
+
+    def cache_ids(self) -> tuple[str, str]:
+        """(dataset, view) as the cache names them: the dataset is the sample list and how a
+        file is decoded (its encoded and decoded values are the same for every transform); the
+        view is the transform's cached head (its augmented copies are its own)."""
+        decoder = "pil"
+        if not self.bytes_decode:
+            name = f"{getattr(self.loader, '__module__', '')}.{_qualname(self.loader)}"
+            decoder = hashlib.sha1(name.encode()).hexdigest()[:8]
+        return f"{self.storage.fingerprint()}.{decoder}", self.transform.fingerprint
 
     def attach(self, store: OdsStore, job: str, name: str, warned: bool = False) -> None:
         """Read and fill the cache ``store`` as ``job``; ``name``: the cache's URL as warnings

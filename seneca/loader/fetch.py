@@ -4,15 +4,14 @@ Each sample of the batch comes with the tier to read it from (decided by ODS, or
 a loader's own order). One round trip reads the values (straight into their own buffers,
 ``seneca.cache.resp``), releases the batch's pins (the server runs the release after the reads,
 so the values were read while pinned; in the loader process the release is posted to the
-outbox instead), and reads the tiers' usage and the number of live jobs. A value that is gone
-(its entry was evicted after its pin lapsed, or its admission is not finished) is a counted
-miss read from storage: a fetch never fails for a missing cache entry. Then one call offers the
-new values to the cache (its policy decides what stays).
+outbox instead), and reads the tiers' usage and the live jobs of the loader's view. A value
+that is gone (its entry was evicted after its pin lapsed, or its admission is not finished) is
+a counted miss read from storage: a fetch never fails for a missing cache entry. Then one call
+offers the new values to the cache (its policy decides what stays).
 """
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -52,7 +51,8 @@ def _read(
     ds: Any, picks: Sequence[Pick], count: Counter, rows: BatchRows | None
 ) -> tuple[list, dict, int]:
     """Values per pick ((tier, bytearray or Placed) or (None, None)), bytes used per tier, live
-    jobs; the batch's hits are released in the same round trip (or posted, see above)."""
+    jobs of the view; the batch's hits are released in the same round trip (or posted, see
+    above)."""
     store = ds.store
     keys = [store.value_key(p.tier, p.index) for p in picks if p.tier is not None]
     releases = list(hits_by_bucket(picks).items())
@@ -63,7 +63,7 @@ def _read(
         later = []
     commands += [store.release_command(ds.job, b, hits) for b, hits in releases]
     commands.append(store.used_command())
-    commands.append(("ZCOUNT", store.live_jobs_key(), int(time.time() * 1000), "+inf"))
+    commands.append(store.live_command())
     place = _placer(rows, picks) if rows is not None and keys else None
     replies = execute(store.client, commands, raise_on_error=False, place=place)
     first = 1 if keys else 0
@@ -74,7 +74,7 @@ def _read(
             raise reply
     for bucket, hits in later:
         store.release_later(ds.job, bucket, hits)
-    live = int(replies[-1])
+    live = store.same_view(replies[-1])
     used = {t: int(v or 0) for t, v in zip(TIERS, replies[-2], strict=True)}
     it = iter(replies[0] if keys else ())
     values: list[tuple[str | None, Any]] = []

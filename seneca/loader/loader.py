@@ -101,8 +101,7 @@ class SenecaLoader(DataLoader):
         if defer_tail and collate_fn is None:
             collate_fn = collate_rows  # default_collate, minus the copy of rows read in place
         setup = connect(options)
-        dataset_id = f"{wrapped.storage.fingerprint()}.{wrapped.transform.fingerprint}"
-        store = cache_store(setup, dataset_id, len(wrapped))
+        store = cache_store(setup, *wrapped.cache_ids(), len(wrapped))
         self.cache_url, self.cache_size, self.split = setup.client.redacted, setup.size, setup.split
         self.job = job_name
         self._ods_sampler: OdsBatchSampler | None = None

@@ -111,12 +111,14 @@ def data_parallel() -> tuple[int, int]:
     return 1, 0
 
 
-def cache_store(setup: CacheSetup, dataset: str, samples: int) -> OdsStore:
-    """The cache engine of ``dataset`` (an id: files and transform) on ``setup``'s cache."""
+def cache_store(setup: CacheSetup, dataset: str, view: str, samples: int) -> OdsStore:
+    """The cache engine of ``dataset`` (an id of its files and decoder) seen through ``view``
+    (its transform's) on ``setup``'s cache."""
     return OdsStore(
         setup.client,
         dataset,
         samples,
+        view=view,
         policy=ods_defaults.POLICY,
         capacity=setup.budgets,
         values=True,

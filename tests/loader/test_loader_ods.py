@@ -182,3 +182,70 @@ def test_loaders_with_and_without_ods_share_one_cache(tiny_dataset, redis_proc):
     assert check.stats()["storage_reads"] == 0
     assert train.store.usage() == used  # nothing admitted twice
     assert sum(used.values()) <= train.cache_size
+
+
+def test_jobs_with_different_transforms_share_encoded_and_decoded_values(tiny_dataset, redis_proc):
+    """Two transforms over one dataset: one key space and budget for the encoded and decoded
+    tiers; each transform's augmented copies are its own."""
+    from torchvision import transforms as T
+
+    small, large = indexed(tiny_dataset), indexed(tiny_dataset)
+    large.transform = T.Compose([T.RandomResizedCrop(24), T.ToTensor()])
+    common = dict(batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB")
+    a = SenecaLoader(small, split=(0, 1, 0), job="a", **common)
+    b = SenecaLoader(large, split=(0, 1, 0), job="b", **common)
+    assert a.store.keys.dataset == b.store.keys.dataset
+    assert a.store.keys.view != b.store.keys.view
+    epoch_of(a)  # decodes every sample into the decoded tier
+    assert a.stats()["decoded"]["admitted"] == 48
+    seen = epoch_of(b)
+    assert set(seen) == set(range(48)) and max(seen.values()) == 1
+    shapes = {tuple(x.shape[-2:]) for x, _ in b}
+    assert shapes == {(24, 24)}  # b's own transform ran on a's decoded values
+    stats = b.stats()
+    assert stats["decoded"]["hits"] == 96 and stats["storage_reads"] == 0
+    assert a.store.usage()["decoded"] == b.store.usage()["decoded"] > 0
+
+
+def test_augmented_copies_are_kept_per_transform(tiny_dataset, redis_proc):
+    """Augmented copies serve the jobs of their transform only; a transform with one job makes
+    none (nobody else could use them), however many jobs other transforms have."""
+    from torchvision import transforms as T
+
+    large = indexed(tiny_dataset)
+    large.transform = T.Compose([T.RandomResizedCrop(24), T.ToTensor()])
+    common = dict(batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB")
+    common["split"] = (0, 0, 1)
+    a1 = SenecaLoader(indexed(tiny_dataset), job="a1", **common)
+    a2 = SenecaLoader(indexed(tiny_dataset), job="a2", **common)
+    b = SenecaLoader(large, job="b", **common)
+    iter(a1), iter(a2)  # both jobs live from the start
+    for (xa, _), (xb, _), (xc, _) in zip(a1, a2, b, strict=True):
+        assert xa.shape[-1] == xb.shape[-1] == 16 and xc.shape[-1] == 24
+    made = a1.stats()["augmented"]["admitted"] + a2.stats()["augmented"]["admitted"]
+    used = a1.stats()["augmented"]["hits"] + a2.stats()["augmented"]["hits"]
+    assert made > 0 and used > 0  # a1 and a2 used each other's copies
+    assert b.stats()["augmented"]["hits"] == 0 and b.stats()["augmented"]["admitted"] == 0
+    assert a1.store.usage()["augmented"] > 0 and b.store.usage()["augmented"] == 0
+
+
+def test_the_cache_names_a_dataset_by_its_files_and_decoder_and_a_view_by_its_transform(
+    tiny_dataset, redis_url
+):
+    from torchvision import transforms as T
+    from torchvision.datasets.folder import default_loader
+
+    def ids(ds):
+        return SenecaLoader(ds, batch_size=8, cache=redis_url).store.keys
+
+    base = ids(indexed(tiny_dataset))
+    other_transform = indexed(tiny_dataset)
+    other_transform.transform = T.Compose([T.RandomResizedCrop(20), T.ToTensor()])
+    keys = ids(other_transform)
+    assert keys.dataset == base.dataset and keys.view != base.view
+    own_loader = indexed(tiny_dataset)
+    own_loader.loader = lambda path: default_loader(path).convert("L")
+    assert ids(own_loader).dataset != base.dataset  # its decoded values differ
+    fewer = indexed(tiny_dataset)
+    fewer.samples = fewer.samples[:-1]
+    assert ids(fewer).dataset != base.dataset

@@ -267,3 +267,24 @@ def test_an_entry_whose_value_went_missing_heals_at_its_next_miss(redis_proc):
     assert s.admit("a", [_item(3, "decoded", b"D3")]) == [2]  # offered again: it heals
     assert _read(s, "a", [3]) == (["decoded"], [b"D3"])
     assert s.usage()["decoded"] == 2 + OVERHEAD
+
+
+def test_views_share_encoded_and_decoded_entries_and_keep_their_own_augmented(redis_proc):
+    """Two transforms (views) of one dataset: one encoded/decoded tier and budget; an augmented
+    copy serves, and is spent by, the jobs of its view only."""
+    r = redis_proc.client
+    v1, v2 = _store(r, view="v1"), _store(r, view="v2")
+    for s, jobs in ((v1, ("a", "b")), (v2, ("c",))):
+        for job in jobs:
+            s.join(job)
+    assert v1.admit("a", [_item(0, "augmented", b"AUG"), _item(1, "decoded", b"D1")]) == [1, 1]
+    assert _read(v2, "c", [0, 1]) == ([None, "decoded"], [None, b"D1"])
+    assert v2.admit("c", [_item(1, "decoded", b"D1")]) == [2]  # one entry, one budget
+    assert v1.usage()["decoded"] == v2.usage()["decoded"] == 2 + OVERHEAD
+    assert v2.usage()["augmented"] == 0
+    assert _read(v1, "b", [0])[1] == [b"AUG"]  # 'b' was the last of v1's jobs to use it:
+    assert v1.usage()["augmented"] == 0  # spent, whatever 'c' (another view) still needs
+    assert not r.exists(v1.value_key("augmented", 0))
+    assert v1.value_key("augmented", 0) != v2.value_key("augmented", 0)
+    assert v1.same_view(r.execute_command(*v1.live_command())) == 2
+    assert v2.same_view(r.execute_command(*v2.live_command())) == 1
