@@ -1,0 +1,151 @@
+"""Engine: how a store calls the engine's functions for one dataset.
+
+A call is one ``FCALL`` with every key it may touch declared (``ods.keys``) and the common
+arguments every function reads first (``ods/functions/lib.lua``). A call that fails because the
+library is not loaded (a restarted or flushed server) or because it declared other live jobs
+than the dataset has is made again after loading the library or reading the live jobs; other
+error replies are raised as their typed exceptions. The values a call names for deletion are
+deleted by the caller (:meth:`Engine.unlink_values`).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+
+from ods import defaults
+from ods.functions import SOURCE, error_of, function_name
+from ods.keys import Keys
+from ods.outbox import Outbox
+from seneca_base.errors import FunctionsMissingError, StaleJobsError
+from seneca_base.tiers import tier_of_letter
+
+__all__ = ["Engine"]
+
+
+class Engine:
+    """The function calls of one dataset's cache (see the module docstring); ``OdsStore``
+    builds its commands on it.
+
+    Args:
+        client: a redis-py client (decode_responses must be False), or an object whose
+            ``redis`` attribute gives one per process (the engine then pickles into
+            DataLoader workers).
+        keys: the dataset's key schema (and the caller's view).
+        values: sample values are stored (payload-free otherwise).
+        pin_lease, orphan_grace: seconds (see ``ods.defaults``).
+        seed: seed of the random numbers the functions get (None: from the OS).
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        keys: Keys,
+        *,
+        values: bool,
+        pin_lease: float,
+        orphan_grace: float,
+        seed: int | None,
+    ) -> None:
+        self._source = client
+        self.keys = keys
+        self.values = bool(values)
+        self.pin_lease_ms = int(pin_lease * 1000)
+        self.orphan_grace_ms = int(orphan_grace * 1000)
+        self._seed_value = seed
+        self._rng = random.Random(seed)
+        self._pid = os.getpid()
+        self._jobs: list[str] = []  # the live jobs as last seen (declared to the functions)
+        #: calls of this process whose replies are read later (see ``ods.outbox``)
+        self.outbox = Outbox(lambda: self.client)
+
+    @property
+    def client(self) -> redis.Redis:
+        """The redis-py client of this process."""
+        source = self._source
+        return source.redis if hasattr(source, "redis") else source
+
+    @property
+    def prefix(self) -> str:
+        """The prefix of this dataset's metadata keys."""
+        return self.keys.meta
+
+    def __getstate__(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if k != "outbox"}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self.outbox = Outbox(lambda: self.client)
+
+    def _seed(self) -> int:
+        if os.getpid() != self._pid:  # a forked worker: its own random stream
+            self._pid = os.getpid()
+            self._rng = random.Random(
+                None if self._seed_value is None else self._seed_value + self._pid
+            )
+        return self._rng.randrange(1, 2**31)
+
+    def command(self, cmd: str, job: str, *args: object, jobs: bool = False) -> tuple:
+        """The FCALL of ``cmd`` for ``job``, to send in a pipeline (``jobs``: declare the live
+        jobs as last seen; a StaleJobsError reply means: call it through :meth:`call`)."""
+        now = int(time.time() * 1000)
+        declared = self._jobs if jobs else []
+        job = self.keys.job_name(job)
+        keys = self.keys.declared(job, now // self.pin_lease_ms, declared)
+        argv = [now, job, self.pin_lease_ms, self.orphan_grace_ms, defaults.ORPHAN_COLLECT]
+        argv += [int(self.values), len(declared), *declared, *args]
+        return ("FCALL", function_name(cmd), len(keys), *keys, *argv)
+
+    def load(self) -> None:
+        """Load the engine's functions into the server (the library's name carries its source's
+        hash, so replacing a loaded copy changes nothing for other callers)."""
+        self.client.function_load(SOURCE, replace=True)
+
+    def refresh_jobs(self) -> list[str]:
+        """The dataset's live jobs, read now (and declared by later calls)."""
+        now = int(time.time() * 1000)
+        names = self.client.zrangebyscore(self.keys.jobs, now, "+inf")
+        self._jobs = [n.decode() if isinstance(n, bytes) else n for n in names]
+        return self._jobs
+
+    def recover(self, err: Exception) -> bool:
+        """Make a call that failed with ``err`` worth trying again: load the functions, or
+        refresh the live jobs. False when ``err`` is not such a failure."""
+        err = error_of(err)
+        if isinstance(err, FunctionsMissingError):
+            self.load()
+        elif isinstance(err, StaleJobsError):
+            self.refresh_jobs()
+        else:
+            return False
+        return True
+
+    def call(self, cmd: str, job: str, *args: object, jobs: bool = False) -> Any:
+        """Run ``cmd`` now (loading the functions or refreshing the live jobs as needed); an
+        error reply is raised as its typed exception."""
+        for attempt in range(defaults.CALL_RETRIES + 1):
+            try:
+                return self.client.execute_command(*self.command(cmd, job, *args, jobs=jobs))
+            except redis.ResponseError as err:
+                if attempt == defaults.CALL_RETRIES or not self.recover(err):
+                    raise error_of(err) from None
+        raise AssertionError("unreachable")
+
+    def unlink_values(self, evicted: Sequence[object], now: bool = True) -> list[int]:
+        """Delete the values of evicted ``[letter, sample, ...]`` pairs (``now``: wait for it,
+        else post it to the outbox); returns the samples."""
+        pairs = list(zip(evicted[::2], evicted[1::2], strict=True))
+        if not pairs:
+            return []
+        command = ("UNLINK", *(self.keys.value(tier_of_letter(t), i) for t, i in pairs))
+        if self.values:
+            if now:
+                self.client.execute_command(*command)
+            else:
+                self.outbox.send([command])
+        return [int(i) for _, i in pairs]
