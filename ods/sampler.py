@@ -5,6 +5,13 @@ in the loader process or a worker, knows where to read each sample and what to r
 Iterating starts the sampler's epoch in Redis (idempotent, so ranks of one job that share the
 job name share the epoch) and asks for batches until the job's epoch is served.
 
+Every iteration runs a new epoch, as a DataLoader's does: an iteration stopped early (a
+``break``, a peek with ``next(iter(...))``) leaves its epoch behind, and the next one starts
+the following epoch with every sample. :meth:`OdsBatchSampler.set_epoch` picks the epoch of the
+next iteration when this sampler has not run it yet (DistributedSampler's contract: ranks that
+set the same epoch share it); :meth:`OdsBatchSampler.resume` continues one, for a restored
+checkpoint.
+
 Data-parallel ranks (``num_replicas > 1``) follow DistributedSampler's contract: every rank
 yields the same number of batches, ``ceil(n / num_replicas)`` samples (``floor`` with
 ``drop_last``); the ranks draw from one shared epoch, so together they get each sample once,
@@ -116,7 +123,9 @@ class OdsBatchSampler:
         self.num_replicas = num_replicas
         self.rank = rank
         self.lookahead = lookahead
-        self.epoch = 0
+        self.epoch = 0  # the epoch the next iteration runs, unless it ran already (see next_epoch)
+        self._last: int | None = None  # the latest epoch an iteration of this sampler ran
+        self._resuming = False
         self.substitutions = 0
         #: per epoch, the batches (sample indices, 4 bytes each) this sampler has yielded
         self.yielded: dict[int, list[array]] = {}
@@ -142,8 +151,21 @@ class OdsBatchSampler:
         return n // self.num_replicas if self.drop_last else math.ceil(n / self.num_replicas)
 
     def set_epoch(self, epoch: int) -> None:
-        """The epoch the next iteration runs (DistributedSampler's contract)."""
+        """The epoch the next iteration runs, unless an iteration of this sampler ran it
+        already (then the next iteration runs a new epoch, after the latest it ran)."""
         self.epoch = int(epoch)
+        self._resuming = False
+
+    def resume(self, epoch: int) -> None:
+        """The next iteration continues ``epoch`` (a restored checkpoint), run before or not."""
+        self.epoch = int(epoch)
+        self._resuming = True
+
+    def next_epoch(self) -> int:
+        """The epoch the next iteration runs."""
+        if self._resuming or self._last is None or self.epoch > self._last:
+            return self.epoch
+        return self._last + 1
 
     def __len__(self) -> int:
         quota = self._quota()
@@ -266,8 +288,17 @@ class OdsBatchSampler:
             self._post_next(run)
             yield self._record(run.epoch, picks)
 
+    @property
+    def current(self) -> int | None:
+        """The epoch of the latest iteration (None before the first)."""
+        return self._last
+
     def __iter__(self) -> Iterator[list[Pick]]:
-        epoch = self.epoch
+        """The batches of a new epoch (see the module docstring). Its number is taken when the
+        first batch is asked for: DataLoader makes an iterator it never uses besides each one
+        it uses."""
+        epoch = self.next_epoch()
+        self._last, self._resuming, self.epoch = epoch, False, epoch + 1
         self.yielded = {e: b for e, b in self.yielded.items() if e >= epoch - 1}
         self.yielded[epoch] = []
         left = self._quota()
@@ -291,4 +322,3 @@ class OdsBatchSampler:
             self._joined = False
             done = sum(len(b) for b in self.yielded[epoch])
             yield from self._fallback(epoch, err, None if left is None else left - done)
-        self.epoch = epoch + 1

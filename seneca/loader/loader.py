@@ -138,9 +138,11 @@ class SenecaLoader(DataLoader):
         if self._ods_sampler is None:
             it = super().__iter__()
             return it if self._batch_tail is None else self._finished(it)
-        epoch = self._ods_sampler.epoch  # before DataLoader's prefetch runs the sampler
+        self._progress = (self._ods_sampler.next_epoch(), 0)
+        self._iteration = object()
         it = super().__iter__()
-        return self._tracked(it if self._batch_tail is None else self._finished(it), epoch)
+        it = it if self._batch_tail is None else self._finished(it)
+        return self._tracked(it, self._iteration)
 
     def _finished(self, it: Any) -> Any:
         """Run the batch tail on the images of each default-collated ``[images, targets]``."""
@@ -152,19 +154,24 @@ class SenecaLoader(DataLoader):
                     batch[0] = batch[0].pin_memory()
             yield batch
 
-    def _tracked(self, it: Any, epoch: int) -> Any:
-        """Yield the batches of ``it``, counting them for :meth:`state_dict`."""
-        self._progress = (epoch, 0)
+    def _tracked(self, it: Any, token: object) -> Any:
+        """Yield the batches of ``it``, counting them for :meth:`state_dict` while it is the
+        latest iteration (``token``): an abandoned one counts no more."""
+        epoch = None
         for batch in it:
-            self._progress = (epoch, self._progress[1] + 1)
+            if epoch is None:  # the sampler has taken the iteration's epoch by now
+                epoch = self._ods_sampler.current
+            if self._iteration is token:
+                self._progress = (epoch, self._progress[1] + 1)
             yield batch
-        self._progress = (epoch + 1, 0)
+        if self._iteration is token and epoch is not None:
+            self._progress = (epoch + 1, 0)
 
     def state_dict(self) -> dict[str, Any]:
         """Where this loader is in its epoch (torchdata StatefulDataLoader's convention):
         the epoch, the batches consumed in it, and a bitmap of their samples. Needs ODS."""
         sampler = self._require_ods("state_dict")
-        epoch, batches = getattr(self, "_progress", (sampler.epoch, 0))
+        epoch, batches = getattr(self, "_progress", (sampler.next_epoch(), 0))
         consumed = sampler.consumed_bitmap(epoch, batches)
         restored = getattr(self, "_restored", None)
         if restored is not None and restored[0] == epoch:
@@ -185,7 +192,7 @@ class SenecaLoader(DataLoader):
             raise ConfigError(f"load_state_dict: not a SenecaLoader state: {e}") from None
         if len(consumed) not in (0, (sampler.store.samples + 7) // 8):
             raise ConfigError("load_state_dict: the state is of a dataset of another size")
-        sampler.set_epoch(epoch)
+        sampler.resume(epoch)
         self._progress = (epoch, 0)
         if not consumed:
             return
