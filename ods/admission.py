@@ -44,7 +44,7 @@ def admit_args(store: OdsStore, items: Sequence[tuple[int, str, int, bytes]]) ->
     flat: list[object] = []
     for index, tier, size, _ in items:
         flat += [int(index), LETTER[tier], int(size)]
-    args = [store.policy, *(store.capacity[t] for t in TIERS), store._seed()]
+    args = [store.policy, *(store.capacity[t] for t in TIERS), store.admission_seed()]
     return [*args, defaults.EVICTION_ROUNDS, defaults.EVICTION_CANDIDATES, *flat]
 
 

@@ -58,8 +58,7 @@ class Engine:
         self.pin_lease_ms = int(pin_lease * 1000)
         self.orphan_grace_ms = int(orphan_grace * 1000)
         self._seed_value = seed
-        self._rng = random.Random(seed)
-        self._pid = os.getpid()
+        self._streams(seed)
         self._jobs: list[str] = []  # the live jobs as last seen (declared to the functions)
         #: calls of this process whose replies are read later (see ``ods.outbox``)
         self.outbox = Outbox(lambda: self.client)
@@ -82,13 +81,32 @@ class Engine:
         self.__dict__.update(state)
         self.outbox = Outbox(lambda: self.client)
 
+    def reseed(self, seed: int) -> None:
+        """Draw the functions' random seeds from ``seed`` from now on (a job that starts on an
+        empty cache with the same seeds makes the same choices)."""
+        self._seed_value = int(seed)
+        self._streams(int(seed))
+
+    def _streams(self, seed: int | None) -> None:
+        self._rng = random.Random(seed)
+        self._admissions = random.Random(None if seed is None else ~seed)
+        self._pid = os.getpid()
+
+    def _forked(self) -> None:
+        if os.getpid() != self._pid:  # a forked worker: random streams of its own
+            base = self._seed_value
+            self._streams(None if base is None else base + os.getpid())
+
     def _seed(self) -> int:
-        if os.getpid() != self._pid:  # a forked worker: its own random stream
-            self._pid = os.getpid()
-            self._rng = random.Random(
-                None if self._seed_value is None else self._seed_value + self._pid
-            )
+        """The seed of a decision's random choices."""
+        self._forked()
         return self._rng.randrange(1, 2**31)
+
+    def admission_seed(self) -> int:
+        """The seed of an admission's random eviction probes: a stream of its own, so what a
+        job admits does not change the choices of its decisions."""
+        self._forked()
+        return self._admissions.randrange(1, 2**31)
 
     def command(self, cmd: str, job: str, *args: object, jobs: bool = False) -> tuple:
         """The FCALL of ``cmd`` for ``job``, to send in a pipeline (``jobs``: declare the live

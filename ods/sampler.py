@@ -29,7 +29,7 @@ import math
 import random
 import warnings
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import redis
@@ -41,7 +41,7 @@ from ods.outbox import Call
 from ods.store import OdsStore
 from seneca_base.errors import ConfigError, UnknownJobError
 
-__all__ = ["OdsBatchSampler", "Pick", "hits_by_bucket"]
+__all__ = ["OdsBatchSampler", "OdsSampler", "Pick", "hits_by_bucket"]
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,8 @@ class OdsBatchSampler:
         indices: the samples this job trains on (default: all).
         substitute: replace misses by cached samples (ODS); False keeps the random order.
         num_replicas, rank: data-parallel ranks of the job (see the module docstring).
+        seeds: called at the start of every epoch for the seed of its random choices (None:
+            the store's own random stream).
         lookahead: batches decided per call to Redis while the cache covers the job (a
             decision all hits without substitutions): one round trip and one script run serve
             several batches, whose hits stay pinned until fetched. Otherwise it decides one
@@ -106,6 +108,7 @@ class OdsBatchSampler:
         substitute: bool = True,
         num_replicas: int = 1,
         rank: int = 0,
+        seeds: Callable[[], int] | None = None,
         lookahead: int = defaults.LOOKAHEAD,
     ) -> None:
         if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead <= 0:
@@ -123,6 +126,7 @@ class OdsBatchSampler:
         self.num_replicas = num_replicas
         self.rank = rank
         self.lookahead = lookahead
+        self.seeds = seeds
         self.epoch = 0  # the epoch the next iteration runs, unless it ran already (see next_epoch)
         self._last: int | None = None  # the latest epoch an iteration of this sampler ran
         self._resuming = False
@@ -167,9 +171,13 @@ class OdsBatchSampler:
             return self.epoch
         return self._last + 1
 
-    def __len__(self) -> int:
+    def samples_per_epoch(self) -> int:
+        """Samples this rank gets per epoch (before ``drop_last``)."""
         quota = self._quota()
-        n = len(self._members()) if quota is None else quota
+        return len(self._members()) if quota is None else quota
+
+    def __len__(self) -> int:
+        n = self.samples_per_epoch()
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
     def consumed_bitmap(self, epoch: int, batches: int) -> bytes:
@@ -299,6 +307,8 @@ class OdsBatchSampler:
         it uses."""
         epoch = self.next_epoch()
         self._last, self._resuming, self.epoch = epoch, False, epoch + 1
+        if self.seeds is not None:
+            self.store.reseed(self.seeds())
         self.yielded = {e: b for e, b in self.yielded.items() if e >= epoch - 1}
         self.yielded[epoch] = []
         left = self._quota()
@@ -322,3 +332,23 @@ class OdsBatchSampler:
             self._joined = False
             done = sum(len(b) for b in self.yielded[epoch])
             yield from self._fallback(epoch, err, None if left is None else left - done)
+
+
+class OdsSampler:
+    """The samples of an :class:`OdsBatchSampler`'s batches one by one: what a loader whose
+    batches come from ODS shows as its ``sampler`` (iterating it runs an epoch)."""
+
+    def __init__(self, batch_sampler: OdsBatchSampler) -> None:
+        self.batch_sampler = batch_sampler
+
+    def __iter__(self) -> Iterator[int]:
+        for batch in self.batch_sampler:
+            for pick in batch:
+                yield pick.index
+
+    def __len__(self) -> int:
+        return self.batch_sampler.samples_per_epoch()
+
+    def set_epoch(self, epoch: int) -> None:
+        """See :meth:`OdsBatchSampler.set_epoch`."""
+        self.batch_sampler.set_epoch(epoch)

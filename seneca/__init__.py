@@ -27,11 +27,13 @@ if TYPE_CHECKING:
         SpecError,
     )
     from seneca.loader import SenecaLoader
+    from seneca.loader.source import CacheableDataset
     from seneca.pipeline.codec import decode, encode
     from seneca.pipeline.storage import Storage
     from seneca.pipeline.transforms import CacheBoundary
 
 _HOMES = {
+    "CacheableDataset": "seneca.loader.source",
     "CacheBoundary": "seneca.pipeline.transforms",
     "CacheError": "seneca.errors",
     "CacheUnavailableError": "seneca.errors",
@@ -50,6 +52,7 @@ __all__ = [
     "CacheBoundary",
     "CacheError",
     "CacheUnavailableError",
+    "CacheableDataset",
     "CodecError",
     "ConfigError",
     "DatasetError",

@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
 
 from seneca.loader import SenecaLoader
-from seneca.loader.dataset import pil_decode
+from seneca.loader.source import pil_decode
 from seneca_base.errors import ConfigError
 
 __all__ = ["LOADERS", "QuiverBatchSampler", "ThrottledLoader", "make_loader"]
@@ -132,5 +132,5 @@ def make_loader(
         loader = SenecaLoader(
             ds, shuffle=True, split=split, ods=kind == "seneca", **cached, **common
         )
-    loader.dataset.storage.throttle = throttle
+    loader._cached.source.storage.throttle = throttle
     return loader

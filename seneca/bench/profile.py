@@ -89,7 +89,7 @@ def _setup(kind: str, payload: dict[str, Any]) -> tuple[Any, Any]:
 
     import torch
 
-    from seneca.loader.dataset import pil_decode
+    from seneca.loader.source import pil_decode
     from seneca.pipeline import codec
     from seneca.pipeline.transforms import default_train_transform
 
@@ -196,7 +196,7 @@ def _cache_reads(
     """The cache's client and its read bandwidth (bytes/s): the chosen images, encoded and
     decoded, written under keys of their own, read back by ``workers`` processes."""
     from seneca.cache.client import CacheClient
-    from seneca.loader.dataset import pil_decode
+    from seneca.loader.source import pil_decode
     from seneca.pipeline import codec
 
     blobs = [Path(p).read_bytes() for p in chosen]

@@ -10,9 +10,6 @@ process, then reads from storage until the cache answers again.
 
 from __future__ import annotations
 
-import hashlib
-import io
-import os
 import time
 import warnings
 from collections import Counter
@@ -21,7 +18,7 @@ from typing import Any
 
 import redis
 import torch.utils.data
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 from torchvision.transforms.functional import pil_to_tensor
 
 from ods.sampler import Pick
@@ -29,58 +26,41 @@ from ods.store import OdsStore
 from seneca import defaults
 from seneca.loader._malloc import tune_malloc
 from seneca.loader.fetch import fetch_decided
+from seneca.loader.source import Resolved
 from seneca.loader.stats import Counters, process_row
 from seneca.pipeline import codec
-from seneca.pipeline.storage import Storage
 from seneca.pipeline.transforms import split_transform
-from seneca_base.errors import CacheError, CodecError, DatasetError
+from seneca_base.errors import CacheError, CodecError
 from seneca_base.tiers import TIERS
 
-__all__ = ["CachedDataset", "pil_decode"]
-
-
-def pil_decode(data: bytes | memoryview) -> Image.Image:
-    """Decode image bytes exactly as torchvision's default ``pil_loader`` decodes a file."""
-    img = Image.open(io.BytesIO(data))
-    if img.mode == "RGB":  # convert("RGB") would only copy it
-        img.load()
-        return img
-    return img.convert("RGB")
-
-
-def _qualname(fn: Any) -> str:
-    return getattr(fn, "__qualname__", None) or type(fn).__qualname__
-
-
-def _decodes_bytes(loader: Callable | None) -> bool:
-    """Whether ``loader(path)`` equals ``pil_decode(file bytes)`` (torchvision's defaults)."""
-    if loader is None:
-        return True
-    return getattr(loader, "__module__", "") == "torchvision.datasets.folder" and getattr(
-        loader, "__name__", ""
-    ) in ("default_loader", "pil_loader")
+__all__ = ["CachedDataset"]
 
 
 class CachedDataset(torch.utils.data.Dataset):
-    """Wraps a dataset with a ``samples`` list of ``(path, label)`` (ImageFolder, DatasetFolder).
+    """The user's dataset read through the cache (``seneca.loader.source`` says which datasets
+    can be): item ``i`` is the user's item ``i``.
 
-    Attribute reads that this wrapper does not define (``classes``, ``class_to_idx``, ...) are
-    forwarded to the wrapped dataset.
+    Attribute reads and writes that this wrapper does not define (``classes``, a setting a
+    ``worker_init_fn`` changes, ...) go to the user's dataset; setting ``transform`` or
+    ``target_transform`` sets the dataset's and is used from then on.
     """
 
-    def __init__(self, dataset: Any, counters: Counters, defer_tail: bool = False) -> None:
-        samples = getattr(dataset, "samples", None)
-        if samples is None:
-            raise DatasetError(
-                f"{type(dataset).__name__} has no 'samples' list of (path, label); SenecaLoader "
-                "reads datasets laid out like torchvision.datasets.ImageFolder"
-            )
-        self.dataset = dataset
-        self.storage = Storage(samples, root=getattr(dataset, "root", None))
-        self.transform = split_transform(getattr(dataset, "transform", None))
-        self.target_transform = getattr(dataset, "target_transform", None)
-        self.loader = getattr(dataset, "loader", None)
-        self.bytes_decode = _decodes_bytes(self.loader)
+    _OWN = frozenset(
+        {"dataset", "resolved", "source", "positions", "transform", "target_transform"}
+        | {"counters", "defer_tail", "store", "job", "cache_name"}
+    )
+
+    def __init__(
+        self, dataset: Any, resolved: Resolved, counters: Counters, defer_tail: bool = False
+    ) -> None:
+        own = object.__setattr__
+        own(self, "dataset", dataset)
+        own(self, "resolved", resolved)
+        own(self, "source", resolved.source)
+        #: the source's index of each of the user's samples (None: the same)
+        own(self, "positions", resolved.positions)
+        own(self, "transform", split_transform(getattr(resolved.base, "transform", None)))
+        own(self, "target_transform", getattr(resolved.base, "target_transform", None))
         self.counters = counters
         #: The loader runs ``transform.batch_tail`` on collated batches (default collate only,
         #: which copies): samples then end after ``transform.sample_tail``.
@@ -93,14 +73,10 @@ class CachedDataset(torch.utils.data.Dataset):
         self._warned = False
 
     def cache_ids(self) -> tuple[str, str]:
-        """(dataset, view) as the cache names them: the dataset is the sample list and how a
-        file is decoded (its encoded and decoded values are the same for every transform); the
+        """(dataset, view) as the cache names them: the dataset is the source's samples and how
+        they decode (its encoded and decoded values are the same for every transform); the
         view is the transform's cached head (its augmented copies are its own)."""
-        decoder = "pil"
-        if not self.bytes_decode:
-            name = f"{getattr(self.loader, '__module__', '')}.{_qualname(self.loader)}"
-            decoder = hashlib.sha1(name.encode()).hexdigest()[:8]
-        return f"{self.storage.fingerprint()}.{decoder}", self.transform.fingerprint
+        return self.source.id, self.transform.fingerprint
 
     def attach(self, store: OdsStore, job: str, name: str, warned: bool = False) -> None:
         """Read and fill the cache ``store`` as ``job``; ``name``: the cache's URL as warnings
@@ -109,12 +85,21 @@ class CachedDataset(torch.utils.data.Dataset):
         self.cache_name = name
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "dataset":
+        if name.startswith("__") or name in self._OWN:
             raise AttributeError(name)
         return getattr(self.dataset, name)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("transform", "target_transform"):
+            setattr(self.resolved.base, name, value)
+            object.__setattr__(self, name, split_transform(value) if name == "transform" else value)
+        elif name.startswith("_") or name in self._OWN:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.dataset, name, value)
+
     def __len__(self) -> int:
-        return len(self.storage)
+        return len(self.source) if self.positions is None else len(self.positions)
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         return self.__getitems__([index])[0]
@@ -153,15 +138,6 @@ class CachedDataset(torch.utils.data.Dataset):
         return [Pick(i, None, 0) for i in indices]
 
     # -- per-sample work ------------------------------------------------------------------------
-
-    def _decode(self, index: int, raw: bytes | memoryview | None) -> Any:
-        path = self.storage.path(index)
-        try:
-            if raw is None:
-                return self.loader(path)
-            return pil_decode(raw)
-        except (UnidentifiedImageError, OSError, SyntaxError) as e:
-            raise DatasetError(f"cannot decode image {path}: {e}") from e
 
     def _cached_value(self, value: bytes, tier: str, count: Counter) -> Any | None:
         try:
@@ -203,7 +179,10 @@ class CachedDataset(torch.utils.data.Dataset):
         def offer(index: int, tier: str, value: Any, encoded: bool = False) -> bool:
             if room.get(tier, 0) <= overhead and tier != always:
                 return False
-            data = value if encoded else codec.encode(value)
+            try:
+                data = value if encoded else codec.encode(value)
+            except CodecError:  # a type, dtype or image mode the codec keeps no faithful copy of
+                return False
             if room.get(tier, 0) < len(data) + overhead and tier != always:
                 room[tier] = 0  # full for this batch: don't encode more values just to drop them
                 return False
@@ -231,12 +210,11 @@ class CachedDataset(torch.utils.data.Dataset):
             else:
                 raw = obj
                 if tier is None:
-                    raw = self.storage.read(index) if self.bytes_decode else None
+                    raw = self.source.read(index)
                     count["storage_reads"] += 1
-                    count["bytes_storage"] += (
-                        len(raw) if raw is not None else _size(self.storage.path(index))
-                    )
-                image = self._decode(index, raw)
+                    got = len(raw) if raw is not None else self.source.size(index)
+                    count["bytes_storage"] += got
+                image = self.source.decode(index, raw)
                 count["decodes"] += 1
                 if tier is None and not offer(index, "decoded", image) and raw is not None:
                     offer(index, "encoded", raw)
@@ -262,7 +240,7 @@ class CachedDataset(torch.utils.data.Dataset):
                 obj, tail = obj.clone(), self.transform.after_tensor_all
         if tail is not None:
             obj = tail(obj)
-        target = self.storage.label(index)
+        target = self.source.target(index)
         if self.target_transform is not None:
             target = self.target_transform(target)
         return obj, target
@@ -271,7 +249,9 @@ class CachedDataset(torch.utils.data.Dataset):
         tune_malloc()  # once per process (this may be a DataLoader worker)
         if indices and isinstance(indices[0], Pick):  # decided by ODS
             return fetch_decided(self, indices, evict=True)
-        return fetch_decided(self, self._lookup([int(i) for i in indices]), evict=False)
+        where = self.positions
+        wanted = [int(i) for i in indices] if where is None else [where[int(i)] for i in indices]
+        return fetch_decided(self, self._lookup(wanted), evict=False)
 
     @staticmethod
     def _count_lookup(tier: str | None, count: Counter) -> None:
@@ -280,10 +260,3 @@ class CachedDataset(torch.utils.data.Dataset):
                 count[f"hits_{name}"] += 1
                 return
             count[f"misses_{name}"] += 1
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0

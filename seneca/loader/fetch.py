@@ -160,7 +160,7 @@ def _samples(
     # PILToTensor: the common case, kept to a few operations per sample
     plain = ds.transform.after_tensor is None and ds.target_transform is None
     views = rows.rows.unbind(0) if rows is not None and rows.rows is not None else ()
-    label = ds.storage.label
+    label = ds.source.target
     out = []
     placed = placed_bytes = 0
     for k, (p, (tier, value)) in enumerate(zip(picks, values, strict=True)):

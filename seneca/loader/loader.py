@@ -3,25 +3,40 @@ samples."""
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
-from ods.sampler import OdsBatchSampler
+from ods.sampler import OdsBatchSampler, OdsSampler
 from ods.store import OdsStore
 from seneca.loader._malloc import tune_malloc
 from seneca.loader.dataset import CachedDataset
-from seneca.loader.options import resolve_batch_tail, resolve_job, resolve_ods
+from seneca.loader.options import group_device, resolve_batch_tail, resolve_job, resolve_ods
 from seneca.loader.rows import collate_rows
 from seneca.loader.setup import cache_options, cache_store, connect, ods_sampler
+from seneca.loader.source import NotCacheable, Resolved, members, resolve
 from seneca.loader.stats import Counters
 from seneca_base.errors import ConfigError
 from seneca_base.tiers import TIERS
 
 __all__ = ["SenecaLoader"]
+
+log = logging.getLogger("seneca")
+
+
+def _seeds(generator: torch.Generator | None) -> Callable[[], int]:
+    """Seeds for ODS's random choices, drawn from ``generator`` (None: torch's global random
+    state), as RandomSampler draws its own."""
+
+    def draw() -> int:
+        return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
+
+    return draw
 
 
 def _union_over_ranks(bitmap: bytes) -> bytes:
@@ -30,15 +45,43 @@ def _union_over_ranks(bitmap: bytes) -> bytes:
     import torch.distributed as dist
 
     bits = torch.from_numpy(np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8)).copy())
+    bits = bits.to(group_device())
     dist.all_reduce(bits, op=dist.ReduceOp.MAX)
-    return np.packbits(bits.numpy()).tobytes()
+    return np.packbits(bits.cpu().numpy()).tobytes()
 
 
-class SenecaLoader(DataLoader):
+_T_co = TypeVar("_T_co", covariant=True)
+
+#: DataLoader's arguments after ``dataset``, passed on as given.
+_DATALOADER_ARGS = (
+    "batch_size",
+    "shuffle",
+    "sampler",
+    "batch_sampler",
+    "num_workers",
+    "collate_fn",
+    "pin_memory",
+    "drop_last",
+    "timeout",
+    "worker_init_fn",
+    "multiprocessing_context",
+    "generator",
+    "prefetch_factor",
+    "persistent_workers",
+    "pin_memory_device",
+    "in_order",
+)
+
+
+class SenecaLoader(DataLoader[_T_co]):
     """A drop-in replacement for :class:`torch.utils.data.DataLoader` that caches samples.
 
-    Positional and keyword arguments are DataLoader's (same names, defaults and validation
-    errors). ``dataset`` must expose ``samples`` as ``torchvision.datasets.ImageFolder`` does.
+    Positional and keyword arguments are DataLoader's (same names, defaults, validation and
+    errors, checked first). Datasets Seneca can cache (``seneca.loader.source``: ImageFolder
+    and DatasetFolder, datasets implementing ``seneca.CacheableDataset``, Subsets of them) are
+    read through the cache; any other dataset is read exactly as DataLoader reads it, with one
+    warning saying why (:attr:`not_cached`). ``dataset``, ``sampler`` and ``batch_sampler``
+    show the user's dataset and what runs. Every iteration runs a new epoch with every sample.
     Seneca's own options are keyword-only:
 
     Args:
@@ -89,50 +132,114 @@ class SenecaLoader(DataLoader):
         ods: bool | None = None,
         batch_tail: bool | None = None,
     ) -> None:
+        given = locals()
+        args: dict[str, Any] = {name: given[name] for name in _DATALOADER_ARGS}
+        DataLoader(dataset, **args)  # DataLoader's own checks come first, with its errors
         tune_malloc()
         options = cache_options(cache, cache_size, split, plan)
-        job_name = resolve_job(job)
-        use_ods = resolve_ods(ods, shuffle, sampler, batch_sampler, batch_size)
-        workers = num_workers if isinstance(num_workers, int) else 0
-        self._counters = Counters(rows=max(0, workers) + 1)
-        defer_tail = resolve_batch_tail(batch_tail, collate_fn, batch_size, batch_sampler)
-        wrapped = CachedDataset(dataset, self._counters, defer_tail=defer_tail)
-        self._batch_tail = wrapped.transform.batch_tail if defer_tail else None
-        if defer_tail and collate_fn is None:
-            collate_fn = collate_rows  # default_collate, minus the copy of rows read in place
-        setup = connect(options)
-        store = cache_store(setup, *wrapped.cache_ids(), len(wrapped))
-        self.cache_url, self.cache_size, self.split = setup.client.redacted, setup.size, setup.split
-        self.job = job_name
+        self.job = resolve_job(job)
+        self._counters = Counters(
+            rows=max(0, num_workers if isinstance(num_workers, int) else 0) + 1
+        )
         self._ods_sampler: OdsBatchSampler | None = None
-        batching: dict[str, Any] = dict(
-            batch_size=batch_size, shuffle=shuffle, sampler=sampler, drop_last=drop_last
+        self._cached: CachedDataset | None = None
+        self._batch_tail: Any = None
+        self.cache_url: str | None = None
+        self.cache_size: int | None = None
+        self.split: dict[str, float] | None = None
+        #: why this loader reads its dataset without a cache (None: it caches)
+        self.not_cached: str | None = None
+        try:
+            resolved = resolve(dataset)
+        except NotCacheable as why:
+            self._step_aside(dataset, args, str(why), ods, batch_tail)
+            return
+        use_ods = resolve_ods(ods, shuffle, sampler, batch_sampler, batch_size)
+        ods_members: Sequence[int] | None = None
+        if use_ods:
+            try:
+                ods_members = members(resolved)
+            except NotCacheable as why:
+                if ods:
+                    raise ConfigError(f"ods=True: {type(dataset).__name__}: {why}") from None
+                use_ods = False
+        self._wire(dataset, resolved, args, options, use_ods, ods_members, batch_tail)
+
+    def _step_aside(
+        self, dataset: Any, args: dict[str, Any], why: str, ods: Any, batch_tail: Any
+    ) -> None:
+        """Read ``dataset`` exactly as DataLoader does, saying why once."""
+        for name, value in (("ods", ods), ("batch_tail", batch_tail)):
+            if value:
+                raise ConfigError(f"{name}=True needs a dataset Seneca can cache: {why}")
+        self.not_cached = why
+        warnings.warn(
+            f"SenecaLoader: no cache for this dataset ({why}); it is read as DataLoader reads it",
+            stacklevel=3,
         )
+        log.info("not caching %s: %s", type(dataset).__name__, why)
+        super().__init__(dataset, **args)
+
+    def _wire(
+        self,
+        dataset: Any,
+        resolved: Resolved,
+        args: dict[str, Any],
+        options: Any,
+        use_ods: bool,
+        ods_members: Sequence[int] | None,
+        batch_tail: bool | None,
+    ) -> None:
+        """Read ``dataset`` through the cache (with ODS when ``use_ods``)."""
+        defer_tail = resolve_batch_tail(
+            batch_tail, args["collate_fn"], args["batch_size"], args["batch_sampler"]
+        )
+        wrapped = CachedDataset(dataset, resolved, self._counters, defer_tail=defer_tail)
+        self._batch_tail = wrapped.transform.batch_tail if defer_tail else None
+        if defer_tail and args["collate_fn"] is None:
+            args["collate_fn"] = (
+                collate_rows  # default_collate, minus the copy of rows read in place
+            )
+        setup = connect(options)
+        store = cache_store(setup, *wrapped.cache_ids(), len(resolved.source))
+        self.cache_url, self.cache_size, self.split = setup.client.redacted, setup.size, setup.split
+        batch_size, drop_last = args["batch_size"], args["drop_last"]
         if use_ods and setup.reachable:
-            self._ods_sampler = ods_sampler(store, job_name, batch_size, drop_last)
-            batching = dict(batch_size=1, shuffle=None, sampler=None, drop_last=False)
-            batch_sampler = self._ods_sampler
+            seed = _seeds(args["generator"])
+            self._ods_sampler = ods_sampler(
+                store, self.job, batch_size, drop_last, ods_members, seed
+            )
+            args.update(batch_size=1, shuffle=None, sampler=None, drop_last=False)
+            args["batch_sampler"] = self._ods_sampler
+        elif (
+            args["sampler"] is None and args["batch_sampler"] is None
+        ):  # samplers over the user's dataset
+            shuffle, args["shuffle"] = args["shuffle"], None
+            args["sampler"] = (
+                RandomSampler(dataset, generator=args["generator"])
+                if shuffle
+                else SequentialSampler(dataset)
+            )
         # an unreachable cache has warned already: one warning, not one more per worker
-        wrapped.attach(store, job_name, self.cache_url, warned=not setup.reachable)
-        super().__init__(
-            wrapped,
-            **batching,
-            batch_sampler=batch_sampler,
-            num_workers=num_workers,
-            collate_fn=collate_fn,
-            pin_memory=pin_memory,
-            timeout=timeout,
-            worker_init_fn=worker_init_fn,
-            multiprocessing_context=multiprocessing_context,
-            generator=generator,
-            prefetch_factor=prefetch_factor,
-            persistent_workers=persistent_workers,
-            pin_memory_device=pin_memory_device,
-            in_order=in_order,
-        )
+        wrapped.attach(store, self.job, self.cache_url, warned=not setup.reachable)
+        super().__init__(wrapped, **args)
+        self._cached = wrapped
+        object.__setattr__(self, "dataset", dataset)  # the user's, as DataLoader's is
         if self._ods_sampler is not None:  # look like the DataLoader the user asked for
             object.__setattr__(self, "batch_size", batch_size)
             object.__setattr__(self, "drop_last", drop_last)
+            object.__setattr__(self, "sampler", OdsSampler(self._ods_sampler))
+
+    def _get_iterator(self) -> Any:
+        """DataLoader's iterator, its workers reading through the cache."""
+        if self._cached is None:
+            return super()._get_iterator()
+        user = self.dataset
+        object.__setattr__(self, "dataset", self._cached)
+        try:
+            return super()._get_iterator()
+        finally:
+            object.__setattr__(self, "dataset", user)
 
     def __iter__(self) -> Any:
         if self._ods_sampler is None:
@@ -225,11 +332,11 @@ class SenecaLoader(DataLoader):
             self._ods_sampler.set_epoch(epoch)
 
     @property
-    def store(self) -> OdsStore:
+    def store(self) -> OdsStore | None:
         """The cache this loader reads and fills (its tiers, budgets and jobs; shared with
-        every loader over the same files and transform): ``usage()``, ``state()``,
-        ``clear()``."""
-        return self.dataset.store
+        every loader over the same files): ``usage()``, ``state()``, ``clear()``. None when
+        it reads its dataset uncached (:attr:`not_cached`)."""
+        return None if self._cached is None else self._cached.store
 
     def stats(self) -> dict[str, Any]:
         """This job's counters, summed over the loader process and its workers.

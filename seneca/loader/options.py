@@ -151,6 +151,23 @@ def resolve_batch_tail(
     )
 
 
+def collective_device(backend: str, cuda_index: int | None) -> str:
+    """The device of the tensors a collective of a process group with ``backend`` takes:
+    NCCL's are on this process's CUDA device (``cuda_index``), gloo's and MPI's on the CPU."""
+    if str(backend).lower() == "nccl":
+        return "cuda" if cuda_index is None else f"cuda:{cuda_index}"
+    return "cpu"
+
+
+def group_device() -> str:
+    """:func:`collective_device` of the initialised default process group."""
+    import torch
+    import torch.distributed as dist
+
+    index = torch.cuda.current_device() if torch.cuda.is_available() else None
+    return collective_device(dist.get_backend(), index)
+
+
 def _shared_name(local: str) -> str:
     """``local`` on rank 0; on the other ranks, rank 0's name (broadcast as a tensor, no
     pickle). Without torch.distributed, ``local``."""
@@ -166,5 +183,6 @@ def _shared_name(local: str) -> str:
     raw = torch.zeros(256, dtype=torch.uint8)
     data = local.encode()[:256]
     raw[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    raw = raw.to(group_device())
     dist.broadcast(raw, src=0)
-    return "ddp:" + bytes(raw.tolist()).rstrip(b"\0").decode(errors="replace")
+    return "ddp:" + bytes(raw.cpu().tolist()).rstrip(b"\0").decode(errors="replace")

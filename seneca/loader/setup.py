@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,7 +126,24 @@ def cache_store(setup: CacheSetup, dataset: str, view: str, samples: int) -> Ods
     )
 
 
-def ods_sampler(store: OdsStore, job: str, batch_size: int, drop_last: bool) -> OdsBatchSampler:
-    """The ODS batch sampler of ``job`` over ``store``, for this rank."""
+def ods_sampler(
+    store: OdsStore,
+    job: str,
+    batch_size: int,
+    drop_last: bool,
+    indices: Sequence[int] | None = None,
+    seeds: Callable[[], int] | None = None,
+) -> OdsBatchSampler:
+    """The ODS batch sampler of ``job`` over ``store`` (``indices``: the samples it trains on),
+    for this rank; ``seeds`` gives each epoch's seed."""
     replicas, rank = data_parallel()
-    return OdsBatchSampler(store, job, batch_size, drop_last, num_replicas=replicas, rank=rank)
+    return OdsBatchSampler(
+        store,
+        job,
+        batch_size,
+        drop_last,
+        indices=indices,
+        num_replicas=replicas,
+        rank=rank,
+        seeds=seeds,
+    )

@@ -4,7 +4,8 @@ Layout (little endian)::
 
     magic  b"SNCA"            4 bytes
     version                   u8   (FORMAT_VERSION)
-    kind                      u8   (RAW file bytes, TENSOR, IMAGE = PIL image as H x W [x C] uint8)
+    kind                      u8   (RAW file bytes, TENSOR, IMAGE = PIL image as H x W [x C]
+                                    uint8, ARRAY = numpy array)
     dtype                     u8   (index into _DTYPES)
     ndim                      u8
     shape                     ndim x u32
@@ -12,7 +13,10 @@ Layout (little endian)::
     payload                   prod(shape) x itemsize bytes
 
 Decoding returns views into the value (``torch.frombuffer``/``np.frombuffer``), never a copy,
-except for IMAGE values where PIL needs its own pixel buffer. Pickle is never used.
+except for IMAGE values where PIL needs its own pixel buffer. A value decodes to the type it
+was made from (bytes, tensor, PIL image, numpy array, with its dtype); other types, dtypes and
+image modes are refused with CodecError (the loader then does not cache them). Pickle is never
+used.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ class Kind(IntEnum):
     RAW = 0
     TENSOR = 1
     IMAGE = 2
+    ARRAY = 3
 
 
 _DTYPES: tuple[torch.dtype, ...] = (
@@ -71,6 +76,9 @@ _DTYPES: tuple[torch.dtype, ...] = (
     torch.float32,
     torch.float64,
     torch.bool,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
 )
 _DTYPE_CODE = {dt: i for i, dt in enumerate(_DTYPES)}
 _IMAGE_MODES = {2: "L", 3: "RGB", 4: "RGBA"}  # key: ndim for L, channels for the others
@@ -100,11 +108,17 @@ def encode(obj: Any) -> bytes:
         return b"".join((_header(Kind.RAW, _DTYPE_CODE[torch.uint8], (len(payload),)), payload))
     if isinstance(obj, Image.Image):
         if obj.mode not in _IMAGE_MODES.values():
-            obj = obj.convert("RGB")
+            raise CodecError(f"cannot encode images of mode {obj.mode!r}")
         arr = np.asarray(obj)
         return b"".join((_header(Kind.IMAGE, 0, arr.shape), memoryview(arr).cast("B")))
     if isinstance(obj, np.ndarray):
-        obj = torch.from_numpy(np.ascontiguousarray(obj))
+        try:
+            t = torch.from_numpy(np.ascontiguousarray(obj))
+        except TypeError:
+            raise CodecError(f"cannot encode arrays of dtype {obj.dtype}") from None
+        if t.dtype not in _DTYPE_CODE or t.dtype == torch.bfloat16:
+            raise CodecError(f"cannot encode arrays of dtype {obj.dtype}")
+        return b"".join((_header(Kind.ARRAY, _DTYPE_CODE[t.dtype], obj.shape), _tensor_bytes(t)))
     if isinstance(obj, torch.Tensor):
         if obj.dtype not in _DTYPE_CODE:
             raise CodecError(f"cannot encode tensors of dtype {obj.dtype}")
@@ -188,11 +202,12 @@ def decode(
 ) -> memoryview | torch.Tensor | Image.Image:
     """Decode a value made by :func:`encode`.
 
-    RAW values come back as a memoryview and TENSOR values as a tensor, both sharing memory with
-    ``buf`` (zero-copy; when ``buf`` is an immutable ``bytes`` the tensor must be treated as
-    read-only). IMAGE values come back as a PIL image, or with ``image_tensor`` as a zero-copy
-    uint8 tensor laid out as ``PILToTensor`` gives it (C x H x W, a permuted view). ``expect``
-    raises CodecError when the value is of another kind.
+    RAW values come back as a memoryview, TENSOR values as a tensor and ARRAY values as a numpy
+    array, all sharing memory with ``buf`` (zero-copy; when ``buf`` is an immutable ``bytes``
+    they must be treated as read-only). IMAGE values come back as a PIL image, or with
+    ``image_tensor`` as a zero-copy uint8 tensor laid out as ``PILToTensor`` gives it
+    (C x H x W, a permuted view). ``expect`` raises CodecError when the value is of another
+    kind.
     """
     kind, dtype, shape, offset = _parse(buf)
     if expect is not None and kind != expect:
@@ -208,6 +223,9 @@ def decode(
             return hwc.view(shape[0], shape[1], -1).permute(2, 0, 1)
         arr = np.frombuffer(buf, dtype=np.uint8, count=count, offset=offset).reshape(shape)
         return Image.fromarray(arr)  # mode from the shape: L, RGB or RGBA
+    if kind is Kind.ARRAY:
+        np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
+        return np.frombuffer(buf, dtype=np_dtype, count=count, offset=offset).reshape(shape)
     if count == 0:
         return torch.empty(shape, dtype=dtype)
     return torch.frombuffer(buf, dtype=dtype, count=count, offset=offset).view(shape)

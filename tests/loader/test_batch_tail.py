@@ -112,10 +112,10 @@ def _open_as_is(path):
     return img
 
 
-@pytest.mark.parametrize("mode, cached", [("P", True), ("LA", True), ("I;16", False)])
+@pytest.mark.parametrize("mode, cached", [("P", True), ("LA", True), ("I;16", True)])
 def test_other_image_modes_give_pil_to_tensor_results(tmp_path, redis_proc, mode, cached):
     """Heads that output images of other modes: the same tensors as PILToTensor, cached as
-    tensors where the codec can store them (not uint16), never as converted images."""
+    tensors where the codec can store them (uint16 included), never as converted images."""
     for k in range(8):
         d = tmp_path / "data" / f"c{k % 2}"
         d.mkdir(parents=True, exist_ok=True)

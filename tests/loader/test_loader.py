@@ -60,8 +60,8 @@ def test_option_errors_name_the_option(tiny_dataset, redis_url):
         SenecaLoader(ds, cache="http://:pw@host:1")
     with pytest.raises(TypeError, match="cache_sise"):
         SenecaLoader(ds, cache=redis_url, cache_sise="1GB")
-    with pytest.raises(DatasetError, match="samples"):
-        SenecaLoader(list(range(10)), cache=redis_url)
+    with pytest.raises(ConfigError, match="ods=True needs a dataset .*list"):
+        SenecaLoader(list(range(10)), cache=redis_url, ods=True, shuffle=True)
 
 
 def test_batches_equal_dataloader_and_second_epoch_hits(tiny_dataset, redis_url):
@@ -121,7 +121,7 @@ def test_loader_and_dataset_pickle(tiny_dataset, redis_url):
     copy = pickle.loads(pickle.dumps(loader))
     x, _ = next(iter(copy))
     assert x.shape == (4, 3, 24, 24)
-    assert pickle.loads(pickle.dumps(loader.dataset)).classes == ds.classes
+    assert pickle.loads(pickle.dumps(loader._cached)).classes == ds.classes  # as workers get it
 
 
 def test_unreachable_cache_warns_once_and_trains(tiny_dataset, free_port):

@@ -64,7 +64,7 @@ def test_a_value_gone_after_the_decision_is_a_counted_miss(tiny_dataset, redis_p
     ds = indexed(tiny_dataset)
     loader = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB")
     epoch_of(loader)  # fills the cache
-    wrapped = loader.dataset
+    wrapped = loader._cached
     store = wrapped.store
     cached = [i for i in range(48) if redis_proc.client.getbit(store.tier_key("decoded"), i)]
     assert cached
@@ -81,7 +81,7 @@ def _warm(tiny_dataset, redis_proc):
     ds = indexed(tiny_dataset)
     loader = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB")
     epoch_of(loader)
-    wrapped, r = loader.dataset, redis_proc.client
+    wrapped, r = loader._cached, redis_proc.client
 
     def pinned():
         return sum(r.bitcount(k) for k in r.keys(f"{wrapped.store.prefix}pin:*"))

@@ -33,8 +33,23 @@ def test_tensor_round_trip(dtype, shape):
 def test_non_contiguous_and_numpy_inputs():
     t = torch.arange(24, dtype=torch.int32).reshape(4, 6).t()
     assert torch.equal(codec.decode(codec.encode(t)), t)
-    a = np.arange(10, dtype=np.float32)
-    assert torch.equal(codec.decode(codec.encode(a)), torch.from_numpy(a))
+    a = np.arange(10, dtype=np.float32)[::2]
+    back = codec.decode(bytearray(codec.encode(a)))
+    assert isinstance(back, np.ndarray) and back.dtype == a.dtype and np.array_equal(back, a)
+    assert back.flags.writeable  # a view of the (writable) reply buffer
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int64, np.float64, np.bool_, np.uint16])
+def test_arrays_come_back_as_arrays_of_their_dtype(dtype):
+    a = (np.arange(12) % 3).astype(dtype).reshape(3, 4)
+    back = codec.decode(codec.encode(a), expect=codec.Kind.ARRAY)
+    assert back.dtype == a.dtype and back.shape == a.shape and np.array_equal(back, a)
+
+
+def test_values_without_a_faithful_copy_are_refused():
+    for value in (np.array(["x"]), np.ones(2, dtype=np.complex64), Image.new("F", (2, 2))):
+        with pytest.raises(CodecError):
+            codec.encode(value)
 
 
 def _random_image(mode, seed):

@@ -1,0 +1,233 @@
+"""Where a cached dataset's samples come from, and the protocol a dataset implements to be cached.
+
+SenecaLoader caches a map-style dataset when it knows how the dataset makes sample ``i``: the
+bytes it stores (the encoded tier), the object those bytes decode to (the decoded tier: the
+transform's input), its target, and an id of the samples that is the same on every machine.
+Then ``dataset[i]`` equals ``(transform(decode(read(i))), target_transform(target(i)))``, and
+Seneca can serve any of those forms from the cache.
+
+It knows this for:
+
+* torchvision's ``DatasetFolder`` and ``ImageFolder`` (any ``loader``; with torchvision's
+  default loader the file bytes are the encoded form, with another loader only the loader's
+  output is cached), unless a subclass overrides ``__getitem__``;
+* datasets that implement :class:`CacheableDataset`;
+* ``Subset`` (and so ``random_split``) of either, nested or not: the loader reads the subset's
+  samples, and jobs over overlapping subsets share one cache.
+
+Any other dataset is read exactly as DataLoader reads it (:func:`resolve` says why).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from PIL import Image, UnidentifiedImageError
+from torch.utils.data import IterableDataset, Subset
+from torchvision.datasets import DatasetFolder
+
+from seneca.pipeline.storage import Storage
+from seneca_base.errors import DatasetError
+
+__all__ = [
+    "CacheableDataset",
+    "NotCacheable",
+    "Resolved",
+    "Source",
+    "members",
+    "pil_decode",
+    "resolve",
+]
+
+
+@runtime_checkable
+class CacheableDataset(Protocol):
+    """A map-style dataset that says how SenecaLoader may cache it.
+
+    ``dataset[i]`` must equal ``(transform(seneca_decode(seneca_read(i), i)),
+    target_transform(seneca_target(i)))`` (each step skipped when it is None); ``transform``
+    and ``target_transform`` are read from the dataset's attributes of those names.
+    """
+
+    def __len__(self) -> int: ...
+
+    def seneca_id(self) -> str:
+        """An id of the samples (not of the transform): equal for the same samples on every
+        machine, different when any sample or target differs."""
+        ...
+
+    def seneca_read(self, index: int) -> bytes:
+        """The stored bytes of sample ``index`` (what the encoded tier keeps)."""
+        ...
+
+    def seneca_decode(self, data: bytes | memoryview, index: int) -> Any:
+        """The transform's input made from ``data`` (what the decoded tier keeps)."""
+        ...
+
+    def seneca_target(self, index: int) -> Any:
+        """The target of sample ``index``, before ``target_transform``."""
+        ...
+
+
+class NotCacheable(Exception):
+    """The dataset is read as DataLoader reads it; the message says why."""
+
+
+def pil_decode(data: bytes | memoryview) -> Image.Image:
+    """Decode image bytes exactly as torchvision's default ``pil_loader`` decodes a file."""
+    img = Image.open(io.BytesIO(data))
+    if img.mode == "RGB":  # convert("RGB") would only copy it
+        img.load()
+        return img
+    return img.convert("RGB")
+
+
+def _qualname(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__qualname__
+
+
+def _decodes_bytes(loader: Callable | None) -> bool:
+    """Whether ``loader(path)`` equals ``pil_decode(file bytes)`` (torchvision's defaults)."""
+    if loader is None:
+        return True
+    return getattr(loader, "__module__", "") == "torchvision.datasets.folder" and getattr(
+        loader, "__name__", ""
+    ) in ("default_loader", "pil_loader")
+
+
+class Source:
+    """How the loader reads and decodes sample ``i`` of a cacheable dataset."""
+
+    #: the samples' id in cache keys
+    id: str
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def read(self, index: int) -> bytes | None:
+        """The encoded form of sample ``index``; None when it has none (decoded from its file)."""
+        raise NotImplementedError
+
+    def decode(self, index: int, raw: bytes | memoryview | None) -> Any:
+        """The transform's input of sample ``index`` (from ``raw`` when given)."""
+        raise NotImplementedError
+
+    def target(self, index: int) -> Any:
+        raise NotImplementedError
+
+    def size(self, index: int) -> int:
+        """Bytes read from storage for a sample decoded without :meth:`read`."""
+        return 0
+
+
+class FolderSource(Source):
+    """A ``DatasetFolder``'s files; ``storage`` reads them (and may be throttled)."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.storage = Storage(dataset.samples, root=getattr(dataset, "root", None))
+        self.loader = getattr(dataset, "loader", None)
+        self.bytes_decode = _decodes_bytes(self.loader)
+        decoder = "pil"
+        if not self.bytes_decode:
+            name = f"{getattr(self.loader, '__module__', '')}.{_qualname(self.loader)}"
+            decoder = hashlib.sha1(name.encode()).hexdigest()[:8]
+        self.id = f"{self.storage.fingerprint()}.{decoder}"
+
+    def __len__(self) -> int:
+        return len(self.storage)
+
+    def read(self, index: int) -> bytes | None:
+        return self.storage.read(index) if self.bytes_decode else None
+
+    def decode(self, index: int, raw: bytes | memoryview | None) -> Any:
+        path = self.storage.path(index)
+        try:
+            if raw is None:
+                return self.loader(path)
+            return pil_decode(raw)
+        except (UnidentifiedImageError, OSError, SyntaxError) as e:
+            raise DatasetError(f"cannot decode image {path}: {e}") from e
+
+    def target(self, index: int) -> Any:
+        return self.storage.label(index)
+
+    def size(self, index: int) -> int:
+        try:
+            return os.path.getsize(self.storage.path(index))
+        except OSError:
+            return 0
+
+
+class ProtocolSource(Source):
+    """A :class:`CacheableDataset`."""
+
+    def __init__(self, dataset: CacheableDataset) -> None:
+        self.dataset = dataset
+        self.id = "p" + hashlib.sha1(str(dataset.seneca_id()).encode()).hexdigest()[:12]
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def read(self, index: int) -> bytes:
+        return self.dataset.seneca_read(index)
+
+    def decode(self, index: int, raw: bytes | memoryview | None) -> Any:
+        return self.dataset.seneca_decode(raw if raw is not None else b"", index)
+
+    def target(self, index: int) -> Any:
+        return self.dataset.seneca_target(index)
+
+
+@dataclass
+class Resolved:
+    """A cacheable dataset: its source, the dataset whose transforms make its samples, and
+    ``positions`` (the source's index of each of the user's samples; None: the same)."""
+
+    source: Source
+    base: Any
+    positions: list[int] | None
+
+
+def _overrides_getitem(dataset: Any) -> bool:
+    return type(dataset).__getitem__ is not DatasetFolder.__getitem__
+
+
+def resolve(dataset: Any) -> Resolved:
+    """How to cache ``dataset``; NotCacheable says why it cannot be."""
+    name = type(dataset).__name__
+    if isinstance(dataset, IterableDataset):
+        raise NotCacheable(f"{name} is an IterableDataset (Seneca caches map-style datasets)")
+    if isinstance(dataset, Subset):
+        inner = resolve(dataset.dataset)
+        outer = inner.positions if inner.positions is not None else range(len(inner.source))
+        positions = [outer[int(i)] for i in dataset.indices]  # IndexError as Subset's would
+        return Resolved(inner.source, inner.base, positions)
+    if isinstance(dataset, CacheableDataset):
+        return Resolved(ProtocolSource(dataset), dataset, None)
+    if isinstance(dataset, DatasetFolder):
+        if _overrides_getitem(dataset):
+            raise NotCacheable(
+                f"{name} overrides __getitem__, so Seneca cannot know what a sample is made "
+                "of (implement seneca.CacheableDataset to have it cached)"
+            )
+        return Resolved(FolderSource(dataset), dataset, None)
+    raise NotCacheable(
+        f"{name} is not a torchvision DatasetFolder/ImageFolder or a Subset of one, and does "
+        "not implement seneca.CacheableDataset"
+    )
+
+
+def members(resolved: Resolved) -> Sequence[int] | None:
+    """The source's samples a job over ``resolved`` trains on, when ODS can serve them (each
+    at most once per epoch): None for all of them; raises NotCacheable when a sample repeats."""
+    positions = resolved.positions
+    if positions is None:
+        return None
+    if len(set(positions)) != len(positions):
+        raise NotCacheable("the subset repeats samples (ODS serves each sample once per epoch)")
+    return positions

@@ -1,0 +1,263 @@
+"""SenecaLoader as a one-line replacement of DataLoader: any dataset DataLoader accepts, the
+user's objects where DataLoader shows them, DataLoader's errors first, reproducible ODS."""
+
+import collections
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from helpers.indexed import indexed
+from torch.utils.data import (
+    ChainDataset,
+    DataLoader,
+    Dataset,
+    IterableDataset,
+    Subset,
+    TensorDataset,
+    get_worker_info,
+    random_split,
+)
+from torchvision import transforms as T
+from torchvision.datasets import DatasetFolder, FakeData, ImageFolder
+
+from seneca import SenecaLoader
+from seneca.loader.options import collective_device
+from seneca_base.errors import ConfigError
+
+N = 48
+
+
+class Squares(Dataset):
+    def __len__(self):
+        return 20
+
+    def __getitem__(self, i):
+        return torch.tensor([i * i]), i
+
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        return iter(range(7))
+
+
+class WithIndex(ImageFolder):
+    def __getitem__(self, index):
+        x, y = super().__getitem__(index)
+        return x, y, index
+
+
+def _targets(loader):
+    out = []
+    for batch in loader:
+        out += [int(v) for v in (batch[1] if isinstance(batch, list | tuple) else batch)]
+    return out
+
+
+UNCACHED = {
+    "TensorDataset": lambda root: TensorDataset(torch.arange(10.0), torch.arange(10)),
+    "map-style": lambda root: Squares(),
+    "FakeData": lambda root: FakeData(12, image_size=(3, 8, 8), transform=T.ToTensor()),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(UNCACHED))
+@pytest.mark.parametrize("workers", [0, 2])
+def test_other_map_datasets_are_read_as_dataloader_reads_them(
+    tiny_dataset, redis_url, kind, workers
+):
+    ds = UNCACHED[kind](tiny_dataset)
+    torch.manual_seed(3)
+    want = _targets(DataLoader(ds, batch_size=4, shuffle=True, num_workers=workers))
+    torch.manual_seed(3)
+    with pytest.warns(UserWarning, match=type(ds).__name__):
+        loader = SenecaLoader(ds, batch_size=4, shuffle=True, num_workers=workers, cache=redis_url)
+    assert _targets(loader) == want  # the same order: DataLoader's own sampler ran
+    assert not loader.ods and loader.store is None and type(ds).__name__ in loader.not_cached
+    assert loader.stats()["samples"] == 0 and loader.dataset is ds
+
+
+@pytest.mark.parametrize("make", [lambda: Stream(), lambda: ChainDataset([Stream(), Stream()])])
+def test_iterable_datasets_are_read_as_dataloader_reads_them(redis_url, make):
+    want = [list(b) for b in DataLoader(make(), batch_size=3)]
+    with pytest.warns(UserWarning, match="IterableDataset"):
+        loader = SenecaLoader(make(), batch_size=3, cache=redis_url)
+    assert [list(b) for b in loader] == want
+    with pytest.raises(ConfigError, match="ods=True.*IterableDataset"):
+        SenecaLoader(make(), batch_size=3, cache=redis_url, ods=True)
+
+
+def test_dataloader_checks_its_own_arguments_first(redis_url):
+    cases = [
+        dict(dataset=Squares(), batch_size=0),
+        dict(dataset=Squares(), shuffle=True, sampler=[0, 1]),
+        dict(dataset=Stream(), shuffle=True),
+        dict(dataset=Squares(), num_workers=-1),
+        dict(dataset=Squares(), batch_size=None, drop_last=True),
+    ]
+    for args in cases:
+        with pytest.raises(ValueError) as theirs:
+            DataLoader(**args)
+        with pytest.raises(type(theirs.value)) as ours:
+            SenecaLoader(**args, cache=redis_url, cache_size="lots")  # and a bad option of ours
+        assert str(ours.value) == str(theirs.value)
+
+
+def test_a_getitem_override_is_honoured(tiny_dataset, redis_url):
+    ds = WithIndex(str(tiny_dataset), transform=T.Compose([T.Resize(8), T.ToTensor()]))
+    with pytest.warns(UserWarning, match="overrides __getitem__"):
+        loader = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_url)
+    batches = list(loader)
+    assert all(len(b) == 3 for b in batches)
+    assert sorted(int(i) for b in batches for i in b[2]) == list(range(N))
+
+
+def test_subsets_are_cached_with_ods_over_their_samples(tiny_dataset, redis_url):
+    ds = indexed(tiny_dataset)
+    train, val = random_split(ds, [36, 12], generator=torch.Generator().manual_seed(0))
+    loader = SenecaLoader(train, batch_size=5, shuffle=True, cache=redis_url, cache_size="20MB")
+    assert loader.ods and loader.dataset is train and len(loader) == 8
+    mine = sorted(ds.targets[i] for i in train.indices)
+    for _ in range(2):
+        assert sorted(_targets(loader)) == mine
+    assert loader.stats()["storage_reads"] <= 36  # the second epoch from the cache
+    nested = Subset(val, [0, 2, 4])
+    got = _targets(SenecaLoader(nested, batch_size=2, cache=redis_url))
+    assert got == [val.indices[0], val.indices[2], val.indices[4]]
+
+
+def test_overlapping_subsets_in_concurrent_jobs_share_the_cache(tiny_dataset, redis_url):
+    ds = indexed(tiny_dataset)
+    opts = dict(batch_size=6, shuffle=True, cache=redis_url, cache_size="20MB", split=(1, 0, 0))
+    a = SenecaLoader(Subset(ds, range(0, 30)), job="a", **opts)
+    assert sorted(_targets(a)) == list(range(30))
+    b = SenecaLoader(Subset(ds, range(18, 48)), job="b", **opts)
+    assert sorted(_targets(b)) == list(range(18, 48))
+    assert a.store.keys.dataset == b.store.keys.dataset
+    assert b.stats()["encoded"]["hits"] >= 12  # 18..29 were cached by a
+
+
+def test_a_subset_that_repeats_samples_is_cached_without_ods(tiny_dataset, redis_url):
+    ds = indexed(tiny_dataset)
+    sub = Subset(ds, [1, 1, 2, 3])
+    loader = SenecaLoader(sub, batch_size=2, shuffle=True, cache=redis_url)
+    assert not loader.ods and loader.store is not None
+    assert sorted(_targets(loader)) == [1, 1, 2, 3]
+    with pytest.raises(ConfigError, match="ods=True.*repeats"):
+        SenecaLoader(sub, batch_size=2, shuffle=True, cache=redis_url, ods=True)
+
+
+def test_numpy_loader_outputs_come_back_as_arrays(tmp_path, redis_url):
+    for k in range(12):
+        d = tmp_path / "data" / f"c{k % 2}"
+        d.mkdir(parents=True, exist_ok=True)
+        np.save(d / f"{k}.npy", np.full((2, 3), k, dtype=np.float32))
+    ds = DatasetFolder(
+        str(tmp_path / "data"), loader=np.load, extensions=(".npy",), transform=torch.from_numpy
+    )
+    loader = SenecaLoader(ds, batch_size=4, shuffle=True, cache=redis_url, split=(0, 1, 0))
+    for _ in range(3):
+        xs = torch.cat([x for x, _ in loader])
+        assert xs.dtype == torch.float32 and sorted(xs[:, 0, 0].tolist()) == list(range(12))
+    assert loader.stats()["decoded"]["hits"] > 0
+
+
+def test_the_loader_shows_the_users_objects(tiny_dataset, redis_url):
+    ds = indexed(tiny_dataset)
+
+    def init(worker_id):
+        info = get_worker_info()
+        assert info.dataset.classes == ds.classes  # reads reach the user's dataset
+        info.dataset.transform = T.Compose([T.CenterCrop(10), T.ToTensor()])  # so do writes
+
+    loader = SenecaLoader(
+        ds, batch_size=8, shuffle=True, num_workers=1, worker_init_fn=init, cache=redis_url
+    )
+    assert loader.dataset is ds
+    assert {tuple(x.shape[-2:]) for x, _ in loader} == {(10, 10)}
+    assert len(loader.sampler) == N and sorted(loader.sampler) == list(range(N))
+    assert loader.batch_sampler is loader.sampler.batch_sampler and len(loader) == 6
+    plain = SenecaLoader(ds, batch_size=8, shuffle=True, ods=False, cache=redis_url)
+    assert type(plain.sampler).__name__ == "RandomSampler" and plain.sampler.data_source is ds
+    assert SenecaLoader[torch.Tensor] is not None
+
+
+@pytest.mark.parametrize("batch_size, drop_last", [(1, False), (5, False), (5, True), (48, True)])
+def test_len_matches_dataloader(tiny_dataset, redis_url, batch_size, drop_last):
+    ds = indexed(tiny_dataset)
+    for shuffle in (True, False):
+        opts = dict(batch_size=batch_size, drop_last=drop_last, shuffle=shuffle)
+        assert len(SenecaLoader(ds, cache=redis_url, **opts)) == len(DataLoader(ds, **opts))
+
+
+def test_a_seeded_job_on_an_empty_cache_reproduces_its_order(tiny_dataset, redis_url):
+    def orders(seed, job):
+        loader = SenecaLoader(
+            indexed(tiny_dataset),
+            batch_size=8,
+            shuffle=True,
+            cache=redis_url,
+            job=job,
+            split=(0, 0, 1),  # one job: nothing is admitted, the cache stays empty
+            generator=torch.Generator().manual_seed(seed),
+        )
+        assert loader.ods
+        return [_targets(loader) for _ in range(2)]
+
+    first = orders(7, "r1")
+    assert orders(7, "r2") == first and first[0] != first[1]
+    assert orders(8, "r3") != first
+    torch.manual_seed(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loader = SenecaLoader(indexed(tiny_dataset), batch_size=8, shuffle=True, cache=redis_url)
+    got = _targets(loader)
+    assert collections.Counter(got) == collections.Counter(range(N))
+
+
+def test_collectives_run_on_the_device_the_backend_needs():
+    assert collective_device("nccl", 3) == "cuda:3"
+    assert collective_device("NCCL", None) == "cuda"
+    assert collective_device("gloo", 0) == "cpu"
+    assert collective_device("mpi", None) == "cpu"
+
+
+class Blobs(Dataset):
+    """A dataset that says how Seneca may cache it (seneca.CacheableDataset)."""
+
+    transform = None
+    target_transform = None
+
+    def __len__(self):
+        return 20
+
+    def __getitem__(self, i):
+        return self.seneca_decode(self.seneca_read(i), i), self.seneca_target(i)
+
+    def seneca_id(self):
+        return "blobs-v1"
+
+    def seneca_read(self, i):
+        return bytes([i]) * 16
+
+    def seneca_decode(self, data, i):
+        return torch.frombuffer(bytearray(data), dtype=torch.uint8).float()
+
+    def seneca_target(self, i):
+        return i
+
+
+def test_a_dataset_implementing_the_protocol_is_cached(redis_url):
+    import seneca
+
+    ds = Blobs()
+    assert isinstance(ds, seneca.CacheableDataset)
+    want = {y: x for x, y in (ds[i] for i in range(20))}
+    loader = SenecaLoader(ds, batch_size=4, shuffle=True, cache=redis_url, split=(1, 0, 0))
+    assert loader.ods and loader.not_cached is None
+    for _ in range(2):
+        for xs, ys in loader:
+            for x, y in zip(xs, ys, strict=True):
+                assert torch.equal(x, want[int(y)])
+    stats = loader.stats()
+    assert stats["storage_reads"] == 20 and stats["encoded"]["hits"] == 20
