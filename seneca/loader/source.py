@@ -13,7 +13,9 @@ It knows this for:
   output is cached), unless a subclass overrides ``__getitem__``;
 * datasets that implement :class:`CacheableDataset`;
 * ``Subset`` (and so ``random_split``) of either, nested or not: the loader reads the subset's
-  samples, and jobs over overlapping subsets share one cache.
+  samples, and jobs over overlapping subsets share one cache;
+* ``ConcatDataset`` of folder datasets (or subsets of them) with one loader and equal
+  transforms: their samples are read as one list.
 
 Any other dataset is read exactly as DataLoader reads it (:func:`resolve` says why).
 """
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from PIL import Image, UnidentifiedImageError
-from torch.utils.data import IterableDataset, Subset
+from torch.utils.data import ConcatDataset, IterableDataset, Subset
 from torchvision.datasets import DatasetFolder
 
 from seneca.pipeline.storage import Storage
@@ -126,10 +128,12 @@ class Source:
 
 
 class FolderSource(Source):
-    """A ``DatasetFolder``'s files; ``storage`` reads them (and may be throttled)."""
+    """A ``DatasetFolder``'s files (``samples``: another list of them); ``storage`` reads them
+    (and may be throttled)."""
 
-    def __init__(self, dataset: Any) -> None:
-        self.storage = Storage(dataset.samples, root=getattr(dataset, "root", None))
+    def __init__(self, dataset: Any, samples: Sequence[tuple[str, Any]] | None = None) -> None:
+        root = getattr(dataset, "root", None) if samples is None else None
+        self.storage = Storage(dataset.samples if samples is None else samples, root=root)
         self.loader = getattr(dataset, "loader", None)
         self.bytes_decode = _decodes_bytes(self.loader)
         decoder = "pil"
@@ -207,6 +211,8 @@ def resolve(dataset: Any) -> Resolved:
         outer = inner.positions if inner.positions is not None else range(len(inner.source))
         positions = [outer[int(i)] for i in dataset.indices]  # IndexError as Subset's would
         return Resolved(inner.source, inner.base, positions)
+    if isinstance(dataset, ConcatDataset):
+        return _concat(dataset)
     if isinstance(dataset, CacheableDataset):
         return Resolved(ProtocolSource(dataset), dataset, None)
     if isinstance(dataset, DatasetFolder):
@@ -220,6 +226,23 @@ def resolve(dataset: Any) -> Resolved:
         f"{name} is not a torchvision DatasetFolder/ImageFolder or a Subset of one, and does "
         "not implement seneca.CacheableDataset"
     )
+
+
+def _concat(dataset: ConcatDataset) -> Resolved:
+    """One folder source of the parts' samples, when they agree on how a sample is made."""
+    parts = [resolve(d) for d in dataset.datasets]
+    if not parts or not all(isinstance(p.source, FolderSource) for p in parts):
+        raise NotCacheable("ConcatDataset: Seneca caches concatenated DatasetFolders only")
+    first = parts[0].base
+    how = {(repr(p.base.transform), repr(p.base.target_transform)) for p in parts}
+    loaders = {getattr(p.base, "loader", None) for p in parts}
+    if len(how) > 1 or len(loaders) > 1:
+        raise NotCacheable("ConcatDataset: its parts differ in loader or transforms")
+    samples: list[tuple[str, Any]] = []
+    for p in parts:
+        own = p.base.samples
+        samples += own if p.positions is None else [own[i] for i in p.positions]
+    return Resolved(FolderSource(first, samples), first, None)
 
 
 def members(resolved: Resolved) -> Sequence[int] | None:

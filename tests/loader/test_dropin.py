@@ -261,3 +261,19 @@ def test_a_dataset_implementing_the_protocol_is_cached(redis_url):
                 assert torch.equal(x, want[int(y)])
     stats = loader.stats()
     assert stats["storage_reads"] == 20 and stats["encoded"]["hits"] == 20
+
+
+def test_concatenated_folders_are_cached_as_one_list(tiny_dataset, redis_url):
+    from torch.utils.data import ConcatDataset
+
+    ds = indexed(tiny_dataset)
+    both = ConcatDataset([Subset(ds, range(0, 10)), ds])
+    loader = SenecaLoader(both, batch_size=8, shuffle=True, cache=redis_url, cache_size="20MB")
+    assert loader.ods and loader.not_cached is None and len(loader) == 8
+    got = sorted(_targets(loader))
+    assert got == sorted(list(range(10)) + list(range(N)))
+    other = indexed(tiny_dataset)
+    other.transform = T.Compose([T.CenterCrop(8), T.ToTensor()])
+    with pytest.warns(UserWarning, match="differ"):
+        mixed = SenecaLoader(ConcatDataset([ds, other]), batch_size=8, cache=redis_url)
+    assert mixed.not_cached and len(_targets(mixed)) == 2 * N
