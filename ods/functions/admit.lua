@@ -61,4 +61,4 @@ for k = c + 3, #args, 3 do
   end
   result[#result + 1] = ok
 end
-return {result, EVICTED}
+return {result, noted()}

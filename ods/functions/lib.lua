@@ -26,7 +26,7 @@
 -- the sample was cached again since), so a value whose deleter crashed, or that a late rename
 -- put back after its entry went, is deleted too.
 
-local K, F, job, now, PIN_LEASE, GRACE, COLLECT, VALUES, DECLARED, EVICTED
+local K, F, job, now, PIN_LEASE, GRACE, COLLECT, VALUES, DECLARED, EVICTED, DROPPED
 local band, rshift  -- the bit library is there only while a function runs: set by begin
 
 local function view_of(name) return string.match(name, '|([^|]*)$') or '' end
@@ -52,7 +52,7 @@ local function begin(keys, args)
     DECLARED[k] = {name = name, r = keys[21 + 3 * k], g = keys[22 + 3 * k],
                    m = keys[23 + 3 * k], same = view_of(name) == view}
   end
-  EVICTED = {}
+  EVICTED, DROPPED = {}, {e = {}, a = {}}
   return 8 + d  -- where the command's own arguments start
 end
 
@@ -160,7 +160,19 @@ local function drop(i, tier)
   redis.call('HINCRBY', K.used, 'n' .. F[tier], -1)
   EVICTED[#EVICTED + 1] = tier
   EVICTED[#EVICTED + 1] = i
-  if VALUES then redis.call('ZADD', K.gc[tier], now + GRACE, tier .. str(i)) end
+  if VALUES then
+    local gc = DROPPED[tier == 'a' and 'a' or 'e']
+    gc[#gc + 1] = now + GRACE
+    gc[#gc + 1] = tier .. str(i)
+  end
+end
+
+-- note the entries dropped by this call in gc (one ZADD per key); returns EVICTED
+local function noted()
+  for t, gc in pairs(DROPPED) do
+    if #gc > 0 then redis.call('ZADD', K.gc[t], unpack(gc)) end
+  end
+  return EVICTED
 end
 
 -- add to EVICTED up to COLLECT entries of gc whose grace has passed and whose sample is not

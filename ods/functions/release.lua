@@ -32,4 +32,4 @@ elseif redis.call('EXISTS', K.t.a) == 1 then
     if not pins[k] then drop(s, 'a') end
   end
 end
-return EVICTED
+return noted()

@@ -288,20 +288,30 @@ def run_profile(
     measured("node.cpu_cores", workers, "the workers that measured T_D+A and T_A")
 
     steps.set_postfix_str("cache reads")
-    client, rate = _cache_reads(chosen, cache, workers, seconds)
-    url = client.url
-    measured("cache.bandwidth_gbit_per_s", round(rate * 8 / 1e9, 4), f"{how}, GETs in pipelines")
-    measured("cache.colocated", _is_local(url), f"cache at {client.redacted}")
-    maxmemory = int(client.redis.config_get("maxmemory").get("maxmemory", 0)) if cache else 0
-    if maxmemory:
-        measured("cache.size_gb", maxmemory / 1e9, f"maxmemory of {client.redacted}")
+    _profile_cache(chosen, cache, workers, seconds, how, measured)
     steps.update()
     steps.close()
-
-    toml = {f.section: {} for f in FIELDS}
+    toml: dict[str, dict[str, Any]] = {f.section: {} for f in FIELDS}
     for f in FIELDS:
         toml[f.section][f.key] = values[f.name]
     return ProfileResult(parse_spec(toml, "mdp profile"), sources)
+
+
+def _profile_cache(
+    chosen: list[str],
+    cache: str | None,
+    workers: int,
+    seconds: float,
+    how: str,
+    measured: Any,
+) -> None:
+    """The cache's read bandwidth, where it runs and (for a URL) its maxmemory."""
+    client, rate = _cache_reads(chosen, cache, workers, seconds)
+    measured("cache.bandwidth_gbit_per_s", round(rate * 8 / 1e9, 4), f"{how}, GETs in pipelines")
+    measured("cache.colocated", _is_local(client.url), f"cache at {client.redacted}")
+    maxmemory = int(client.redis.config_get("maxmemory").get("maxmemory", 0)) if cache else 0
+    if maxmemory:
+        measured("cache.size_gb", maxmemory / 1e9, f"maxmemory of {client.redacted}")
 
 
 def profile_command(

@@ -86,6 +86,15 @@ def summarise(points: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _check_options(sizes: tuple[float, ...], loader: str, epochs: int) -> None:
+    if not sizes or any(s <= 0 for s in sizes):
+        raise ConfigError(f"--sizes: expected positive ratios such as 0.5,1,2, got {sizes}")
+    if loader not in ("mdp", "seneca"):
+        raise ConfigError(f"--loader: expected mdp or seneca, got {loader!r}")
+    if epochs < 2:
+        raise ConfigError(f"--epochs: need 2 or more (the first fills the cache), got {epochs}")
+
+
 def run_validation(
     data: str,
     out: str,
@@ -107,12 +116,7 @@ def run_validation(
     from seneca.cache.embedded import acquire_embedded
     from seneca.pipeline.storage import Storage
 
-    if not sizes or any(s <= 0 for s in sizes):
-        raise ConfigError(f"--sizes: expected positive ratios such as 0.5,1,2, got {sizes}")
-    if loader not in ("mdp", "seneca"):
-        raise ConfigError(f"--loader: expected mdp or seneca, got {loader!r}")
-    if epochs < 2:
-        raise ConfigError(f"--epochs: need 2 or more (the first fills the cache), got {epochs}")
+    _check_options(sizes, loader, epochs)
     run = dict(epochs=epochs, crop=crop, workers=workers, storage_mbps=storage_mbps)
     cfg = BenchConfig(data=data, out=out, loaders=(loader,), jobs=(jobs,), **run)
     cfg.check()
