@@ -1,5 +1,6 @@
 """The engine's server-side code: a Redis Functions library (``FUNCTION LOAD`` / ``FCALL``,
-Redis >= 7.0), one Lua file per command plus ``lib.lua``, assembled here when loaded.
+Redis >= 7.0), one Lua file per command plus ``bits.lua`` (bitmap helpers) and ``lib.lua``
+(the shared helpers), assembled here when loaded.
 
 The library's name carries a hash of its source (``seneca_<hash>``), so loaders of different
 versions never call each other's functions. Error replies start with a code that
@@ -47,7 +48,7 @@ def _read(name: str) -> str:
 
 
 def _assemble() -> tuple[str, str]:
-    parts = [_read("lib")]
+    parts = [_read("bits"), _read("lib")]
     for cmd in COMMANDS:
         body = "\n".join("  " + line if line else line for line in _read(cmd).splitlines())
         parts.append(

@@ -65,7 +65,7 @@ end
 for _, i in ipairs(displaced) do
   bf[#bf + 1] = 'SET'; bf[#bf + 1] = 'u1'; bf[#bf + 1] = str(i); bf[#bf + 1] = '1'
 end
-redis.call('BITFIELD', U, unpack(bf))
+chunked('BITFIELD', U, nil, bf, 4)
 local out_tiers = serve(picked, tiers, policy)
 redis.call('HINCRBY', K.j, 's' .. string.format('%d', st.epoch), #picked)
 return {st.epoch, st.served + #picked, subs, picked, out_tiers, bucket}

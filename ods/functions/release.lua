@@ -14,7 +14,7 @@ if bucket == b then add_pins(K.pin, K.pinc, hits, -1)
 elseif bucket == b - 1 then add_pins(K.pin1, K.pinc1, hits, -1) end  -- older pins lapsed
 local cands = {}
 if policy == 'paper' then
-  local doomed = redis.call('SMISMEMBER', K.doom, unpack(hits))
+  local doomed = chunked('SMISMEMBER', K.doom, nil, hits, 1)
   for k, s in ipairs(hits) do if doomed[k] == 1 then cands[#cands + 1] = s end end
   local pins = pinned_many(cands)
   for k, s in ipairs(cands) do

@@ -9,6 +9,7 @@ unreachable cache costs well under a second per call instead of seconds of retri
 from __future__ import annotations
 
 import os
+import ssl
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -96,13 +97,18 @@ class CacheClient:
         return self._redis
 
     def ping(self) -> None:
-        """Raise CacheUnavailableError (naming the redacted URL) unless the server answers."""
+        """Check that the server answers. A refused login, a command the ACL user may not run
+        or a certificate that fails verification is a ConfigError (the configuration is wrong:
+        training must not go on uncached); an unreachable or failing server is a
+        CacheUnavailableError. Both name the URL, its password redacted."""
         try:
             self.redis.ping()
+        except (redis.AuthenticationError, redis.exceptions.NoPermissionError) as e:
+            raise ConfigError(f"cache: {self.redacted} refused the login: {e}") from None
         except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
+            if isinstance(e.__context__, ssl.SSLCertVerificationError):
+                raise ConfigError(f"cache: {self.redacted} failed TLS verification: {e}") from None
             raise CacheUnavailableError(f"cache {self.redacted} is unreachable: {e}") from None
-        except redis.AuthenticationError as e:
-            raise CacheUnavailableError(f"cache {self.redacted} refused the login: {e}") from None
         except redis.ResponseError as e:
             raise CacheUnavailableError(f"cache {self.redacted} answered an error: {e}") from None
 

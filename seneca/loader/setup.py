@@ -113,8 +113,9 @@ def data_parallel() -> tuple[int, int]:
 
 def cache_store(setup: CacheSetup, dataset: str, view: str, samples: int) -> OdsStore:
     """The cache engine of ``dataset`` (an id of its files and decoder) seen through ``view``
-    (its transform's) on ``setup``'s cache."""
-    return OdsStore(
+    (its transform's) on ``setup``'s cache, its functions loaded when the cache answers: an
+    ACL user that may not load or call them is a ConfigError."""
+    store = OdsStore(
         setup.client,
         dataset,
         samples,
@@ -124,6 +125,16 @@ def cache_store(setup: CacheSetup, dataset: str, view: str, samples: int) -> Ods
         values=True,
         overhead=defaults.ENTRY_OVERHEAD,
     )
+    if setup.reachable:
+        try:
+            store.state()  # a function call (loading the functions when missing)
+        except redis.exceptions.NoPermissionError as e:
+            raise ConfigError(
+                f"cache: {setup.client.redacted} denies a command Seneca needs: {e}"
+            ) from None
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            pass  # gone since the ping: the fetch and the sampler fall back to storage
+    return store
 
 
 def ods_sampler(

@@ -56,3 +56,28 @@ def test_urls_are_validated_and_redacted():
     with pytest.raises(ConfigError) as err:
         CacheClient("ftp://:s3cret@host")
     assert "s3cret" not in str(err.value)
+
+
+def test_configuration_errors_of_the_cache_are_errors(tiny_dataset):
+    """A wrong password, a missing one and an ACL user without Seneca's commands stop the
+    loader's construction with the URL (password redacted); only an unreachable cache degrades."""
+    from conftest import RedisProcess
+    from torchvision.datasets import ImageFolder
+
+    from seneca import SenecaLoader
+
+    server = RedisProcess(password="right-one")
+    try:
+        ds = ImageFolder(str(tiny_dataset))
+        base = f"unix://{server.sock}"
+        with pytest.raises(ConfigError, match="refused the login") as err:
+            SenecaLoader(ds, cache=f"{base}?password=wrong-one")
+        assert "wrong-one" not in str(err.value)
+        with pytest.raises(ConfigError, match="refused the login"):
+            SenecaLoader(ds, cache=base)
+        server.client.execute_command("ACL", "SETUSER", "reader", "on", ">pw", "~*", "+ping")
+        with pytest.raises(ConfigError, match="denies a command"):
+            SenecaLoader(ds, cache=f"unix://reader:pw@{server.sock}")
+        assert SenecaLoader(ds, cache=server.url).store is not None
+    finally:
+        server.stop()

@@ -312,3 +312,26 @@ def test_values_redis_refuses_to_store_are_not_admitted(redis_proc):
     assert store.state()["encoded"] == {"entries": 0, "units": 0}
     assert not list(r.scan_iter(match=store.prefix + "*v:*"))
     assert store.admit("a", items) == [1, 1]  # with room again
+
+
+@pytest.mark.parametrize("policy", ["seneca", "paper"])
+def test_batches_of_any_size_up_to_65536(redis_proc, policy):
+    """No command the functions build grows with the batch past Lua's unpack limit: large
+    decisions, admissions, lookups and releases, with and without substitution."""
+    n = 200_000
+    store = make_store(redis_proc, n, policy=policy, capacity={"encoded": n})
+    for job in ("a", "b"):
+        store.join(job)
+        store.start_epoch(job, 0)
+    seen = collections.Counter()
+    for batch in (2_048, 65_536):
+        d = store.decide("a", batch)
+        assert len(d.indices) == batch and d.hits == 0
+        seen.update(d.indices)
+        assert store.admit("a", [(i, "encoded", 1, b"") for i in d.indices]) == [1] * batch
+        store.release("a", d)
+    both = store.decide("b", 65_536)  # cached samples substitute for misses
+    assert both.hits == len(both.indices) == 65_536
+    store.release("b", both)
+    assert store.lookup("b", list(range(20_000))).hits > 0
+    assert max(seen.values()) == 1
