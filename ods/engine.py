@@ -59,6 +59,7 @@ class Engine:
         self.orphan_grace_ms = int(orphan_grace * 1000)
         self._seed_value = seed
         self._streams(seed)
+        self._offset_ms: int | None = None  # the server's clock minus this host's
         self._jobs: list[str] = []  # the live jobs as last seen (declared to the functions)
         #: calls of this process whose replies are read later (see ``ods.outbox``)
         self.outbox = Outbox(lambda: self.client)
@@ -87,6 +88,17 @@ class Engine:
         self._seed_value = int(seed)
         self._streams(int(seed))
 
+    def now_ms(self) -> int:
+        """The server's clock (ms), from this host's and their difference measured once (TIME):
+        every lease, pin bucket and expiry is on the server's clock, so hosts whose clocks
+        differ never expire each other's leases or unpin each other's samples."""
+        if self._offset_ms is None:
+            before = time.time()
+            seconds, micros = self.client.time()
+            after = time.time()
+            self._offset_ms = round(seconds * 1000 + micros / 1000 - (before + after) * 500)
+        return int(time.time() * 1000) + self._offset_ms
+
     def _streams(self, seed: int | None) -> None:
         self._rng = random.Random(seed)
         self._admissions = random.Random(None if seed is None else ~seed)
@@ -111,7 +123,7 @@ class Engine:
     def command(self, cmd: str, job: str, *args: object, jobs: bool = False) -> tuple:
         """The FCALL of ``cmd`` for ``job``, to send in a pipeline (``jobs``: declare the live
         jobs as last seen; a StaleJobsError reply means: call it through :meth:`call`)."""
-        now = int(time.time() * 1000)
+        now = self.now_ms()
         declared = self._jobs if jobs else []
         job = self.keys.job_name(job)
         keys = self.keys.declared(job, now // self.pin_lease_ms, declared)
@@ -126,7 +138,7 @@ class Engine:
 
     def refresh_jobs(self) -> list[str]:
         """The dataset's live jobs, read now (and declared by later calls)."""
-        now = int(time.time() * 1000)
+        now = self.now_ms()
         names = self.client.zrangebyscore(self.keys.jobs, now, "+inf")
         self._jobs = [n.decode() if isinstance(n, bytes) else n for n in names]
         return self._jobs

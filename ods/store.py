@@ -29,7 +29,6 @@ Policies:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 
 import redis
@@ -247,7 +246,7 @@ class OdsStore(Engine):
 
     def live_command(self) -> tuple[object, ...]:
         """The command whose reply :meth:`same_view` counts: the live jobs' names."""
-        return ("ZRANGE", self.keys.jobs, int(time.time() * 1000), "+inf", "BYSCORE")
+        return ("ZRANGE", self.keys.jobs, self.now_ms(), "+inf", "BYSCORE")
 
     def same_view(self, names: Sequence[bytes | bytearray | str]) -> int:
         """How many of ``names`` (a :meth:`live_command` reply) are jobs of this view: those

@@ -335,3 +335,29 @@ def test_batches_of_any_size_up_to_65536(redis_proc, policy):
     store.release("b", both)
     assert store.lookup("b", list(range(20_000))).hits > 0
     assert max(seen.values()) == 1
+
+
+def _skewed_join(url, skew, job):
+    import redis as redis_py
+
+    real = time.time
+    time.time = lambda: real() + skew  # this host's clock is off by skew seconds
+    store = OdsStore(redis_py.Redis.from_url(url), "ds", 100, capacity={"encoded": 10}, seed=1)
+    store.join(job)
+
+
+def test_leases_are_on_the_servers_clock(redis_proc):
+    """Jobs on hosts whose clocks are an hour ahead or behind hold leases as long as any."""
+    ctx = mp.get_context("fork")
+    for skew, job in ((3600, "ahead"), (-3600, "behind")):
+        p = ctx.Process(target=_skewed_join, args=(redis_proc.url, skew, job))
+        p.start()
+        p.join(30)
+        assert p.exitcode == 0
+    store = make_store(redis_proc, 100)
+    assert sorted(store.refresh_jobs()) == ["ahead", "behind"]
+    seconds, micros = redis_proc.client.time()
+    server_ms = seconds * 1000 + micros // 1000
+    for job in ("ahead", "behind"):
+        lease_end = redis_proc.client.zscore(store.keys.jobs, job)
+        assert abs(lease_end - (server_ms + store.lease_ms)) < 3000
