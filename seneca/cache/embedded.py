@@ -22,6 +22,7 @@ import atexit
 import contextlib
 import fcntl
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -45,6 +46,21 @@ def runtime_dir() -> Path:
     """Where embedded caches keep their state (``$SENECA_RUNTIME_DIR`` or /tmp/seneca-<uid>)."""
     base = os.environ.get(RUNTIME_DIR_ENV) or f"/tmp/seneca-{os.getuid()}"
     return Path(base)
+
+
+def _private_dir(path: Path) -> Path:
+    """``path`` as a directory of this user that nobody else may enter (made with mode 0700
+    when missing); CacheError names it when another user owns it or others may use it, as
+    when someone else created it first in /tmp."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    st = path.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise CacheError(
+            f"refusing the runtime directory {path}: it must be a directory owned by user "
+            f"{os.getuid()} with mode 0700 (owner {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}); "
+            f"remove it or set ${RUNTIME_DIR_ENV}"
+        )
+    return path
 
 
 def _start_time(pid: int) -> str | None:
@@ -114,8 +130,9 @@ def acquire_embedded(maxmemory: int, name: str = defaults.EMBEDDED_NAME) -> str:
 
     The calling process stays a user until it exits.
     """
-    state = runtime_dir() / f"embedded-{name}"
-    (state / "users").mkdir(parents=True, exist_ok=True, mode=0o700)
+    state = _private_dir(runtime_dir()) / f"embedded-{name}"
+    _private_dir(state)
+    (state / "users").mkdir(exist_ok=True, mode=0o700)
     sock = state / "redis.sock"
     pid = os.getpid()
     with _locked(state):

@@ -145,3 +145,13 @@ def test_server_stops_when_its_state_directory_is_removed(runtime_dir):
     assert _servers(runtime_dir)
     shutil.rmtree(runtime_dir)
     assert _wait_gone(runtime_dir), "watchdog left redis-server behind"
+
+
+def test_a_runtime_directory_others_may_use_is_refused(runtime_dir):
+    from seneca.cache.embedded import acquire_embedded
+    from seneca_base.errors import CacheError
+
+    runtime_dir.chmod(0o777)  # as if another user had made it first, open to all
+    with pytest.raises(CacheError, match=f"refusing the runtime directory {runtime_dir}"):
+        acquire_embedded(10_000_000, name="mode")
+    assert not (runtime_dir / "embedded-mode").exists()
