@@ -111,6 +111,8 @@ class CachedDataset(torch.utils.data.Dataset):
         self._down_until = time.monotonic() + defaults.CACHE_RETRY_AFTER
         if not self._warned:
             self._warned = True
+            if not self.counters.once("cache-failed"):  # said by another process of the job
+                return
             warnings.warn(
                 f"cache {self.cache_name} failed ({type(err).__name__}: "
                 f"{str(err)[:160]}); reading from storage, "

@@ -8,6 +8,7 @@ write to the same counters.
 from __future__ import annotations
 
 import contextlib
+import glob
 import multiprocessing.context
 import os
 import tempfile
@@ -86,6 +87,15 @@ class Counters:
     def reset(self) -> None:
         self._arr[:] = 0
 
+    def once(self, key: str) -> bool:
+        """True for the first process of the job (loader or worker, this epoch or a later one)
+        to ask for ``key``, False for every later one: for things said once per job."""
+        try:
+            os.close(os.open(f"{self.path}.{key}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            return False
+        return True
+
 
 def process_row() -> int:
     """The counters row of this process: 0 in the loader process, k + 1 in worker k."""
@@ -99,5 +109,6 @@ def _remove(path: str, owner: int) -> None:
     """Delete the counters file, in the process that made it only (a forked worker inherits
     the finalizer but must leave the file to its parent)."""
     if os.getpid() == owner:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+        for name in [path, *glob.glob(glob.escape(path) + ".*")]:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)

@@ -1,6 +1,7 @@
 import inspect
 import pickle
 import shutil
+import sys
 import warnings
 
 import pytest
@@ -221,3 +222,31 @@ def test_bad_plans_name_the_file(tiny_dataset, redis_url, tmp_path, plan, messag
     assert str(path) in str(err.value)
     with pytest.raises(ConfigError, match="plan= or split="):
         SenecaLoader(ds, cache=redis_url, plan=path, split=(1, 0, 0))
+
+
+def _to_stderr(message, category, filename, lineno, file=None, line=None):
+    sys.stderr.write(f"{category.__name__}: {message}\n")
+
+
+def _print_warnings(worker_id):
+    warnings.simplefilter("always")
+    warnings.showwarning = _to_stderr  # not into the copy of pytest's recorder a fork inherits
+
+
+def test_a_cache_lost_mid_run_is_reported_once_per_job(tiny_dataset, capfd):
+    """Workers and epochs share one warning: the first process of the job to find the cache
+    gone says so, the others read from storage silently."""
+    from conftest import RedisProcess
+
+    server = RedisProcess()
+    ds = ImageFolder(str(tiny_dataset), transform=DET)
+    opts = dict(batch_size=8, num_workers=2, worker_init_fn=_print_warnings)
+    loader = SenecaLoader(ds, cache=server.url, **opts)
+    server.stop()
+    with warnings.catch_warnings():
+        _print_warnings(0)
+        for _ in range(2):
+            assert len(_batches(loader)) == 6
+    assert capfd.readouterr().err.count("failed (") == 1
+    assert loader.stats()["storage_reads"] == 2 * len(ds)
+    assert loader.stats()["cache_errors"] >= 2  # more than one process found it gone
