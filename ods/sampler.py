@@ -227,11 +227,11 @@ class OdsBatchSampler:
             ask = min(ask, limit - ahead)
         return ask
 
-    def _collect(self, epoch: int, call: Call, ask: int) -> Decision:
+    def _collect(self, epoch: int, call: Call, ask: int, held: Sequence[Pick] = ()) -> Decision:
         """The decision of a prefetch (decided again when its reply is an error)."""
         reply = call.result()
-        if isinstance(reply, redis.ResponseError):  # functions missing, or the lease lapsed
-            return self._decide(epoch, ask)
+        if isinstance(reply, redis.ResponseError):  # functions missing, or the job forgotten
+            return self._decide(epoch, ask, held)
         return parse_decision(reply)
 
     def _drop_prefetch(self, epoch: int, prefetch: tuple[Call, int] | None) -> None:
@@ -240,22 +240,35 @@ class OdsBatchSampler:
             d = self._collect(epoch, *prefetch)
             self.store.release(self.job, d)
 
-    def _decide(self, epoch: int, want: int) -> Decision:
-        while True:
+    def _decide(self, epoch: int, want: int, held: Sequence[Pick] = ()) -> Decision:
+        for _ in range(defaults.CALL_RETRIES):
             try:
                 return self.store.decide(self.job, want, self.substitute, epoch)
-            except UnknownJobError:  # the lease lapsed (a long pause): rejoin
-                self._joined = False
-                self.join()
+            except UnknownJobError:
+                self._rejoin(epoch, held)
+        return self.store.decide(self.job, want, self.substitute, epoch)
+
+    def _rejoin(self, epoch: int, held: Sequence[Pick] = ()) -> None:
+        """The server forgot the job (it restarted empty, was flushed, failed over to an empty
+        replica, or the job left): join again and restore ``epoch`` without the samples this
+        sampler has yielded in it or ``held`` (decided, not yet yielded), so it stays exactly
+        once. Ranks of one job each restore their own record: after such a loss they may
+        repeat each other's samples in that epoch."""
+        self._joined = False
+        self.join()
+        bits = bytearray(self.consumed_bitmap(epoch, len(self.yielded.get(epoch, []))))
+        for p in held:
+            set_bit(bits, p.index)
+        self.store.restore(self.job, epoch, bytes(bits))
 
     def _refill(self, run: _Run) -> None:
         """Decide more of the epoch into ``run.ahead`` (the posted decision, if any)."""
         if run.prefetch is not None:
             (call, ask), run.prefetch = run.prefetch, None
-            d = self._collect(run.epoch, call, ask)
+            d = self._collect(run.epoch, call, ask, run.ahead)
         else:
             ask = self._ask(run.span, len(run.ahead), run.left)
-            d = self._decide(run.epoch, ask)
+            d = self._decide(run.epoch, ask, run.ahead)
         run.ahead += [Pick(i, t, d.pin_bucket) for i, t in zip(d.indices, d.tiers, strict=True)]
         self.substitutions += d.substitutions
         run.drained = len(d.indices) < ask
@@ -317,7 +330,10 @@ class OdsBatchSampler:
         run = _Run(epoch, left)
         try:
             self.join()
-            self.store.start_epoch(self.job, epoch)
+            try:
+                self.store.start_epoch(self.job, epoch)
+            except UnknownJobError:  # forgotten by the server since it joined
+                self._rejoin(epoch)
             yield from self._batches(run)
             self._drop_prefetch(epoch, run.prefetch)
             self._release(run.ahead)
