@@ -42,7 +42,7 @@ from ods.functions import error_of
 from ods.keys import Keys
 from ods.outbox import Call
 from seneca_base.errors import ConfigError
-from seneca_base.tiers import TIERS, tier_of_letter
+from seneca_base.tiers import LETTER, TIERS, tier_of_letter
 
 __all__ = ["POLICIES", "Decision", "OdsStore"]
 
@@ -239,6 +239,14 @@ class OdsStore(Engine):
         if hits:
             command = self.release_command(job, bucket, hits)
             self.outbox.post(command, on_reply=lambda r: self.released(job, bucket, hits, r))
+
+    def forget(self, job: str, entries: Sequence[tuple[str, int]]) -> list[int]:
+        """Drop the entries ``(tier, sample)`` (their values found corrupt or foreign) and
+        delete their values; returns the samples dropped."""
+        flat: list[object] = []
+        for tier, index in entries:
+            flat += [LETTER[tier], int(index)]
+        return self.unlink_values(self.call("forget", job, *flat))
 
     def value_key(self, tier: str, index: int) -> str:
         """The key holding the value of sample ``index`` in ``tier``."""

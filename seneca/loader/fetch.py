@@ -161,7 +161,7 @@ def _samples(
     plain = ds.transform.after_tensor is None and ds.target_transform is None
     views = rows.rows.unbind(0) if rows is not None and rows.rows is not None else ()
     label = ds.source.target
-    out = []
+    out, bad = [], []
     placed = placed_bytes = 0
     for k, (p, (tier, value)) in enumerate(zip(picks, values, strict=True)):
         if isinstance(value, Placed):
@@ -174,6 +174,8 @@ def _samples(
         else:
             obj = ds._cached_value(value, tier, count) if value is not None else None
             size = len(value) if obj is not None else 0
+            if value is not None and obj is None:
+                bad.append((tier, p.index))
         if obj is None:
             tier = None
         ds._count_lookup(tier, count)
@@ -182,4 +184,15 @@ def _samples(
         out.append(rows.settle(k, sample) if rows is not None else sample)
     count["hits_augmented"] += placed  # what _count_lookup counts for an augmented hit
     count["bytes_cache"] += placed_bytes
+    if bad:
+        _forget_bad(ds, bad, count)
     return out
+
+
+def _forget_bad(ds: Any, bad: list[tuple[str, int]], count: Counter) -> None:
+    """Drop the entries whose values were corrupt or foreign (counted as cache errors and read
+    from storage): their values are deleted, and the samples may be cached again."""
+    try:
+        ds.store.forget(ds.job, bad)
+    except (redis.RedisError, OSError, CacheError) as err:
+        ds._cache_failed(err, count)

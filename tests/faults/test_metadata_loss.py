@@ -1,5 +1,6 @@
 """A cache that forgets everything mid-epoch (FLUSHALL, or a restart with no persistence): every
-job's epoch stays exactly once, and the next epochs run whole."""
+job's epoch stays exactly once, and the next epochs run whole. Corrupt or foreign values under
+Seneca's keys: counted misses, removed when found."""
 
 import collections
 
@@ -8,6 +9,7 @@ from conftest import RedisProcess
 from helpers.indexed import indexed
 
 from seneca import SenecaLoader
+from seneca.pipeline import codec
 
 N = 48
 
@@ -61,3 +63,48 @@ def test_a_cache_restarted_at_once_loses_no_sample(tiny_dataset, free_port):
         assert set(got) == set(range(N)) and max(got.values()) == 1
     finally:
         servers[0].stop()
+
+
+def test_corrupt_and_foreign_values_are_counted_once_and_removed(tiny_dataset, redis_proc):
+    """A value with a bad header (or of another program) is a counted miss read from storage;
+    its entry is dropped when found, so the next epoch does not count it again."""
+    loader = SenecaLoader(
+        indexed(tiny_dataset),
+        batch_size=8,
+        shuffle=False,
+        cache=redis_proc.url,
+        cache_size="20MB",
+        split=(1, 0, 0),
+    )
+    list(loader)  # caches every sample's file bytes
+    r, store = redis_proc.client, loader.store
+    r.set(store.value_key("encoded", 3), b"garbage, not a Seneca value")
+    r.set(store.value_key("encoded", 7), b"SNCA" + b"\x07" * 40)  # a future format version
+    with pytest.warns(RuntimeWarning, match="bad cached encoded value"):
+        got = sorted(int(y) for _, ys in loader for y in ys)
+    assert got == list(range(N)) and loader.stats()["cache_errors"] == 2
+    for i in (3, 7):  # gone, or cached again from storage
+        value = r.get(store.value_key("encoded", i))
+        assert value is None or codec.decode(value, expect=codec.Kind.RAW)
+    loader.reset_stats()
+    got = sorted(int(y) for _, ys in loader for y in ys)
+    assert got == list(range(N)) and loader.stats()["cache_errors"] == 0
+
+
+def test_a_corrupt_augmented_copy_is_dropped_by_the_first_job_that_finds_it(
+    tiny_dataset, redis_proc
+):
+    opts = dict(batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB")
+    a, b, c = (SenecaLoader(indexed(tiny_dataset), job=j, split=(0, 0, 1), **opts) for j in "abc")
+    next(iter(b)), next(iter(c))  # b and c are live: a's copies are worth making
+    list(a)
+    r, store = redis_proc.client, a.store
+    copies = [i for i in range(N) if r.getbit(store.tier_key("augmented"), i)]
+    assert copies
+    for i in copies:
+        r.set(store.value_key("augmented", i), b"SNCA\x01\x01\x00\x03" + b"\xff" * 12)  # bad shape
+    with pytest.warns(RuntimeWarning, match="bad cached augmented value"):
+        list(b)
+    assert b.stats()["cache_errors"] > 0
+    list(c)
+    assert c.stats()["cache_errors"] == 0  # b dropped every corrupt copy it found
