@@ -70,15 +70,16 @@ def test_an_epoch_cut_short_is_followed_by_a_whole_one(tiny_dataset, redis_url, 
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("persistent", [True, False])
 @pytest.mark.parametrize("context", ["fork", "spawn"])
-def test_cut_epochs_with_persistent_workers(tiny_dataset, redis_url, context):
+def test_cut_epochs_with_fork_and_spawn_workers(tiny_dataset, redis_url, context, persistent):
     loader = _loader(
         tiny_dataset,
         redis_url,
         num_workers=2,
-        persistent_workers=True,
+        persistent_workers=persistent,
         multiprocessing_context=context,
-        job=f"persistent-{context}",
+        job=f"{context}-{persistent}",
     )
     _break(loader)
     _full_epoch(loader)
