@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+import weakref
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 import torch
@@ -16,11 +17,19 @@ from ods.sampler import OdsBatchSampler, OdsSampler
 from ods.store import OdsStore
 from seneca.loader._malloc import tune_malloc
 from seneca.loader.dataset import CachedDataset
-from seneca.loader.options import group_device, resolve_batch_tail, resolve_job, resolve_ods
+from seneca.loader.options import resolve_batch_tail, resolve_job, resolve_ods
 from seneca.loader.rows import collate_rows
-from seneca.loader.setup import cache_options, cache_store, connect, ods_sampler
+from seneca.loader.setup import (
+    cache_options,
+    cache_store,
+    connect,
+    leave_job,
+    ods_sampler,
+    seeds_from,
+    union_over_ranks,
+)
 from seneca.loader.source import NotCacheable, Resolved, members, resolve
-from seneca.loader.stats import Counters
+from seneca.loader.stats import Counters, epoch_summary
 from seneca_base.errors import ConfigError
 from seneca_base.tiers import TIERS
 
@@ -29,25 +38,19 @@ __all__ = ["SenecaLoader"]
 log = logging.getLogger("seneca")
 
 
-def _seeds(generator: torch.Generator | None) -> Callable[[], int]:
-    """Seeds for ODS's random choices, drawn from ``generator`` (None: torch's global random
-    state), as RandomSampler draws its own."""
-
-    def draw() -> int:
-        return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
-
-    return draw
-
-
-def _union_over_ranks(bitmap: bytes) -> bytes:
-    """The bitwise OR of every rank's ``bitmap`` (equal lengths; a gloo/NCCL collective)."""
-    import numpy as np
-    import torch.distributed as dist
-
-    bits = torch.from_numpy(np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8)).copy())
-    bits = bits.to(group_device())
-    dist.all_reduce(bits, op=dist.ReduceOp.MAX)
-    return np.packbits(bits.cpu().numpy()).tobytes()
+def _ods_members(
+    dataset: Any, resolved: Resolved, use_ods: bool, ods: bool | None
+) -> tuple[bool, Sequence[int] | None]:
+    """Whether ODS can serve ``resolved`` (a subset that repeats samples: not, which is an
+    error only when ``ods=True`` asked for it), and the samples it serves (None: all)."""
+    if not use_ods:
+        return False, None
+    try:
+        return True, members(resolved)
+    except NotCacheable as why:
+        if ods:
+            raise ConfigError(f"ods=True: {type(dataset).__name__}: {why}") from None
+        return False, None
 
 
 _T_co = TypeVar("_T_co", covariant=True)
@@ -155,15 +158,11 @@ class SenecaLoader(DataLoader[_T_co]):
             self._step_aside(dataset, args, str(why), ods, batch_tail)
             return
         use_ods = resolve_ods(ods, shuffle, sampler, batch_sampler, batch_size)
-        ods_members: Sequence[int] | None = None
-        if use_ods:
-            try:
-                ods_members = members(resolved)
-            except NotCacheable as why:
-                if ods:
-                    raise ConfigError(f"ods=True: {type(dataset).__name__}: {why}") from None
-                use_ods = False
+        use_ods, ods_members = _ods_members(dataset, resolved, use_ods, ods)
         self._wire(dataset, resolved, args, options, use_ods, ods_members, batch_tail)
+        if job is None and not self.job.startswith("ddp:"):
+            # a job of its own: its state goes with the loader (a named job may be resumed)
+            self._leave = weakref.finalize(self, leave_job, self.store, self.job, os.getpid())
 
     def _step_aside(
         self, dataset: Any, args: dict[str, Any], why: str, ods: Any, batch_tail: Any
@@ -205,7 +204,7 @@ class SenecaLoader(DataLoader[_T_co]):
         self.cache_url, self.cache_size, self.split = setup.client.redacted, setup.size, setup.split
         batch_size, drop_last = args["batch_size"], args["drop_last"]
         if use_ods and setup.reachable:
-            seed = _seeds(args["generator"])
+            seed = seeds_from(args["generator"])
             self._ods_sampler = ods_sampler(
                 store, self.job, batch_size, drop_last, ods_members, seed
             )
@@ -242,14 +241,28 @@ class SenecaLoader(DataLoader[_T_co]):
             object.__setattr__(self, "dataset", user)
 
     def __iter__(self) -> Any:
+        if self._cached is None:
+            return super().__iter__()
+        before = self._counters.snapshot()  # before any worker fetches for this iteration
         if self._ods_sampler is None:
             it = super().__iter__()
-            return it if self._batch_tail is None else self._finished(it)
+            it = it if self._batch_tail is None else self._finished(it)
+            return self._summarised(it, before)
         self._progress = (self._ods_sampler.next_epoch(), 0)
         self._iteration = object()
         it = super().__iter__()
         it = it if self._batch_tail is None else self._finished(it)
-        return self._tracked(it, self._iteration)
+        return self._summarised(self._tracked(it, self._iteration), before)
+
+    def _summarised(self, it: Any, before: dict[str, int]) -> Any:
+        """Yield the batches of ``it``; log a summary of the epoch at INFO when it ends."""
+        subs = self._ods_sampler.substitutions if self._ods_sampler else 0
+        yield from it
+        if log.isEnabledFor(logging.INFO):
+            subs = (self._ods_sampler.substitutions if self._ods_sampler else 0) - subs
+            epoch = self._ods_sampler.current if self._ods_sampler else None
+            after = self._counters.snapshot()
+            log.info("%s", epoch_summary(self.job, epoch, before, after, subs))
 
     def _finished(self, it: Any) -> Any:
         """Run the batch tail on the images of each default-collated ``[images, targets]``."""
@@ -304,7 +317,7 @@ class SenecaLoader(DataLoader[_T_co]):
         if not consumed:
             return
         mine = sum(bin(b).count("1") for b in consumed)
-        union = _union_over_ranks(consumed) if sampler.num_replicas > 1 else consumed
+        union = union_over_ranks(consumed) if sampler.num_replicas > 1 else consumed
         sampler.join()
         if sampler.rank == 0:
             sampler.store.restore(sampler.job, epoch, union)
@@ -319,6 +332,20 @@ class SenecaLoader(DataLoader[_T_co]):
         if self._ods_sampler is None:
             raise ConfigError(f"{what}: resumable state needs batches from ODS (ods=True)")
         return self._ods_sampler
+
+    def close(self) -> None:
+        """Leave the job in the cache now (its state goes; other jobs stop counting it at
+        once) and stop persistent workers. A loader whose job name Seneca made leaves by
+        itself when it is garbage-collected or the interpreter exits."""
+        finalizer = getattr(self, "_leave", None)
+        if finalizer is not None:
+            finalizer()
+        elif self.store is not None:
+            leave_job(self.store, self.job, os.getpid())
+        iterator = getattr(self, "_iterator", None)
+        if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+            iterator._shutdown_workers()
+        self._iterator = None
 
     @property
     def ods(self) -> bool:

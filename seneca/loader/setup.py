@@ -4,6 +4,7 @@ reported before a server is started or a dataset scanned."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+import torch
 
 from ods import defaults as ods_defaults
 from ods.sampler import OdsBatchSampler
@@ -18,12 +20,22 @@ from ods.store import OdsStore
 from seneca import defaults
 from seneca.cache.client import CacheClient
 from seneca.cache.embedded import acquire_embedded
-from seneca.loader.options import load_plan, parse_split
-from seneca_base.errors import CacheUnavailableError, ConfigError
+from seneca.loader.options import group_device, load_plan, parse_split
+from seneca_base.errors import CacheUnavailableError, ConfigError, SenecaError
 from seneca_base.tiers import TIERS
 from seneca_base.units import parse_size
 
-__all__ = ["CacheOptions", "CacheSetup", "cache_options", "cache_store", "connect", "ods_sampler"]
+__all__ = [
+    "CacheOptions",
+    "CacheSetup",
+    "cache_options",
+    "cache_store",
+    "connect",
+    "leave_job",
+    "ods_sampler",
+    "seeds_from",
+    "union_over_ranks",
+]
 
 
 @dataclass(frozen=True)
@@ -158,3 +170,31 @@ def ods_sampler(
         rank=rank,
         seeds=seeds,
     )
+
+
+def leave_job(store: OdsStore, job: str, pid: int) -> None:
+    """Remove ``job`` from the cache, in the process that made its loader only."""
+    if os.getpid() == pid:
+        with contextlib.suppress(redis.RedisError, OSError, SenecaError):
+            store.leave(job)
+
+
+def seeds_from(generator: torch.Generator | None) -> Callable[[], int]:
+    """Seeds for ODS's random choices, drawn from ``generator`` (None: torch's global random
+    state), as RandomSampler draws its own."""
+
+    def draw() -> int:
+        return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
+
+    return draw
+
+
+def union_over_ranks(bitmap: bytes) -> bytes:
+    """The bitwise OR of every rank's ``bitmap`` (equal lengths; a gloo/NCCL collective)."""
+    import numpy as np
+    import torch.distributed as dist
+
+    bits = torch.from_numpy(np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8)).copy())
+    bits = bits.to(group_device())
+    dist.all_reduce(bits, op=dist.ReduceOp.MAX)
+    return np.packbits(bits.cpu().numpy()).tobytes()

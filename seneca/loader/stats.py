@@ -16,7 +16,7 @@ import weakref
 
 import numpy as np
 
-__all__ = ["FIELDS", "Counters", "process_row"]
+__all__ = ["FIELDS", "Counters", "epoch_summary", "process_row"]
 
 FIELDS = (
     "samples",
@@ -95,6 +95,18 @@ class Counters:
         except FileExistsError:
             return False
         return True
+
+
+def epoch_summary(job: str, epoch: int | None, before: dict, after: dict, subs: int) -> str:
+    """One line on an epoch from two :meth:`Counters.snapshot` (and its substitutions)."""
+    d = {k: after[k] - before.get(k, 0) for k in after}
+    hits = [d[f"hits_{t}"] for t in ("augmented", "decoded", "encoded")]
+    rate = sum(hits) / d["samples"] if d["samples"] else 0.0
+    return (
+        f"job {job} epoch {'-' if epoch is None else epoch}: {d['samples']} samples, hits "
+        f"augmented/decoded/encoded {hits[0]}/{hits[1]}/{hits[2]} ({rate:.0%}), {subs} "
+        f"substitutions, {d['storage_reads']} storage reads, {d['cache_errors']} cache errors"
+    )
 
 
 def process_row() -> int:

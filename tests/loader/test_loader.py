@@ -1,4 +1,5 @@
 import inspect
+import logging
 import pickle
 import shutil
 import sys
@@ -250,3 +251,23 @@ def test_a_cache_lost_mid_run_is_reported_once_per_job(tiny_dataset, capfd):
     assert capfd.readouterr().err.count("failed (") == 1
     assert loader.stats()["storage_reads"] == 2 * len(ds)
     assert loader.stats()["cache_errors"] >= 2  # more than one process found it gone
+
+
+def test_each_epoch_ends_with_a_summary_line_at_info(tiny_dataset, redis_url, caplog):
+    loader = SenecaLoader(
+        ImageFolder(str(tiny_dataset), transform=DET),
+        batch_size=8,
+        shuffle=True,
+        num_workers=1,
+        cache=redis_url,
+        cache_size="20MB",
+        job="summary",
+    )
+    with caplog.at_level(logging.INFO, logger="seneca"):
+        list(loader)
+        list(loader)
+    lines = [r.getMessage() for r in caplog.records if "epoch" in r.getMessage()]
+    assert len(lines) == 2
+    assert lines[0].startswith("job summary epoch 0: 48 samples")
+    assert "48 storage reads" in lines[0] and "0 storage reads" in lines[1]
+    assert "(100%)" in lines[1]  # the second epoch read from the cache

@@ -79,7 +79,9 @@ def test_a_value_gone_after_the_decision_is_a_counted_miss(tiny_dataset, redis_p
 def _warm(tiny_dataset, redis_proc):
     """A loader's dataset after one epoch filled the cache, and a count of pinned samples."""
     ds = indexed(tiny_dataset)
-    loader = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB")
+    loader = SenecaLoader(
+        ds, batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB", job="warm"
+    )  # named: the job stays when the loader is collected
     epoch_of(loader)
     wrapped, r = loader._cached, redis_proc.client
 
@@ -249,3 +251,33 @@ def test_the_cache_names_a_dataset_by_its_files_and_decoder_and_a_view_by_its_tr
     fewer = indexed(tiny_dataset)
     fewer.samples = fewer.samples[:-1]
     assert ids(fewer).dataset != base.dataset
+
+
+def test_a_loader_leaves_its_job_when_closed_or_collected(tiny_dataset, redis_proc):
+    import gc
+
+    r = redis_proc.client
+    opts = dict(batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB")
+
+    def jobs(store):
+        return {n.decode() for n in r.zrange(store.keys.jobs, 0, -1)}
+
+    closed = SenecaLoader(indexed(tiny_dataset), **opts)
+    epoch_of(closed)
+    store, name = closed.store, closed.store.keys.job_name(closed.job)
+    assert name in jobs(store) and r.exists(f"{store.prefix}j:{name}")
+    closed.close()
+    assert name not in jobs(store) and not r.exists(f"{store.prefix}j:{name}")
+
+    collected = SenecaLoader(indexed(tiny_dataset), **opts)
+    epoch_of(collected)
+    name = store.keys.job_name(collected.job)
+    del collected
+    gc.collect()
+    assert name not in jobs(store) and not r.exists(f"{store.prefix}j:{name}")
+
+    named = SenecaLoader(indexed(tiny_dataset), job="keep-me", **opts)
+    epoch_of(named)
+    del named
+    gc.collect()  # a named job may be resumed from a checkpoint: its state stays
+    assert store.keys.job_name("keep-me") in jobs(store)
