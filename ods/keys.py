@@ -63,6 +63,11 @@ class Keys:
         letter = LETTER[tier]
         return f"{letter}:{self.view}" if letter == "a" and self.view else letter
 
+    @staticmethod
+    def view_of(name: str) -> str:
+        """The view of a job named ``name`` by the engine ("" for none), as lib.lua reads it."""
+        return name.rpartition("|")[2] if "|" in name else ""
+
     def job_name(self, job: str) -> str:
         """``job`` as the engine names it: with its view (``<job>|<view>``)."""
         return f"{job}|{self.view}" if self.view else job

@@ -259,12 +259,8 @@ class OdsStore(Engine):
     def same_view(self, names: Sequence[bytes | bytearray | str]) -> int:
         """How many of ``names`` (a :meth:`live_command` reply) are jobs of this view: those
         an augmented copy made here can serve."""
-        tail = self.keys.job_name("")
-        out = 0
-        for name in names:
-            text = bytes(name).decode() if isinstance(name, bytes | bytearray) else name
-            out += text.endswith(tail) and (bool(tail) or "|" not in text)
-        return out
+        texts = (bytes(n).decode() if isinstance(n, bytes | bytearray) else n for n in names)
+        return sum(Keys.view_of(t) == self.keys.view for t in texts)
 
     def tier_key(self, tier: str) -> str:
         """The bitmap of samples cached in ``tier``."""

@@ -342,10 +342,7 @@ class SenecaLoader(DataLoader[_T_co]):
             finalizer()
         elif self.store is not None:
             leave_job(self.store, self.job, os.getpid())
-        iterator = getattr(self, "_iterator", None)
-        if iterator is not None and hasattr(iterator, "_shutdown_workers"):
-            iterator._shutdown_workers()
-        self._iterator = None
+        self._iterator = None  # persistent workers stop with their iterator
 
     @property
     def ods(self) -> bool:
