@@ -45,7 +45,8 @@ def admit_args(store: OdsStore, items: Sequence[tuple[int, str, int, bytes]]) ->
     for index, tier, size, _ in items:
         flat += [int(index), LETTER[tier], int(size)]
     args = [store.policy, *(store.capacity[t] for t in TIERS), store.admission_seed()]
-    return [*args, defaults.EVICTION_ROUNDS, defaults.EVICTION_CANDIDATES, *flat]
+    extra = [defaults.EVICTION_CANDIDATES, defaults.DEMAND_JOBS, defaults.EVICTION_POOL]
+    return [*args, *extra, *flat]
 
 
 def _account(store: OdsStore, job: str, items: Sequence, staging: list) -> tuple[list, list]:

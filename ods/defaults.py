@@ -19,10 +19,13 @@ STAGED_VALUE_TTL_MS = 60_000
 ORPHAN_GRACE_MS = 65_000
 #: Evicted entries whose grace has passed that one admit or release collects.
 ORPHAN_COLLECT = 64
-#: Rounds of eviction an admission tries under pressure ("seneca" policy) ...
-EVICTION_ROUNDS = 4
-#: ... each among this many random cached entries (the least-needed unpinned one goes).
+#: Eviction candidates an admission under pressure ("seneca" policy) considers per value it
+#: offers: the unpinned entries of a random window of the tier, least needed first.
 EVICTION_CANDIDATES = 16
+#: ... and at most this many in one call per tier.
+EVICTION_POOL = 2048
+#: Live jobs (at most) over which an admission counts how much a sample is still needed.
+DEMAND_JOBS = 4
 #: Batches the sampler decides per call while the cache covers the job.
 LOOKAHEAD = 4
 #: Times a call is made again after its functions were loaded or the live jobs refreshed.

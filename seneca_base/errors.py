@@ -9,6 +9,7 @@ __all__ = [
     "CodecError",
     "ConfigError",
     "DatasetError",
+    "ForeignDataError",
     "FunctionsMissingError",
     "SenecaError",
     "ServerFunctionError",
@@ -65,3 +66,14 @@ class StaleJobsError(ServerFunctionError):
 class FunctionsMissingError(ServerFunctionError):
     """The server does not have this version of the engine's functions loaded (it restarted,
     or they were flushed): the caller loads them and calls again."""
+
+
+class ForeignDataError(ServerFunctionError):
+    """A metadata key holds another type of value than the engine keeps there (foreign or
+    corrupt data under Seneca's prefix): the engine deleted nothing; the caller deletes the key
+    (:attr:`key`) and calls again."""
+
+    @property
+    def key(self) -> str:
+        """The key, as the error reply names it."""
+        return str(self).split(" ", 1)[1] if " " in str(self) else ""

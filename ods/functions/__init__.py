@@ -1,6 +1,6 @@
 """The engine's server-side code: a Redis Functions library (``FUNCTION LOAD`` / ``FCALL``,
-Redis >= 7.0), one Lua file per command plus ``bits.lua`` (bitmap helpers) and ``lib.lua``
-(the shared helpers), assembled here when loaded.
+Redis >= 7.0), one Lua file per command plus ``bits.lua`` (bitmap helpers), ``lib.lua`` (the
+shared helpers) and ``evict.lua`` (admission's helpers), assembled here when loaded.
 
 The library's name carries a hash of its source (``seneca_<hash>``), so loaders of different
 versions never call each other's functions. Error replies start with a code that
@@ -13,6 +13,7 @@ import hashlib
 from importlib import resources
 
 from seneca_base.errors import (
+    ForeignDataError,
     FunctionsMissingError,
     ServerFunctionError,
     StaleJobsError,
@@ -40,6 +41,7 @@ COMMANDS = (
 _ERRORS: dict[str, type[ServerFunctionError]] = {
     "SENECA_NOJOB": UnknownJobError,
     "SENECA_JOBS": StaleJobsError,
+    "SENECA_WRONGTYPE": ForeignDataError,
 }
 
 
@@ -48,11 +50,12 @@ def _read(name: str) -> str:
 
 
 def _assemble() -> tuple[str, str]:
-    parts = [_read("bits"), _read("lib")]
+    parts = [_read("bits"), _read("lib"), _read("evict")]
     for cmd in COMMANDS:
         body = "\n".join("  " + line if line else line for line in _read(cmd).splitlines())
         parts.append(
-            f"local function run_{cmd}(keys, args)\n  local a = begin(keys, args)\n{body}\nend\n"
+            f"local function run_{cmd}(keys, args)\n  local a, bad = begin(keys, args)\n"
+            f"  if bad then return fail('SENECA_WRONGTYPE', bad) end\n{body}\nend\n"
         )
     body = with_lua_tiers("\n".join(parts))
     name = "seneca_" + hashlib.sha1(body.encode()).hexdigest()[:12]

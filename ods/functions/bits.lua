@@ -1,17 +1,34 @@
 -- Bitmap helpers of the engine's functions (assembled first; see ods/functions/__init__.py).
 
-local band, rshift  -- the bit library is there only while a function runs: set by begin
+local band, bor, bnot, rshift  -- the bit library is there only while a function runs: set by begin
 
--- sample numbers as strings, made once: redis.call converts a number argument itself, which
--- made a BITFIELD of 128 SETs take 151 us against 84 us with string arguments
-local DIGITS = {}
+-- a sample number as a string, as redis.call takes it (a number argument costs more). Formatted
+-- once per call (STR is emptied by begin): a table of every number ever seen would grow with
+-- the dataset, and its garbage collection stalls calls for tens of milliseconds at a million
+-- samples.
+local STR, format = {}, nil  -- format: string.format, set by begin (like band)
 local function str(i)
-  local v = DIGITS[i]
+  local v = STR[i]
   if not v then
-    v = string.format('%d', i)
-    DIGITS[i] = v
+    v = format('%d', i)
+    STR[i] = v
   end
   return v
+end
+
+-- the set bits of each byte value, as positions most significant first (Redis's bit order),
+-- and how many there are
+local BYTE_BITS, BYTE_COUNT = {}, {}
+for v = 0, 255 do
+  local list, x = {}, v
+  for p = 0, 7 do
+    local w = 2 ^ (7 - p)
+    if x >= w then
+      list[#list + 1] = p
+      x = x - w
+    end
+  end
+  BYTE_BITS[v], BYTE_COUNT[v] = list, #list
 end
 
 -- Lua's unpack takes a few thousand values at most: commands whose arguments grow with a batch
@@ -21,7 +38,18 @@ local CHUNK = 960
 -- redis.call(cmd, key, pre..., args...) in chunks of whole items of width arguments; the
 -- replies' elements concatenated (pre: nil or two arguments repeated before each chunk)
 local function chunked(cmd, key, pre, args, width)
-  local out, step = {}, CHUNK - CHUNK % width
+  local step = CHUNK - CHUNK % width
+  if #args == 0 then return {} end
+  if #args <= step then  -- one call: its reply as it is
+    local reply
+    if pre then
+      reply = redis.call(cmd, key, pre[1], pre[2], unpack(args))
+    else
+      reply = redis.call(cmd, key, unpack(args))
+    end
+    return type(reply) == 'table' and reply or {}
+  end
+  local out = {}
   for first = 1, #args, step do
     local last = math.min(first + step - 1, #args)
     local reply
@@ -39,9 +67,19 @@ end
 
 local function bit1(key, i) return redis.call('GETBIT', key, i) == 1 end
 
+-- BITFIELD arguments reading the bits of list
+local function reads(list)
+  local args = {}
+  for k, i in ipairs(list) do
+    args[3 * k - 2], args[3 * k - 1], args[3 * k] = 'GET', 'u1', str(i)
+  end
+  return args
+end
+
 -- bit i of key for every i in list (0/1 each): a bitmap up to 32 bytes per position asked is
--- read whole and tested here, a larger one with one BITFIELD_RO call
-local function bits(key, list)
+-- read whole and tested here, a larger one with one BITFIELD_RO call (args: reads(list), when
+-- the caller reads the list in several bitmaps)
+local function bits(key, list, args)
   if #list == 0 then return {} end
   if redis.call('STRLEN', key) <= 32 * #list then
     local s, out = redis.call('GET', key), {}
@@ -52,20 +90,15 @@ local function bits(key, list)
     end
     return out
   end
-  local args = {}
-  for _, i in ipairs(list) do
-    args[#args + 1] = 'GET'; args[#args + 1] = 'u1'; args[#args + 1] = str(i)
-  end
-  return chunked('BITFIELD_RO', key, nil, args, 3)
+  return chunked('BITFIELD_RO', key, nil, args or reads(list), 3)
 end
 
 -- one BITFIELD call: set bit i of key to v for every i in list; answers the previous bits
 local function set_bits(key, list, v)
   if #list == 0 then return {} end
   local args, value = {}, str(v)
-  for _, i in ipairs(list) do
-    args[#args + 1] = 'SET'; args[#args + 1] = 'u1'; args[#args + 1] = str(i)
-    args[#args + 1] = value
+  for k, i in ipairs(list) do
+    args[4 * k - 3], args[4 * k - 2], args[4 * k - 1], args[4 * k] = 'SET', 'u1', str(i), value
   end
   return chunked('BITFIELD', key, nil, args, 4)
 end
@@ -77,65 +110,86 @@ local function next_set(key, r, n)
   return p
 end
 
--- the same for a bitmap read as the string s, skipping the positions in taken
-local function next_set_in(s, r, n, taken)
-  local byte, floor, len = string.byte, math.floor, #s
-  for pass = 1, 2 do
-    local i, last = r, n - 1
-    if pass == 2 then i, last = 0, r - 1 end
-    while i <= last do
-      local q = floor(i / 8)
-      local b = q < len and byte(s, q + 1) or 0
-      if b == 0 then
-        i = (q + 1) * 8
-      else
-        if band(rshift(b, 7 - i % 8), 1) == 1 and not taken[i] then return i end
-        i = i + 1
-      end
+-- one of the set bits of the 32-bit word v (word w of a bitmap) at random; nil when that bit
+-- is at or past n or in taken (the probe finds nothing)
+local function bit_in_word(v, w, n, taken)
+  local floor, count = math.floor, BYTE_COUNT
+  local b4 = v % 256
+  v = floor(v / 256)
+  local b3 = v % 256
+  v = floor(v / 256)
+  local b2, b1 = v % 256, floor(v / 256)
+  local c1, c2, c3 = count[b1], count[b2], count[b3]
+  local r = math.random(1, c1 + c2 + c3 + count[b4])
+  local b, base = b1, w * 32
+  if r > c1 then
+    r, b, base = r - c1, b2, base + 8
+    if r > c2 then
+      r, b, base = r - c2, b3, base + 8
+      if r > c3 then r, b, base = r - c3, b4, base + 8 end
     end
   end
-  return -1
+  local i = base + BYTE_BITS[b][r]
+  if i < n and not taken[i] then return i end
+  return nil
 end
 
--- up to count distinct set bits of key in [0, n), at random, not in taken (which gains them).
--- While the bitmap is dense, uniform random probes read in one BITFIELD call; then the next
--- set bit after random positions: found in the bitmap read once when it is small (up to 32
--- bytes per bit asked), else with BITPOS, clearing each bit it returns in key so no bit comes
--- twice (callers restore or clear those bits as the decision requires).
-local function pick_many(key, count, n, density, taken)
+-- a bitmap this dense is probed by whole random words (one BITFIELD call for many probes; a
+-- word then holds a set bit 64% of the time or more), a sparser one with BITPOS
+local DENSE = 1 / 32
+
+-- up to count distinct set bits of key in [0, n), at random, not in taken (which gains them),
+-- in at most budget probes (nil: until count are found or the key has no more). density:
+-- about the share of [0, n) set. While it is at least DENSE, random 32-bit words are read in
+-- one call per round and one set bit taken from each; then (or below DENSE) the next set bit
+-- after a random position, per probe. clear: any bit found may be cleared in key (the caller
+-- clears the bits it keeps or sets them again; taken bits it finds are not wanted), so no probe
+-- finds a bit twice; else key is only read and a probe that finds taken bits moves on a few
+-- times, then gives up. Returns the bits found and
+-- whether any of them was cleared in key (then all were).
+local function pick(key, count, n, density, taken, budget, clear)
   local out = {}
-  if count <= 0 then return out end
-  if density >= 0.4 then  -- below, finding bits with BITPOS takes fewer steps
-    local m = math.ceil(count / density * 1.3) + 4
-    local probes = {}
-    for k = 1, m do probes[k] = math.random(0, n - 1) end
-    local got = bits(key, probes)
-    for k = 1, m do
-      if #out >= count then break end
-      local p = probes[k]
-      if got[k] == 1 and not taken[p] then
-        taken[p] = true
-        out[#out + 1] = p
+  if count <= 0 or density <= 0 then return out, false end
+  budget = budget or math.huge
+  if density >= DENSE then
+    local found = 1 - (1 - math.min(density, 1)) ^ 32
+    for _ = 1, 3 do
+      local m = math.min(budget, math.ceil((count - #out) / found * 1.1) + 4)
+      if #out >= count or m <= 0 then break end
+      budget = budget - m
+      local ws, args, random, floor = {}, {}, math.random, math.floor
+      for k = 1, m do
+        local w = floor(random(0, n - 1) / 32)  -- the last, partial word less often
+        ws[k] = w
+        args[3 * k - 2], args[3 * k - 1], args[3 * k] = 'GET', 'u32', str(32 * w)
+      end
+      local got = chunked('BITFIELD_RO', key, nil, args, 3)
+      for k = 1, m do
+        if #out >= count then break end
+        local i = got[k] ~= 0 and bit_in_word(got[k], ws[k], n, taken)
+        if i then
+          taken[i] = true
+          out[#out + 1] = i
+        end
       end
     end
+    if #out >= count or budget <= 0 then return out, false end
+    if clear then set_bits(key, out, 0) end
   end
-  local s = nil
-  if #out < count and redis.call('STRLEN', key) <= 32 * (count - #out) then
-    s = redis.call('GET', key) or ''
-  end
-  while #out < count do
-    local p
-    if s then
-      p = next_set_in(s, math.random(0, n - 1), n, taken)
-    else
-      p = next_set(key, math.random(0, n - 1), n)
-      if p ~= -1 then redis.call('SETBIT', key, p, 0) end
+  while #out < count and budget > 0 do
+    budget = budget - 1
+    local p = next_set(key, math.random(0, n - 1), n)
+    for _ = 1, 8 do
+      if p == -1 or not taken[p] then break end
+      if clear then redis.call('SETBIT', key, p, 0) end  -- not wanted here: never again
+      p = next_set(key, (p + 1) % n, n)
     end
     if p == -1 then break end
     if not taken[p] then
       taken[p] = true
       out[#out + 1] = p
+      if clear then redis.call('SETBIT', key, p, 0) end
     end
   end
-  return out
+  return out, clear and true or false
 end

@@ -16,7 +16,7 @@ if want <= 0 or not U or redis.call('EXISTS', U) == 0 then
   return {st.epoch, st.served, 0, {}, {}, bucket}
 end
 local taken = {}
-local picked = pick_many(U, want, n, left / n, taken)
+local picked, cleared = pick(U, want, n, left / n, taken, nil, true)
 local tiers = usable_tiers(picked)
 local misses = {}
 for k = 1, #picked do
@@ -24,46 +24,22 @@ for k = 1, #picked do
 end
 local subs, displaced = 0, {}
 if substitute and #misses > 0 then
-  -- C = (encoded | decoded | (augmented & ~used by job)) & U, from the bitmaps that exist
-  local parts = {}
-  for _, t in ipairs({'e', 'd'}) do
-    if redis.call('EXISTS', K.t[t]) == 1 then parts[#parts + 1] = K.t[t] end
-  end
-  if redis.call('EXISTS', K.t.a) == 1 then
-    if redis.call('EXISTS', K.g) == 1 then
-      redis.call('BITOP', 'NOT', K.xg, K.g)
-      redis.call('BITOP', 'AND', K.xg, K.xg, K.t.a)
-    else
-      redis.call('COPY', K.t.a, K.xg, 'REPLACE')
-    end
-    parts[#parts + 1] = K.xg
-  end
-  if #parts == 0 then
-    redis.call('DEL', K.xc)
-  elseif #parts == 1 then
-    redis.call('BITOP', 'AND', K.xc, parts[1], U)
-  else
-    redis.call('BITOP', 'OR', K.xc, unpack(parts))
-    redis.call('BITOP', 'AND', K.xc, K.xc, U)
-  end
-  redis.call('DEL', K.xg)
-  local chosen = pick_many(K.xc, #misses, n, redis.call('BITCOUNT', K.xc) / n, taken)
-  local found = usable_tiers(chosen)
+  local chosen, found = substitutes(U, #misses, n, taken)
   for m, s in ipairs(chosen) do
     displaced[m] = picked[misses[m]]
     picked[misses[m]] = s
     tiers[misses[m]] = found[m]
   end
   subs = #chosen
-  redis.call('DEL', K.xc)
 end
--- one call: the served samples leave U, the displaced misses stay (or come back) in it
-local bf = {}
-for _, i in ipairs(picked) do
-  bf[#bf + 1] = 'SET'; bf[#bf + 1] = 'u1'; bf[#bf + 1] = str(i); bf[#bf + 1] = '0'
+-- one call: the served samples leave U, the displaced misses come back if pick cleared them
+local bf, back = {}, cleared and displaced or {}
+for k, i in ipairs(picked) do
+  bf[4 * k - 3], bf[4 * k - 2], bf[4 * k - 1], bf[4 * k] = 'SET', 'u1', str(i), '0'
 end
-for _, i in ipairs(displaced) do
-  bf[#bf + 1] = 'SET'; bf[#bf + 1] = 'u1'; bf[#bf + 1] = str(i); bf[#bf + 1] = '1'
+for k, i in ipairs(back) do
+  local q = 4 * (#picked + k)
+  bf[q - 3], bf[q - 2], bf[q - 1], bf[q] = 'SET', 'u1', str(i), '1'
 end
 chunked('BITFIELD', U, nil, bf, 4)
 local out_tiers = serve(picked, tiers, policy)

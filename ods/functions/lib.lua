@@ -30,8 +30,24 @@ local K, F, job, now, PIN_LEASE, GRACE, COLLECT, VALUES, DECLARED, EVICTED, DROP
 
 local function view_of(name) return string.match(name, '|([^|]*)$') or '' end
 
+-- the type each declared key holds (by position; 'string' past the list: jobs' bitmaps)
+local KEY_TYPES = {'string', 'string', 'string', 'string', 'string', 'string', 'hash', 'zset',
+                   'string', 'set', 'string', 'string', 'zset', 'zset', 'hash', 'string',
+                   'string', 'string', 'string', 'string', 'hash', 'string', 'hash'}
+
+-- the first declared key that holds another type than the engine keeps there (nil: none),
+-- checked before anything is written, so a call that fails on foreign data changes nothing
+local function foreign(keys)
+  for k, key in ipairs(keys) do
+    local t = redis.call('TYPE', key).ok
+    if t ~= 'none' and t ~= (KEY_TYPES[k] or 'string') then return key end
+  end
+  return nil
+end
+
 local function begin(keys, args)
-  band, rshift = bit.band, bit.rshift
+  band, bor, bnot, rshift = bit.band, bit.bor, bit.bnot, bit.rshift
+  STR, format = {}, string.format
   K = {t = {}, sz = {}}
   for k, t in ipairs(TIERS) do
     K.t[t], K.sz[t] = keys[k], keys[3 + k]
@@ -52,7 +68,7 @@ local function begin(keys, args)
                    m = keys[23 + 3 * k], same = view_of(name) == view}
   end
   EVICTED, DROPPED = {}, {e = {}, a = {}}
-  return 8 + d  -- where the command's own arguments start
+  return 8 + d, foreign(keys)  -- where the command's own arguments start; a bad key
 end
 
 local function fail(code, text) return redis.error_reply(code .. ' ' .. (text or '')) end
@@ -105,9 +121,10 @@ local function size_of(tier, i)
   return redis.call('BITFIELD_RO', K.sz[tier], 'GET', 'u32', '#' .. str(i))[1]
 end
 
--- forget sample i's entry in tier (its value is the caller's to delete: EVICTED)
+-- forget sample i's entry in tier (its value is the caller's to delete: EVICTED); returns the
+-- units it freed (0: not cached)
 local function drop(i, tier)
-  if not bit1(K.t[tier], i) then return end
+  if not bit1(K.t[tier], i) then return 0 end
   local size = size_of(tier, i)
   redis.call('SETBIT', K.t[tier], i, 0)
   redis.call('HINCRBY', K.used, F[tier], -size)
@@ -119,6 +136,7 @@ local function drop(i, tier)
     gc[#gc + 1] = now + GRACE
     gc[#gc + 1] = tier .. str(i)
   end
+  return size
 end
 
 -- note the entries dropped by this call in gc (one ZADD per key); returns EVICTED
@@ -200,20 +218,82 @@ end
 
 -- the tier the caller's job can use for each sample of list (nil: none)
 local function usable_tiers(list)
-  local out = {}
-  if #list == 0 then return out end
-  local have = {}
-  for _, t in ipairs(TIERS) do have[t] = redis.call('EXISTS', K.t[t]) == 1 end
-  local a = have.a and bits(K.t.a, list) or {}
-  local g = (have.a and redis.call('EXISTS', K.g) == 1) and bits(K.g, list) or {}
-  local d = have.d and bits(K.t.d, list) or {}
-  local e = have.e and bits(K.t.e, list) or {}
-  for k = 1, #list do
-    if a[k] == 1 and g[k] ~= 1 then out[k] = 'a'
-    elseif d[k] == 1 then out[k] = 'd'
-    elseif e[k] == 1 then out[k] = 'e' end
+  local out, left = {}, {}  -- left: the positions in list still without a tier
+  for k = 1, #list do left[k] = k end
+  for _, t in ipairs(TIERS) do
+    if #left == 0 then break end
+    if redis.call('EXISTS', K.t[t]) == 1 then
+      local some = {}
+      for m, k in ipairs(left) do some[m] = list[k] end
+      local got, found = bits(K.t[t], some), {}
+      for m, k in ipairs(left) do
+        if got[m] == 1 then found[#found + 1] = k end
+      end
+      if t == 'a' and #found > 0 and redis.call('EXISTS', K.g) == 1 then
+        local copies = {}  -- the job may not use an augmented copy it has used
+        for m, k in ipairs(found) do copies[m] = list[k] end
+        local used, fresh = bits(K.g, copies), {}
+        for m, k in ipairs(found) do
+          if used[m] ~= 1 then fresh[#fresh + 1] = k end
+        end
+        found = fresh
+      end
+      for _, k in ipairs(found) do out[k] = t end
+      local rest = {}
+      for _, k in ipairs(left) do
+        if not out[k] then rest[#rest + 1] = k end
+      end
+      left = rest
+    end
   end
   return out
+end
+
+-- the samples of C = (encoded | decoded | (augmented & ~used by the job)) & U, from the bitmaps
+-- that exist, in the scratch bitmap x:c (whole-bitmap operations: for small bitmaps)
+local function cached_unserved(U)
+  local parts = {}
+  for _, t in ipairs({'e', 'd'}) do
+    if redis.call('EXISTS', K.t[t]) == 1 then parts[#parts + 1] = K.t[t] end
+  end
+  if redis.call('EXISTS', K.t.a) == 1 then
+    if redis.call('EXISTS', K.g) == 1 then
+      redis.call('BITOP', 'NOT', K.xg, K.g)
+      redis.call('BITOP', 'AND', K.xg, K.xg, K.t.a)
+    else
+      redis.call('COPY', K.t.a, K.xg, 'REPLACE')
+    end
+    parts[#parts + 1] = K.xg
+  end
+  if #parts == 0 then
+    redis.call('DEL', K.xc)
+  elseif #parts == 1 then
+    redis.call('BITOP', 'AND', K.xc, parts[1], U)
+  else
+    redis.call('BITOP', 'OR', K.xc, unpack(parts))
+    redis.call('BITOP', 'AND', K.xc, K.xc, U)
+  end
+  redis.call('DEL', K.xg)
+end
+
+-- about the share of [0, n) set in key, from BITCOUNT over a random window of bytes (the whole
+-- key when it is small): reading a large bitmap whole costs more than the rest of a decision
+local WINDOW = 4096
+local function density_of(key, n)
+  local len = redis.call('STRLEN', key)
+  if len <= WINDOW then return redis.call('BITCOUNT', key) / n end
+  local from = math.random(0, len - WINDOW)
+  return redis.call('BITCOUNT', key, from, from + WINDOW - 1) / (8 * WINDOW)
+end
+
+-- up to count cached samples the job can use and has not been served this epoch (set in U),
+-- none in taken, and the tier of each: C in x:c (bitmap operations in Redis, a few per
+-- decision), then count of its samples at random
+local function substitutes(U, count, n, taken)
+  cached_unserved(U)
+  local chosen = pick(K.xc, count, n, density_of(K.xc, n), taken, nil, true)
+  redis.call('DEL', K.xc)
+  return chosen, usable_tiers(chosen)
 end
 
 -- hand out the hits of a decision: the job has now used the augmented copies among them, they
