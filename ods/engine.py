@@ -10,9 +10,11 @@ deleted by the caller (:meth:`Engine.unlink_values`).
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,10 +24,12 @@ from ods import defaults
 from ods.functions import SOURCE, error_of, function_name
 from ods.keys import Keys
 from ods.outbox import Outbox
-from seneca_base.errors import FunctionsMissingError, StaleJobsError
+from seneca_base.errors import ForeignDataError, FunctionsMissingError, StaleJobsError
 from seneca_base.tiers import tier_of_letter
 
 __all__ = ["Engine"]
+
+_log = logging.getLogger("seneca.ods")
 
 
 class Engine:
@@ -61,6 +65,8 @@ class Engine:
         self._streams(seed)
         self._offset_ms: int | None = None  # the server's clock minus this host's
         self._jobs: list[str] = []  # the live jobs as last seen (declared to the functions)
+        #: function calls this engine made, per command (``ods simulate`` reports server time)
+        self.commands: Counter[str] = Counter()
         #: calls of this process whose replies are read later (see ``ods.outbox``)
         self.outbox = Outbox(lambda: self.client)
 
@@ -129,6 +135,7 @@ class Engine:
         keys = self.keys.declared(job, now // self.pin_lease_ms, declared)
         argv = [now, job, self.pin_lease_ms, self.orphan_grace_ms, defaults.ORPHAN_COLLECT]
         argv += [int(self.values), len(declared), *declared, *args]
+        self.commands[cmd] += 1
         return ("FCALL", function_name(cmd), len(keys), *keys, *argv)
 
     def load(self) -> None:
@@ -144,13 +151,17 @@ class Engine:
         return self._jobs
 
     def recover(self, err: Exception) -> bool:
-        """Make a call that failed with ``err`` worth trying again: load the functions, or
-        refresh the live jobs. False when ``err`` is not such a failure."""
+        """Make a call that failed with ``err`` worth trying again: load the functions, refresh
+        the live jobs, or delete a metadata key holding foreign data. False when ``err`` is not
+        such a failure."""
         err = error_of(err)
         if isinstance(err, FunctionsMissingError):
             self.load()
         elif isinstance(err, StaleJobsError):
             self.refresh_jobs()
+        elif isinstance(err, ForeignDataError) and err.key.startswith(self.keys.meta):
+            _log.warning("deleting %s: it holds another type than the cache keeps there", err.key)
+            self.client.delete(err.key)
         else:
             return False
         return True
