@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import redis
 
+from ods.servertime import ServerTimes, summarize
 from ods.store import OdsStore
 from seneca_base.errors import ConfigError
 
@@ -119,7 +120,8 @@ def _report(name: str, cfg: SimConfig, jobs: list[_Job], loads: int) -> dict:
 
 
 def simulate_ods(client: redis.Redis, cfg: SimConfig) -> dict:
-    """Run the setup with the real ODS store; adds decision latency and metadata memory."""
+    """Run the setup with the real ODS store; adds decision latency (at the client), server
+    time per engine call (``server_ms``, see ``ods.servertime``) and metadata memory."""
     store = OdsStore(
         client,
         f"simulate-{uuid.uuid4().hex[:8]}",
@@ -129,44 +131,14 @@ def simulate_ods(client: redis.Redis, cfg: SimConfig) -> dict:
         lease=3600,
         seed=cfg.seed,
     )
-    rng = random.Random(cfg.seed)
     jobs = [_Job(f"job{k}", s) for k, s in enumerate(cfg.job_speeds())]
     latencies: list[float] = []
-    loads = 0
-    memory = None
-    try:
-        for job in jobs:
-            store.join(job.name)
-            store.start_epoch(job.name, 0)
-        for job in _schedule(jobs, cfg.max_batches):
-            start = time.perf_counter()
-            d = store.decide(job.name, cfg.batch)
-            latencies.append(time.perf_counter() - start)
-            if not d.indices:
-                if job.epoch + 1 < cfg.epochs:
-                    job.epoch += 1
-                    store.start_epoch(job.name, job.epoch)
-                else:
-                    if memory is None:
-                        memory = store.memory()  # every job still registered
-                    job.done = True
-                    store.leave(job.name)
-                continue
-            job.served += len(d.indices)
-            job.hits += d.hits
-            job.substitutions += d.substitutions
-            evicted = store.release(job.name, d)
-            misses = [(i, _TIER, 1, b"") for i, t in zip(d.indices, d.tiers, strict=True) if not t]
-            loads += len(misses)
-            store.admit(job.name, misses)
-            if evicted:  # 'paper' policy: refill the room with random samples from storage
-                refill = _uncached(client, store, rng, len(evicted), cfg.samples)
-                loads += len(refill)
-                store.admit(job.name, [(i, _TIER, 1, b"") for i in refill])
-        if memory is None:
-            memory = store.memory()
-    finally:
-        store.clear()
+    loads, memory = 0, None
+    with ServerTimes(client) as server:
+        try:
+            loads, memory = _run(client, store, cfg, jobs, latencies, server)
+        finally:
+            store.clear()
     out = _report(f"ods-{cfg.policy}", cfg, jobs, loads)
     ms = sorted(x * 1e3 for x in latencies)
     out["decision_ms"] = {
@@ -175,7 +147,55 @@ def simulate_ods(client: redis.Redis, cfg: SimConfig) -> dict:
         "batches": len(ms),
     }
     out["metadata_bytes"] = memory
+    out["server_ms"] = summarize(server.ms, store.commands) if server.ms else {}
     return out
+
+
+def _run(
+    client: redis.Redis,
+    store: OdsStore,
+    cfg: SimConfig,
+    jobs: list[_Job],
+    latencies: list[float],
+    server: ServerTimes,
+) -> tuple[int, int]:
+    """The batches of ``jobs``; returns storage loads and the metadata bytes with every job
+    registered."""
+    rng = random.Random(cfg.seed)
+    loads, memory = 0, None
+    for job in jobs:
+        store.join(job.name)
+        store.start_epoch(job.name, 0)
+    for count, job in enumerate(_schedule(jobs, cfg.max_batches)):
+        if count % 16 == 15:
+            server.drain()
+        start = time.perf_counter()
+        d = store.decide(job.name, cfg.batch)
+        latencies.append(time.perf_counter() - start)
+        if not d.indices:
+            if job.epoch + 1 < cfg.epochs:
+                job.epoch += 1
+                store.start_epoch(job.name, job.epoch)
+            else:
+                if memory is None:
+                    memory = store.memory()  # every job still registered
+                job.done = True
+                store.leave(job.name)
+            continue
+        job.served += len(d.indices)
+        job.hits += d.hits
+        job.substitutions += d.substitutions
+        evicted = store.release(job.name, d)
+        misses = [(i, _TIER, 1, b"") for i, t in zip(d.indices, d.tiers, strict=True) if not t]
+        loads += len(misses)
+        store.admit(job.name, misses)
+        if evicted:  # 'paper' policy: refill the room with random samples from storage
+            refill = _uncached(client, store, rng, len(evicted), cfg.samples)
+            loads += len(refill)
+            store.admit(job.name, [(i, _TIER, 1, b"") for i in refill])
+    if memory is None:
+        memory = store.memory()
+    return loads, memory
 
 
 def _uncached(

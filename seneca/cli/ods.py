@@ -11,6 +11,7 @@ import sys
 
 import redis
 
+from ods.servertime import THRESHOLD_US
 from ods.simulate import BASELINES, SimConfig, simulate_baseline, simulate_ods
 from ods.store import POLICIES
 from seneca import defaults
@@ -100,6 +101,18 @@ def _simulate(args: argparse.Namespace) -> None:
     )
     for r in [result, *others]:
         print(_row(r))
+    _server_rows(result)
+
+
+def _server_rows(result: dict) -> None:
+    server = result.get("server_ms") or {}
+    if not server:
+        print("server time per call: not measured (CONFIG SET refused)")
+        return
+    head = f"server time per call (ms; 0: under {THRESHOLD_US} us)"
+    print(f"{head:<39} {'calls':>8} {'p50':>8} {'p99':>8} {'max':>8}")
+    for cmd, v in server.items():
+        print(f"  {cmd:<37} {v['calls']:>8,} {v['p50']:>8.2f} {v['p99']:>8.2f} {v['max']:>8.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,87 @@
+"""Server time per engine call, from Redis's SLOWLOG (for ``ods simulate``).
+
+While a :class:`ServerTimes` is open, Redis logs every command that runs for at least
+:data:`THRESHOLD_US` (its slow log) and the durations of the engine's function calls (``FCALL``)
+are collected per command (``decide``, ``admit``, ...): the time each call held the server's
+one thread, which every other client waited for. Calls the log does not hold took less than
+the threshold: with the number of calls made (counted by the engine) they enter the
+percentiles as 0. Redis 7 also logs the slow commands a function runs, which are skipped; a
+threshold of 0 would log every one of them and slow the functions down. The log is read and
+emptied every few batches, and the server's settings are restored on close. A server that
+refuses ``CONFIG SET`` (managed Redis) gives no figures.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Mapping
+
+import redis
+
+__all__ = ["THRESHOLD_US", "ServerTimes", "summarize"]
+
+_LOG_LEN = 1_000_000
+#: Calls faster than this (microseconds) are not logged.
+THRESHOLD_US = 50
+
+
+class ServerTimes:
+    """Collects the server time (ms) of each engine call, per command."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self.ms: dict[str, list[float]] = defaultdict(list)
+        self._saved: dict[str, str] | None = None
+
+    def __enter__(self) -> ServerTimes:
+        try:
+            got = self.client.config_get("slowlog-*")
+            self.client.config_set("slowlog-log-slower-than", THRESHOLD_US)
+            self.client.config_set("slowlog-max-len", _LOG_LEN)
+        except redis.ResponseError:
+            return self  # not permitted: no figures
+        self._saved = {k: got[k] for k in ("slowlog-log-slower-than", "slowlog-max-len")}
+        self.client.slowlog_reset()
+        return self
+
+    @property
+    def active(self) -> bool:
+        return self._saved is not None
+
+    def drain(self) -> None:
+        """Move the logged engine calls out of the slow log."""
+        if not self.active:
+            return
+        entries = self.client.execute_command("SLOWLOG", "GET", _LOG_LEN)
+        self.client.slowlog_reset()
+        for entry in entries:
+            args = entry[3]
+            if len(args) > 1 and bytes(args[0]).upper() == b"FCALL":
+                cmd = bytes(args[1]).decode(errors="replace").rsplit("_", 1)[-1]
+                self.ms[cmd].append(int(entry[2]) / 1000)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.active:
+            self.drain()
+            for key, value in (self._saved or {}).items():
+                self.client.config_set(key, value)
+            self._saved = None
+
+
+def summarize(ms: dict[str, list[float]], calls: Mapping[str, int]) -> dict[str, dict]:
+    """Per command of ``calls``: calls, p50, p99 and max server time (ms); the calls missing
+    from ``ms`` took less than the threshold and count as 0."""
+    out = {}
+    for cmd, count in sorted(calls.items()):
+        v = sorted(ms.get(cmd, []))
+        v = [0.0] * max(0, count - len(v)) + v
+        if not v:
+            continue
+        out[cmd] = {
+            "calls": len(v),
+            "p50": statistics.median(v),
+            "p99": v[min(len(v) - 1, int(0.99 * len(v)))],
+            "max": v[-1],
+        }
+    return out
