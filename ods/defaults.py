@@ -8,6 +8,9 @@ KEY_PREFIX = "seneca"
 POLICY = "seneca"
 #: A job not seen for this long stops counting as a live job of its dataset.
 JOB_LEASE = 10.0
+#: A job whose lease ran out this long ago leaves: its metadata is deleted by the next call of
+#: any job of the dataset (a job that was only slow joins again and restores its epoch).
+JOB_FORGET = 600.0
 #: A decision's hits stay pinned (safe from eviction) this long unless released earlier.
 PIN_LEASE = 60.0
 #: Milliseconds a value staged for admission (SET before the call that admits it) lives if

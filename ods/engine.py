@@ -42,7 +42,7 @@ class Engine:
             DataLoader workers).
         keys: the dataset's key schema (and the caller's view).
         values: sample values are stored (payload-free otherwise).
-        pin_lease, orphan_grace: seconds (see ``ods.defaults``).
+        pin_lease, orphan_grace, job_forget: seconds (see ``ods.defaults``).
         seed: seed of the random numbers the functions get (None: from the OS).
     """
 
@@ -55,12 +55,15 @@ class Engine:
         pin_lease: float,
         orphan_grace: float,
         seed: int | None,
+        job_forget: float | None = None,
     ) -> None:
         self._source = client
         self.keys = keys
         self.values = bool(values)
         self.pin_lease_ms = int(pin_lease * 1000)
         self.orphan_grace_ms = int(orphan_grace * 1000)
+        forget = defaults.JOB_FORGET if job_forget is None else job_forget
+        self.forget_ms = int(forget * 1000)
         self._seed_value = seed
         self._streams(seed)
         self._offset_ms: int | None = None  # the server's clock minus this host's
@@ -134,7 +137,7 @@ class Engine:
         job = self.keys.job_name(job)
         keys = self.keys.declared(job, now // self.pin_lease_ms, declared)
         argv = [now, job, self.pin_lease_ms, self.orphan_grace_ms, defaults.ORPHAN_COLLECT]
-        argv += [int(self.values), len(declared), *declared, *args]
+        argv += [int(self.values), self.forget_ms, len(declared), *declared, *args]
         self.commands[cmd] += 1
         return ("FCALL", function_name(cmd), len(keys), *keys, *argv)
 

@@ -64,12 +64,14 @@ class OdsStore(Engine):
         values: store sample values (their keys: :meth:`value_key`); False for payload-free
             use (``ods simulate``), where every entry is one unit.
         overhead: units charged per stored value on top of its length.
-        lease: seconds a job stays live without a call; pin_lease: seconds a decision keeps its
-            hits from eviction unless released earlier.
+        lease: seconds a job stays live without a call (None: ``ods.defaults.JOB_LEASE``);
+            pin_lease: seconds a decision keeps its hits from eviction unless released earlier.
         view: the job's view of the dataset (a transform's id: augmented copies are kept per
             view, the encoded and decoded tiers are shared by every view; see ``ods.keys``).
         orphan_grace: seconds an evicted entry's value may outlive it before any later admit
             or release deletes it (see ``ods.defaults.ORPHAN_GRACE_MS``).
+        job_forget: seconds after its lease ran out that a job's metadata is deleted by any
+            job's next admission or release (None: ``ods.defaults.JOB_FORGET``).
     """
 
     def __init__(
@@ -82,9 +84,10 @@ class OdsStore(Engine):
         capacity: Mapping[str, int] | None = None,
         values: bool = False,
         overhead: int = 0,
-        lease: float = defaults.JOB_LEASE,
+        lease: float | None = None,
         pin_lease: float = defaults.PIN_LEASE,
         orphan_grace: float = defaults.ORPHAN_GRACE_MS / 1000,
+        job_forget: float | None = None,
         prefix: str = defaults.KEY_PREFIX,
         view: str = "",
         seed: int | None = None,
@@ -104,12 +107,13 @@ class OdsStore(Engine):
             pin_lease=pin_lease,
             orphan_grace=orphan_grace,
             seed=seed,
+            job_forget=job_forget,
         )
         self.samples = samples
         self.policy = policy
         self.capacity = {t: int(capacity.get(t, 0)) for t in TIERS}
         self.overhead = int(overhead)
-        self.lease_ms = int(lease * 1000)
+        self.lease_ms = int((defaults.JOB_LEASE if lease is None else lease) * 1000)
 
     # -- jobs -------------------------------------------------------------------------------
 

@@ -18,15 +18,15 @@
 -- A job's name ends with |<view> (none: no view). Augmented copies are the caller's view's:
 -- only jobs of that view count for their demand, and only they use them.
 -- ARGV: now (ms), job, pin lease (ms), orphan grace (ms), orphans collected per call, values
--- (1: sizes are bytes kept in sz), the number D of declared jobs, their names, then the
--- command's own arguments.
+-- (1: sizes are bytes kept in sz), how long (ms) after its lease a job's keys are deleted, the
+-- number D of declared jobs, their names, then the command's own arguments.
 -- Values are not in these keys' slot: functions decide and account, and return the samples
 -- whose values the caller must delete ({letter, sample} pairs). Every entry dropped is also
 -- noted in gc: once its grace has passed, the next admit or release returns it again (unless
 -- the sample was cached again since), so a value whose deleter crashed, or that a late rename
 -- put back after its entry went, is deleted too.
 
-local K, F, job, now, PIN_LEASE, GRACE, COLLECT, VALUES, DECLARED, EVICTED, DROPPED
+local K, F, job, now, PIN_LEASE, GRACE, COLLECT, VALUES, FORGET, DECLARED, EVICTED, DROPPED
 
 local function view_of(name) return string.match(name, '|([^|]*)$') or '' end
 
@@ -59,23 +59,31 @@ local function begin(keys, args)
   now, job, PIN_LEASE, GRACE = tonumber(args[1]), args[2], tonumber(args[3]), tonumber(args[4])
   local view = view_of(job)
   F = {e = 'e', d = 'd', a = view == '' and 'a' or 'a:' .. view}
-  COLLECT, VALUES = tonumber(args[5]), args[6] == '1'
-  local d = tonumber(args[7])
+  COLLECT, VALUES, FORGET = tonumber(args[5]), args[6] == '1', tonumber(args[7])
+  local d = tonumber(args[8])
   DECLARED = {}
   for k = 1, d do
-    local name = args[7 + k]
+    local name = args[8 + k]
     DECLARED[k] = {name = name, r = keys[21 + 3 * k], g = keys[22 + 3 * k],
                    m = keys[23 + 3 * k], same = view_of(name) == view}
   end
   EVICTED, DROPPED = {}, {e = {}, a = {}}
-  return 8 + d, foreign(keys)  -- where the command's own arguments start; a bad key
+  return 9 + d, foreign(keys)  -- where the command's own arguments start; a bad key
 end
 
 local function fail(code, text) return redis.error_reply(code .. ' ' .. (text or '')) end
 
+-- the live jobs. A job whose lease ran out FORGET ms ago or more leaves: its keys are deleted
+-- (a few per call), so a job that crashed leaves no metadata behind. One that was only slow
+-- joins again and restores its epoch from what it has served (the sampler does).
 local function live_jobs()
-  redis.call('ZREMRANGEBYSCORE', K.jobs, '-inf', '(' .. now)
-  return redis.call('ZRANGE', K.jobs, 0, -1)
+  local gone = redis.call('ZRANGE', K.jobs, '-inf', '(' .. (now - FORGET), 'BYSCORE', 'LIMIT', 0, 8)
+  local meta = string.sub(K.jobs, 1, -5)  -- '<prefix>:{<dataset>}:'
+  for _, name in ipairs(gone) do
+    redis.call('ZREM', K.jobs, name)
+    for _, k in ipairs({'j', 'r', 'p', 'g', 'm'}) do redis.call('DEL', meta .. k .. ':' .. name) end
+  end
+  return redis.call('ZRANGE', K.jobs, now, '+inf', 'BYSCORE')
 end
 
 -- the declared jobs when they are exactly the live jobs, else nil (the caller retries with the
