@@ -25,9 +25,9 @@ of them; ranks of one job then no longer coordinate, so they may repeat each oth
 
 from __future__ import annotations
 
+import logging
 import math
 import random
-import warnings
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +42,8 @@ from ods.store import OdsStore
 from seneca_base.errors import ConfigError, UnknownJobError
 
 __all__ = ["OdsBatchSampler", "OdsSampler", "Pick", "hits_by_bucket"]
+
+_log = logging.getLogger("seneca.ods")
 
 
 @dataclass(frozen=True)
@@ -191,11 +193,10 @@ class OdsBatchSampler:
     def _fallback(self, epoch: int, err: Exception, left: int | None) -> Iterator[list[Pick]]:
         if not self._warned:
             self._warned = True
-            warnings.warn(
-                f"ODS cache unreachable ({type(err).__name__}: {str(err)[:120]}); finishing the "
-                "epoch from storage in random order",
-                RuntimeWarning,
-                stacklevel=3,
+            _log.warning(
+                "ODS cache unreachable (%s: %s); finishing the epoch from storage in random order",
+                type(err).__name__,
+                str(err)[:120],
             )
         done = self.consumed_bitmap(epoch, len(self.yielded.get(epoch, [])))
         rest = [i for i in self._members() if not test_bit(done, i)]

@@ -10,8 +10,8 @@ process, then reads from storage until the cache answers again.
 
 from __future__ import annotations
 
+import logging
 import time
-import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -32,6 +32,8 @@ from seneca.pipeline import codec
 from seneca.pipeline.transforms import split_transform
 from seneca_base.errors import CacheError, CodecError
 from seneca_base.tiers import TIERS
+
+log = logging.getLogger("seneca")
 
 __all__ = ["CachedDataset"]
 
@@ -113,12 +115,12 @@ class CachedDataset(torch.utils.data.Dataset):
             self._warned = True
             if not self.counters.once("cache-failed"):  # said by another process of the job
                 return
-            warnings.warn(
-                f"cache {self.cache_name} failed ({type(err).__name__}: "
-                f"{str(err)[:160]}); reading from storage, "
-                f"retrying the cache every {defaults.CACHE_RETRY_AFTER:g}s",
-                RuntimeWarning,
-                stacklevel=4,
+            log.warning(
+                "cache %s failed (%s: %s); reading from storage, retrying the cache every %gs",
+                self.cache_name,
+                type(err).__name__,
+                str(err)[:160],
+                defaults.CACHE_RETRY_AFTER,
             )
 
     def cache_down(self) -> bool:
@@ -146,9 +148,7 @@ class CachedDataset(torch.utils.data.Dataset):
             return codec.decode(value, image_tensor=tier == "augmented" and self.tensor_hits)
         except CodecError as err:
             count["cache_errors"] += 1
-            warnings.warn(
-                f"ignoring a bad cached {tier} value: {err}", RuntimeWarning, stacklevel=2
-            )
+            log.warning("ignoring a bad cached %s value: %s", tier, err)
             return None
 
     @property

@@ -5,6 +5,7 @@ reported before a server is started or a dataset scanned."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +37,8 @@ __all__ = [
     "seeds_from",
     "union_over_ranks",
 ]
+
+log = logging.getLogger("seneca")
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,7 @@ def connect(options: CacheOptions) -> CacheSetup:
     try:
         client.ping()
     except CacheUnavailableError as err:
-        warnings.warn(f"{err}; training reads from storage", RuntimeWarning, stacklevel=3)
+        log.warning("%s; training reads from storage", err)
         return CacheSetup(client, size or defaults.CACHE_SIZE, options.split, False)
     maxmemory = _server_maxmemory(client)
     if size and maxmemory and size > maxmemory:

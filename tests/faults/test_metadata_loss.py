@@ -3,6 +3,7 @@ job's epoch stays exactly once, and the next epochs run whole. Corrupt or foreig
 Seneca's keys: counted misses, removed when found."""
 
 import collections
+import logging
 
 import pytest
 from conftest import RedisProcess
@@ -65,7 +66,7 @@ def test_a_cache_restarted_at_once_loses_no_sample(tiny_dataset, free_port):
         servers[0].stop()
 
 
-def test_corrupt_and_foreign_values_are_counted_once_and_removed(tiny_dataset, redis_proc):
+def test_corrupt_and_foreign_values_are_counted_once_and_removed(tiny_dataset, redis_proc, caplog):
     """A value with a bad header (or of another program) is a counted miss read from storage;
     its entry is dropped when found, so the next epoch does not count it again."""
     loader = SenecaLoader(
@@ -80,8 +81,9 @@ def test_corrupt_and_foreign_values_are_counted_once_and_removed(tiny_dataset, r
     r, store = redis_proc.client, loader.store
     r.set(store.value_key("encoded", 3), b"garbage, not a Seneca value")
     r.set(store.value_key("encoded", 7), b"SNCA" + b"\x07" * 40)  # a future format version
-    with pytest.warns(RuntimeWarning, match="bad cached encoded value"):
+    with caplog.at_level(logging.WARNING, logger="seneca"):
         got = sorted(int(y) for _, ys in loader for y in ys)
+    assert sum("bad cached encoded value" in m for m in caplog.messages) == 2
     assert got == list(range(N)) and loader.stats()["cache_errors"] == 2
     for i in (3, 7):  # gone, or cached again from storage
         value = r.get(store.value_key("encoded", i))
@@ -92,7 +94,7 @@ def test_corrupt_and_foreign_values_are_counted_once_and_removed(tiny_dataset, r
 
 
 def test_a_corrupt_augmented_copy_is_dropped_by_the_first_job_that_finds_it(
-    tiny_dataset, redis_proc
+    tiny_dataset, redis_proc, caplog
 ):
     opts = dict(batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB")
     a, b, c = (SenecaLoader(indexed(tiny_dataset), job=j, split=(0, 0, 1), **opts) for j in "abc")
@@ -103,8 +105,9 @@ def test_a_corrupt_augmented_copy_is_dropped_by_the_first_job_that_finds_it(
     assert copies
     for i in copies:
         r.set(store.value_key("augmented", i), b"SNCA\x01\x01\x00\x03" + b"\xff" * 12)  # bad shape
-    with pytest.warns(RuntimeWarning, match="bad cached augmented value"):
+    with caplog.at_level(logging.WARNING, logger="seneca"):
         list(b)
+    assert any("bad cached augmented value" in m for m in caplog.messages)
     assert b.stats()["cache_errors"] > 0
     list(c)
     assert c.stats()["cache_errors"] == 0  # b dropped every corrupt copy it found

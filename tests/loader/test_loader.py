@@ -3,7 +3,6 @@ import logging
 import pickle
 import shutil
 import sys
-import warnings
 
 import pytest
 import torch
@@ -126,17 +125,16 @@ def test_loader_and_dataset_pickle(tiny_dataset, redis_url):
     assert pickle.loads(pickle.dumps(loader._cached)).classes == ds.classes  # as workers get it
 
 
-def test_unreachable_cache_warns_once_and_trains(tiny_dataset, free_port):
+def test_unreachable_cache_warns_once_and_trains(tiny_dataset, free_port, caplog):
     ds = ImageFolder(str(tiny_dataset), transform=DET)
     url = f"redis://:hunter2@127.0.0.1:{free_port}"
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with caplog.at_level(logging.WARNING, logger="seneca"):
         loader = SenecaLoader(ds, batch_size=8, cache=url)
         got = _batches(loader)
-    relevant = [w for w in caught if "unreachable" in str(w.message) or "failed" in str(w.message)]
+    relevant = [m for m in caplog.messages if "unreachable" in m or "failed" in m]
     assert len(relevant) == 1
-    assert f"127.0.0.1:{free_port}" in str(relevant[0].message)
-    assert "hunter2" not in str(relevant[0].message)
+    assert f"127.0.0.1:{free_port}" in relevant[0]
+    assert "hunter2" not in relevant[0]
     assert len(got) == 6 and loader.stats()["storage_reads"] == len(ds)
 
 
@@ -225,29 +223,33 @@ def test_bad_plans_name_the_file(tiny_dataset, redis_url, tmp_path, plan, messag
         SenecaLoader(ds, cache=redis_url, plan=path, split=(1, 0, 0))
 
 
-def _to_stderr(message, category, filename, lineno, file=None, line=None):
-    sys.stderr.write(f"{category.__name__}: {message}\n")
-
-
-def _print_warnings(worker_id):
-    warnings.simplefilter("always")
-    warnings.showwarning = _to_stderr  # not into the copy of pytest's recorder a fork inherits
+def _log_to_stderr(worker_id):
+    """The seneca logger of this process writes to stderr (a forked worker's copy of pytest's
+    log capture would keep its records)."""
+    logger = logging.getLogger("seneca")
+    if not any(getattr(h, "_to_stderr", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler._to_stderr = True
+        logger.addHandler(handler)
 
 
 def test_a_cache_lost_mid_run_is_reported_once_per_job(tiny_dataset, capfd):
-    """Workers and epochs share one warning: the first process of the job to find the cache
+    """Workers and epochs share one warning (logged): the first process of the job to find the cache
     gone says so, the others read from storage silently."""
     from conftest import RedisProcess
 
     server = RedisProcess()
     ds = ImageFolder(str(tiny_dataset), transform=DET)
-    opts = dict(batch_size=8, num_workers=2, worker_init_fn=_print_warnings)
+    opts = dict(batch_size=8, num_workers=2, worker_init_fn=_log_to_stderr)
     loader = SenecaLoader(ds, cache=server.url, **opts)
     server.stop()
-    with warnings.catch_warnings():
-        _print_warnings(0)
+    _log_to_stderr(0)
+    try:
         for _ in range(2):
             assert len(_batches(loader)) == 6
+    finally:
+        logger = logging.getLogger("seneca")
+        logger.handlers = [h for h in logger.handlers if not getattr(h, "_to_stderr", False)]
     assert capfd.readouterr().err.count("failed (") == 1
     assert loader.stats()["storage_reads"] == 2 * len(ds)
     assert loader.stats()["cache_errors"] >= 2  # more than one process found it gone
