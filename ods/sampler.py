@@ -39,7 +39,7 @@ from ods.bitmaps import set_bit, test_bit
 from ods.decision import Decision, parse_decision
 from ods.outbox import Call
 from ods.store import OdsStore
-from seneca_base.errors import ConfigError, UnknownJobError
+from seneca_base.errors import CacheUnavailableError, ConfigError, UnknownJobError
 
 __all__ = ["OdsBatchSampler", "OdsSampler", "Pick", "hits_by_bucket"]
 
@@ -137,6 +137,8 @@ class OdsBatchSampler:
         self.yielded: dict[int, list[array]] = {}
         self._joined = False
         self._warned = False
+        #: an unreachable cache is an error (CacheUnavailableError), not read around
+        self.strict = False
         #: (epoch, samples this rank consumed before a resume): its share of that epoch shrinks
         self.resumed: tuple[int, int] | None = None
 
@@ -191,6 +193,8 @@ class OdsBatchSampler:
         return bytes(bits)
 
     def _fallback(self, epoch: int, err: Exception, left: int | None) -> Iterator[list[Pick]]:
+        if self.strict:
+            raise CacheUnavailableError(f"ODS cache unreachable ({type(err).__name__}: {err})")
         if not self._warned:
             self._warned = True
             _log.warning(

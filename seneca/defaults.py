@@ -21,6 +21,9 @@ CONNECT_TIMEOUT = 0.25
 SOCKET_TIMEOUT = 5.0
 #: After a failed cache call, read from storage only for this long before trying the cache again.
 CACHE_RETRY_AFTER = 5.0
+#: Environment variable that makes every SenecaLoader strict when its ``strict`` is not given:
+#: "1", "true" or "yes" (any case).
+STRICT_ENV = "SENECA_STRICT"
 
 #: glibc malloc tuning in loader processes (``seneca.loader._malloc``): buffers below this many
 #: bytes come from the heap and are reused instead of being mapped and page-faulted per use;

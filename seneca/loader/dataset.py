@@ -73,6 +73,8 @@ class CachedDataset(torch.utils.data.Dataset):
         self.cache_name = ""
         self._down_until = 0.0
         self._warned = False
+        #: a cache failure is raised (CacheError) instead of read around
+        self.strict = False
 
     def cache_ids(self) -> tuple[str, str]:
         """(dataset, view) as the cache names them: the dataset is the source's samples and how
@@ -109,6 +111,10 @@ class CachedDataset(torch.utils.data.Dataset):
     # -- cache access with fallback -------------------------------------------------------------
 
     def _cache_failed(self, err: Exception, count: Counter) -> None:
+        if self.strict:
+            raise CacheError(
+                f"cache {self.cache_name} failed ({type(err).__name__}: {err})"
+            ) from err
         count["cache_errors"] += 1
         self._down_until = time.monotonic() + defaults.CACHE_RETRY_AFTER
         if not self._warned:

@@ -17,7 +17,7 @@ from ods.sampler import OdsBatchSampler, OdsSampler
 from ods.store import OdsStore
 from seneca.loader._malloc import tune_malloc
 from seneca.loader.dataset import CachedDataset
-from seneca.loader.options import resolve_batch_tail, resolve_job, resolve_ods
+from seneca.loader.options import resolve_batch_tail, resolve_job, resolve_ods, resolve_strict
 from seneca.loader.rows import collate_rows
 from seneca.loader.setup import (
     cache_options,
@@ -105,6 +105,8 @@ class SenecaLoader(DataLoader[_T_co]):
             steps once per collated batch in this process (same numbers; workers collate uint8,
             see ``seneca.pipeline.transforms``). Default: on with the default ``collate_fn`` and
             batching; True without them is an error.
+        strict: any cache failure is an error (``CacheError``) instead of a warning and reads
+            from storage. Default: the environment variable ``SENECA_STRICT`` ("1", "true").
     """
 
     def __init__(
@@ -134,12 +136,14 @@ class SenecaLoader(DataLoader[_T_co]):
         job: str | None = None,
         ods: bool | None = None,
         batch_tail: bool | None = None,
+        strict: bool | None = None,
     ) -> None:
         given = locals()
         args: dict[str, Any] = {name: given[name] for name in _DATALOADER_ARGS}
         DataLoader(dataset, **args)  # DataLoader's own checks come first, with its errors
         tune_malloc()
         options = cache_options(cache, cache_size, split, plan)
+        self.strict = resolve_strict(strict)
         self.job = resolve_job(job)
         self._counters = Counters(
             rows=max(0, num_workers if isinstance(num_workers, int) else 0) + 1
@@ -199,7 +203,8 @@ class SenecaLoader(DataLoader[_T_co]):
             args["collate_fn"] = (
                 collate_rows  # default_collate, minus the copy of rows read in place
             )
-        setup = connect(options)
+        setup = connect(options, self.strict)
+        wrapped.strict = self.strict
         store = cache_store(setup, *wrapped.cache_ids(), len(resolved.source))
         self.cache_url, self.cache_size, self.split = setup.client.redacted, setup.size, setup.split
         batch_size, drop_last = args["batch_size"], args["drop_last"]
@@ -208,6 +213,7 @@ class SenecaLoader(DataLoader[_T_co]):
             self._ods_sampler = ods_sampler(
                 store, self.job, batch_size, drop_last, ods_members, seed
             )
+            self._ods_sampler.strict = self.strict
             args.update(batch_size=1, shuffle=None, sampler=None, drop_last=False)
             args["batch_sampler"] = self._ods_sampler
         elif (

@@ -108,6 +108,16 @@ def load_plan(plan: str | os.PathLike | Mapping[str, Any]) -> PlanChoice:
     return PlanChoice({t: split[t] / 100 for t in SPLIT_ORDER}, cache_bytes)
 
 
+def resolve_strict(strict: bool | None) -> bool:
+    """Whether any cache failure is an error: ``strict``, or when None the environment
+    variable ``defaults.STRICT_ENV``."""
+    if strict is None:
+        return os.environ.get(defaults.STRICT_ENV, "").strip().lower() in ("1", "true", "yes")
+    if not isinstance(strict, bool):
+        raise ConfigError(f"strict: expected True, False or None, got {strict!r}")
+    return strict
+
+
 def resolve_ods(
     ods: bool | None, shuffle: Any, sampler: Any, batch_sampler: Any, batch_size: Any
 ) -> bool:

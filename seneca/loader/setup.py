@@ -93,10 +93,10 @@ def _server_maxmemory(client: CacheClient) -> int | None:
     return value or None
 
 
-def connect(options: CacheOptions) -> CacheSetup:
+def connect(options: CacheOptions, strict: bool = False) -> CacheSetup:
     """Start or join the embedded cache when no URL was given, then check that the cache
-    answers. An unreachable cache warns once (training reads from storage); a size above the
-    server's ``maxmemory`` warns too."""
+    answers. An unreachable cache warns once (training reads from storage), or raises
+    CacheUnavailableError when ``strict``; a size above the server's ``maxmemory`` warns."""
     size, client = options.size, options.client
     if client is None:
         size = size or defaults.CACHE_SIZE
@@ -104,6 +104,8 @@ def connect(options: CacheOptions) -> CacheSetup:
     try:
         client.ping()
     except CacheUnavailableError as err:
+        if strict:
+            raise
         log.warning("%s; training reads from storage", err)
         return CacheSetup(client, size or defaults.CACHE_SIZE, options.split, False)
     maxmemory = _server_maxmemory(client)
