@@ -39,6 +39,7 @@ from ods.bitmaps import set_bit, test_bit
 from ods.decision import Decision, parse_decision
 from ods.outbox import Call
 from ods.store import OdsStore
+from seneca_base.backoff import Backoff
 from seneca_base.errors import CacheUnavailableError, ConfigError, UnknownJobError
 
 __all__ = ["OdsBatchSampler", "OdsSampler", "Pick", "hits_by_bucket"]
@@ -139,6 +140,8 @@ class OdsBatchSampler:
         self._warned = False
         #: an unreachable cache is an error (CacheUnavailableError), not read around
         self.strict = False
+        #: the process's back-off of this cache, shared with its fetches (None: its own)
+        self.backoff: Backoff | None = None
         #: (epoch, samples this rank consumed before a resume): its share of that epoch shrinks
         self.resumed: tuple[int, int] | None = None
 
@@ -268,6 +271,7 @@ class OdsBatchSampler:
 
     def _refill(self, run: _Run) -> None:
         """Decide more of the epoch into ``run.ahead`` (the posted decision, if any)."""
+        self._check_backoff()
         if run.prefetch is not None:
             (call, ask), run.prefetch = run.prefetch, None
             d = self._collect(run.epoch, call, ask, run.ahead)
@@ -279,6 +283,12 @@ class OdsBatchSampler:
         run.drained = len(d.indices) < ask
         covered = d.indices and d.hits == len(d.indices) and not d.substitutions
         run.span = self.lookahead if covered else 1
+
+    def _check_backoff(self) -> None:
+        """Raise CacheUnavailableError while this process backs off the cache (another of its
+        callers found it failing): no call is made, the epoch finishes from storage."""
+        if self.backoff is not None and self.backoff.down():
+            raise CacheUnavailableError(f"backing off the cache {self.backoff.cache}")
 
     def _post_next(self, run: _Run) -> None:
         """While the cache covers the job, post the decision after the batches in hand a batch
@@ -334,6 +344,7 @@ class OdsBatchSampler:
             left = max(0, left - self.resumed[1])
         run = _Run(epoch, left)
         try:
+            self._check_backoff()
             self.join()
             try:
                 self.store.start_epoch(self.job, epoch)
@@ -350,6 +361,8 @@ class OdsBatchSampler:
         except (redis.ConnectionError, redis.TimeoutError, OSError) as err:
             if run.prefetch is not None:
                 run.prefetch[0].cancel()
+            if self.backoff is not None and not self.backoff.down():
+                self.backoff.failed()
             self._joined = False
             done = sum(len(b) for b in self.yielded[epoch])
             yield from self._fallback(epoch, err, None if left is None else left - done)

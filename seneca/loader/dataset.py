@@ -11,7 +11,6 @@ process, then reads from storage until the cache answers again.
 from __future__ import annotations
 
 import logging
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -30,6 +29,7 @@ from seneca.loader.source import Resolved
 from seneca.loader.stats import Counters, process_row
 from seneca.pipeline import codec
 from seneca.pipeline.transforms import split_transform
+from seneca_base.backoff import Backoff
 from seneca_base.errors import CacheError, CodecError
 from seneca_base.tiers import TIERS
 
@@ -71,7 +71,7 @@ class CachedDataset(torch.utils.data.Dataset):
         self.store: OdsStore | None = None
         self.job: str | None = None
         self.cache_name = ""
-        self._down_until = 0.0
+        self.backoff = Backoff("", defaults.CACHE_RETRY_AFTER)
         self._warned = False
         #: a cache failure is raised (CacheError) instead of read around
         self.strict = False
@@ -87,6 +87,8 @@ class CachedDataset(torch.utils.data.Dataset):
         show it; ``warned``: its failure was reported already (no warning per worker)."""
         self.store, self.job, self._warned = store, job, warned
         self.cache_name = name
+        #: shared with the sampler and every other reader of this cache in a process
+        self.backoff = Backoff(name, defaults.CACHE_RETRY_AFTER)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in self._OWN:
@@ -116,7 +118,7 @@ class CachedDataset(torch.utils.data.Dataset):
                 f"cache {self.cache_name} failed ({type(err).__name__}: {err})"
             ) from err
         count["cache_errors"] += 1
-        self._down_until = time.monotonic() + defaults.CACHE_RETRY_AFTER
+        self.backoff.failed()
         if not self._warned:
             self._warned = True
             if not self.counters.once("cache-failed"):  # said by another process of the job
@@ -132,7 +134,7 @@ class CachedDataset(torch.utils.data.Dataset):
     def cache_down(self) -> bool:
         """Whether the cache failed less than ``defaults.CACHE_RETRY_AFTER`` ago (or there is
         none): read from storage without trying it."""
-        return self.store is None or time.monotonic() < self._down_until
+        return self.store is None or self.backoff.down()
 
     def _lookup(self, indices: list[int]) -> list[Pick]:
         """Where to read each sample of a batch in the loader's own order."""

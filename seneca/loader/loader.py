@@ -213,12 +213,9 @@ class SenecaLoader(DataLoader[_T_co]):
             self._ods_sampler = ods_sampler(
                 store, self.job, batch_size, drop_last, ods_members, seed
             )
-            self._ods_sampler.strict = self.strict
             args.update(batch_size=1, shuffle=None, sampler=None, drop_last=False)
             args["batch_sampler"] = self._ods_sampler
-        elif (
-            args["sampler"] is None and args["batch_sampler"] is None
-        ):  # samplers over the user's dataset
+        elif args["sampler"] is None and args["batch_sampler"] is None:  # over the user's dataset
             shuffle, args["shuffle"] = args["shuffle"], None
             args["sampler"] = (
                 RandomSampler(dataset, generator=args["generator"])
@@ -227,6 +224,8 @@ class SenecaLoader(DataLoader[_T_co]):
             )
         # an unreachable cache has warned already: one warning, not one more per worker
         wrapped.attach(store, self.job, self.cache_url, warned=not setup.reachable)
+        if self._ods_sampler is not None:
+            self._ods_sampler.strict, self._ods_sampler.backoff = self.strict, wrapped.backoff
         super().__init__(wrapped, **args)
         self._cached = wrapped
         object.__setattr__(self, "dataset", dataset)  # the user's, as DataLoader's is
