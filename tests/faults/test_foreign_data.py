@@ -5,10 +5,9 @@ the wrong type is deleted before the engine writes anything, and the call goes o
 import collections
 import logging
 
-from helpers.indexed import indexed
+from helpers.serving import encoded_loader, serve_epoch
 
 from ods.store import OdsStore
-from seneca import SenecaLoader
 
 N = 48
 
@@ -23,15 +22,8 @@ def test_metadata_keys_of_another_type_are_deleted_before_any_write(redis_proc, 
     r.rpush(store.keys.tier("encoded"), "not a bitmap")  # another program's list
     r.delete(store.keys.used)
     r.set(store.keys.used, "not a hash")
-    served = []
     with caplog.at_level(logging.WARNING, logger="seneca"):
-        while d := store.decide("a", 16):
-            if not d.indices:
-                break
-            served += d.indices
-            store.release("a", d)
-            misses = [i for i, t in zip(d.indices, d.tiers, strict=True) if not t]
-            store.admit("a", [(i, "encoded", 1, b"") for i in misses])
+        served = serve_epoch(store, "a", 16)
     assert sorted(served) == list(range(100))  # the epoch whole, exactly once
     assert r.type(store.keys.tier("encoded")) == b"string"
     assert r.type(store.keys.used) == b"hash"
@@ -39,15 +31,7 @@ def test_metadata_keys_of_another_type_are_deleted_before_any_write(redis_proc, 
 
 
 def test_a_value_key_of_another_type_is_a_counted_miss_and_removed(tiny_dataset, redis_proc):
-    loader = SenecaLoader(
-        indexed(tiny_dataset),
-        batch_size=8,
-        shuffle=True,
-        cache=redis_proc.url,
-        cache_size="20MB",
-        split=(1, 0, 0),
-    )
-    list(loader)  # caches every sample's file bytes
+    loader = encoded_loader(tiny_dataset, redis_proc.url, shuffle=True)
     r, store = redis_proc.client, loader.store
     r.delete(store.value_key("encoded", 5))
     r.rpush(store.value_key("encoded", 5), b"a list, not a value")

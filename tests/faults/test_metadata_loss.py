@@ -8,6 +8,7 @@ import logging
 import pytest
 from conftest import RedisProcess
 from helpers.indexed import indexed
+from helpers.serving import encoded_loader
 
 from seneca import SenecaLoader
 from seneca.pipeline import codec
@@ -69,15 +70,7 @@ def test_a_cache_restarted_at_once_loses_no_sample(tiny_dataset, free_port):
 def test_corrupt_and_foreign_values_are_counted_once_and_removed(tiny_dataset, redis_proc, caplog):
     """A value with a bad header (or of another program) is a counted miss read from storage;
     its entry is dropped when found, so the next epoch does not count it again."""
-    loader = SenecaLoader(
-        indexed(tiny_dataset),
-        batch_size=8,
-        shuffle=False,
-        cache=redis_proc.url,
-        cache_size="20MB",
-        split=(1, 0, 0),
-    )
-    list(loader)  # caches every sample's file bytes
+    loader = encoded_loader(tiny_dataset, redis_proc.url, shuffle=False)
     r, store = redis_proc.client, loader.store
     r.set(store.value_key("encoded", 3), b"garbage, not a Seneca value")
     r.set(store.value_key("encoded", 7), b"SNCA" + b"\x07" * 40)  # a future format version

@@ -7,6 +7,7 @@ import random
 import time
 
 import pytest
+from helpers.serving import serve_epoch
 from scipy import stats
 
 from ods.store import OdsStore
@@ -211,17 +212,8 @@ def _rank(url, n, barrier, out):
     import redis
 
     store = OdsStore(redis.Redis.from_url(url), "ds", n, capacity={"encoded": n // 4})
-    got = []
     barrier.wait()
-    while True:
-        time.sleep(0.002)  # a training step, so the ranks interleave
-        d = store.decide("job", 13)
-        if not d.indices:
-            break
-        got += d.indices
-        store.release("job", d)
-        misses = [i for i, t in zip(d.indices, d.tiers, strict=True) if not t]
-        store.admit("job", [(i, "encoded", 1, b"") for i in misses])
+    got = serve_epoch(store, "job", 13, step=0.002)  # a training step, so the ranks interleave
     out.put(got)
 
 
