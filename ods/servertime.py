@@ -8,7 +8,8 @@ the threshold: with the number of calls made (counted by the engine) they enter 
 percentiles as 0. Redis 7 also logs the slow commands a function runs, which are skipped; a
 threshold of 0 would log every one of them and slow the functions down. The log is read and
 emptied every few batches, and the server's settings are restored on close. A server that
-refuses ``CONFIG SET`` (managed Redis) gives no figures.
+refuses ``CONFIG SET`` (managed Redis) gives no figures. The log holds every client's calls:
+measure on a server nothing else uses (``ods simulate`` starts its own by default).
 """
 
 from __future__ import annotations

@@ -72,26 +72,33 @@ local function eviction_pool(t, count, jobs)
   return pool
 end
 
+-- BITFIELD arguments setting the field of type kind of each sample of list to values[k] (0
+-- where values has none)
+local function field_sets(list, kind, values)
+  local args = {}
+  for k, s in ipairs(list) do
+    args[4 * k - 3], args[4 * k - 2], args[4 * k - 1] = 'SET', kind, '#' .. str(s)
+    args[4 * k] = values[k] or 0
+  end
+  return args
+end
+
 -- record the admissions of tier t (samples added, their sizes) in a few calls: the tier's
 -- bitmap, budget and sizes, for the augmented tier the view's jobs' use of the new copies, and
 -- the 'paper' policy's hit counts
 local function admitted(t, added, sizes, live, policy)
   if #added == 0 then return end
   set_bits(K.t[t], added, 1)
-  local total, sz, refs = 0, {}, {}
-  for k, s in ipairs(added) do
-    total = total + sizes[k]
-    sz[4 * k - 3], sz[4 * k - 2], sz[4 * k - 1], sz[4 * k] = 'SET', 'u32', '#' .. str(s), sizes[k]
-    refs[4 * k - 3], refs[4 * k - 2], refs[4 * k - 1], refs[4 * k] = 'SET', 'u8', '#' .. str(s), 0
-  end
+  local total = 0
+  for _, size in ipairs(sizes) do total = total + size end
   redis.call('HINCRBY', K.used, F[t], total)
   redis.call('HINCRBY', K.used, 'n' .. F[t], #added)
-  if VALUES then chunked('BITFIELD', K.sz[t], nil, sz, 4) end
+  if VALUES then chunked('BITFIELD', K.sz[t], nil, field_sets(added, 'u32', sizes), 4) end
   if t == 'a' then
     for _, j in ipairs(live) do
       if j.same then set_bits(j.g, added, 0) end  -- the view's jobs: new copies
     end
     set_bits(K.g, added, 1)  -- the admitting job made them
   end
-  if policy == 'paper' then chunked('BITFIELD', K.ref, nil, refs, 4) end
+  if policy == 'paper' then chunked('BITFIELD', K.ref, nil, field_sets(added, 'u8', {}), 4) end
 end
