@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up used by `make test` and `make demo`.
 # 1. system packages (redis-server, libjpeg/zlib headers) via apt-get when missing;
-# 2. .venv with the pinned Python packages (skipped when requirements are unchanged);
+# 2. .venv with the Python packages at the versions in constraints.txt (skipped when
+#    nothing changed);
 # 3. pillow-simd in place of pillow (falls back to pillow with one warning).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +33,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 command -v redis-server >/dev/null 2>&1 || { echo "error: redis-server not found on PATH" >&2; exit 1; }
 
-want=$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml constraints.txt scripts/bootstrap.sh | sha256sum | cut -d' ' -f1)
 if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
   exit 0
 fi
@@ -40,7 +41,7 @@ fi
 [ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
 PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
 say "installing Python packages (first run takes a few minutes)"
-if ! $PIP install -e '.[dev]' >/tmp/seneca-pip.log 2>&1; then
+if ! $PIP install -c constraints.txt -e '.[dev]' >/tmp/seneca-pip.log 2>&1; then
   grep -v 'is ignored: it is neither a file nor a directory' /tmp/seneca-pip.log | tail -30 >&2
   echo "error: pip install failed (full log: /tmp/seneca-pip.log)" >&2
   exit 1
