@@ -5,8 +5,10 @@ a loader's own order). One round trip reads the values (straight into their own 
 ``seneca.cache.resp``), releases the batch's pins (the server runs the release after the reads,
 so the values were read while pinned; in the loader process the release is posted to the
 outbox instead), and reads the tiers' usage and the live jobs of the loader's view. A value
-that is gone (its entry was evicted after its pin lapsed, or its admission is not finished) is
-a counted miss read from storage: a fetch never fails for a missing cache entry. Then one call
+that is gone (its entry was evicted after its pin lapsed, a late eviction deleted it after the
+sample was cached again, or its admission is not finished) is a counted miss read from
+storage, and its entry is dropped so a later miss caches the sample again: a fetch never fails
+for a missing cache entry, and an entry without a value does not stay. Then one call
 offers the new values to the cache (its policy decides what stays).
 """
 
@@ -78,11 +80,15 @@ def _read(
     used = {t: int(v or 0) for t, v in zip(TIERS, replies[-2], strict=True)}
     it = iter(replies[0] if keys else ())
     values: list[tuple[str | None, Any]] = []
+    gone = []
     for p in picks:
         value = next(it) if p.tier is not None else None
         values.append((p.tier, value) if value is not None else (None, None))
         if p.tier is not None and value is None:
-            count["ods_gone"] += 1  # evicted after the decision, or not yet in place
+            gone.append((p.tier, p.index))
+    if gone:  # evicted after the decision, deleted by a late eviction, or not yet in place
+        count["ods_gone"] += len(gone)
+        _forget_bad(ds, gone, count)  # the entry goes: a later miss caches the sample again
     return values, used, live
 
 
@@ -190,8 +196,8 @@ def _samples(
 
 
 def _forget_bad(ds: Any, bad: list[tuple[str, int]], count: Counter) -> None:
-    """Drop the entries whose values were corrupt or foreign (counted as cache errors and read
-    from storage): their values are deleted, and the samples may be cached again."""
+    """Drop the entries whose values were missing, corrupt or foreign (read from storage):
+    their values are deleted, and the samples may be cached again."""
     try:
         ds.store.forget(ds.job, bad)
     except (redis.RedisError, OSError, CacheError) as err:

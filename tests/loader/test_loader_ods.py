@@ -75,6 +75,9 @@ def test_a_value_gone_after_the_decision_is_a_counted_miss(tiny_dataset, redis_p
     out = wrapped.__getitems__([Pick(i, "decoded", 0)])
     assert out[0][1] == i
     assert loader.stats()["ods_gone"] == 1
+    # the entry without a value went with the read, and the miss cached the sample again
+    assert store.cached("decoded", [i]) == [True]
+    assert redis_proc.client.exists(store.value_key("decoded", i)) == 1
 
 
 def _warm(tiny_dataset, redis_proc):
