@@ -11,8 +11,11 @@ their letter; ``<form>`` below). A job's name in the engine ends with ``|<view>`
 
     seneca:{<dataset>}:t:<form>          bitmap: samples cached in the tier
     seneca:{<dataset>}:sz:<form>         u32 per sample: bytes charged for its value
-    seneca:{<dataset>}:used              hash: units used per tier (<form>), entries n<form>
+    seneca:{<dataset>}:used              hash: units used per tier (<form>), entries n<form>;
+                                         samples served, hits:<letter>, subs (running totals)
     seneca:{<dataset>}:jobs              zset: live jobs -> lease expiry (ms)
+    seneca:{<dataset>}:info              hash: what the dataset is, for operators (samples,
+                                         about, budget:<form>, seen); no function reads it
     seneca:{<dataset>}:ref, :doom        'paper' policy: hits per sample, samples to evict
     seneca:{<dataset>}:x:c, :x:g         scratch bitmaps of one call
     seneca:{<dataset>}:gc, :gc:<view>    zsets: evicted entries -> when their value is collected
@@ -86,6 +89,10 @@ class Keys:
     @property
     def used(self) -> str:
         return f"{self.meta}used"
+
+    @property
+    def info(self) -> str:
+        return f"{self.meta}info"
 
     @property
     def jobs(self) -> str:

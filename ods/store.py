@@ -285,6 +285,14 @@ class OdsStore(Engine):
 
     # -- inspection -------------------------------------------------------------------------
 
+    def register(self, about: str) -> None:
+        """Note for operators (``seneca cache status``) what the dataset is, its size and this
+        job's budgets (the latest job's are shown)."""
+        fields: dict[str, object] = {"samples": self.samples, "about": about}
+        fields.update({f"budget:{self.keys.form(t)}": self.capacity[t] for t in TIERS})
+        fields["seen"] = self.now_ms()
+        self.client.hset(self.keys.info, mapping=fields)  # type: ignore[arg-type]
+
     def state(self) -> dict[str, object]:
         """Entries and units held per tier, and the number of live jobs."""
         vals = [int(v) for v in self.call("state", "")]

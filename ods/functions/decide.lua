@@ -44,4 +44,5 @@ end
 chunked('BITFIELD', U, nil, bf, 4)
 local out_tiers = serve(picked, tiers, policy)
 redis.call('HINCRBY', K.j, 's' .. string.format('%d', st.epoch), #picked)
+if subs > 0 then redis.call('HINCRBY', K.used, 'subs', subs) end
 return {st.epoch, st.served + #picked, subs, picked, out_tiers, bucket}

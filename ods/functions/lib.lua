@@ -304,6 +304,20 @@ local function substitutes(U, count, n, taken)
   return chosen, usable_tiers(chosen)
 end
 
+-- add a decision's samples served and hits per tier to the dataset's running totals (in used:
+-- served, hits:<letter>) and the job's (j: total, hits), for operators (seneca cache status)
+local function count_served(served, tiers)
+  local per, all = {}, 0
+  for k = 1, served do
+    local t = tiers[k]
+    if t then per[t], all = (per[t] or 0) + 1, all + 1 end
+  end
+  redis.call('HINCRBY', K.used, 'served', served)
+  for t, h in pairs(per) do redis.call('HINCRBY', K.used, 'hits:' .. t, h) end
+  redis.call('HINCRBY', K.j, 'total', served)
+  redis.call('HINCRBY', K.j, 'hits', all)
+end
+
 -- hand out the hits of a decision: the job has now used the augmented copies among them, they
 -- are pinned in the current bucket, and the 'paper' policy counts them (doomed at live jobs)
 local function serve(picked, tiers, policy)
@@ -317,6 +331,7 @@ local function serve(picked, tiers, policy)
     end
   end
   set_bits(K.g, augs, 1)
+  count_served(#picked, tiers)
   if #hits > 0 then
     add_pins(K.pin, K.pinc, hits, 1)
     if policy == 'paper' then

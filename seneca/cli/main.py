@@ -1,5 +1,5 @@
-"""``seneca`` command line: make-dataset, cache-node, hit-path, bench, validate-model, accuracy,
-demo."""
+"""``seneca`` command line: make-dataset, cache-node, cache (status, clear, gc, metrics),
+hit-path, bench, validate-model, accuracy, demo."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 from seneca import defaults
 from seneca.cli._run import run_command
+from seneca.cli.cache import add_cache, run_cache
 from seneca_base.errors import ConfigError
 from seneca_base.units import parse_size
 
@@ -29,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="seneca", description="Seneca data loader tools")
     sub = p.add_subparsers(dest="command", required=True)
     _add_tools(sub)
+    add_cache(sub)
     _add_bench(sub)
     _add_measurements(sub)
     return p
@@ -152,6 +154,8 @@ def _run(args: argparse.Namespace) -> None:
             password_file=args.password_file,
             bind=args.bind,
         )
+    elif args.command == "cache":
+        run_cache(args)
     elif args.command == "bench":
         _bench(args)
     elif args.command == "hit-path":

@@ -205,7 +205,7 @@ class SenecaLoader(DataLoader[_T_co]):
             )
         setup = connect(options, self.strict)
         wrapped.strict = self.strict
-        store = cache_store(setup, *wrapped.cache_ids(), len(resolved.source))
+        store = cache_store(setup, *wrapped.cache_ids(), len(resolved.source), dataset)
         self.cache_url, self.cache_size, self.split = setup.client.redacted, setup.size, setup.split
         batch_size, drop_last = args["batch_size"], args["drop_last"]
         if use_ods and setup.reachable:

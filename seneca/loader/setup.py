@@ -128,10 +128,22 @@ def data_parallel() -> tuple[int, int]:
     return 1, 0
 
 
-def cache_store(setup: CacheSetup, dataset: str, view: str, samples: int) -> OdsStore:
+def describe(dataset: Any) -> str:
+    """What ``dataset`` is, in a few words, for operators: its class, and its root if any."""
+    if dataset is None:
+        return "unknown"
+    root = getattr(dataset, "root", None)
+    name = type(dataset).__name__
+    return f"{name} {root}" if isinstance(root, str | os.PathLike) else name
+
+
+def cache_store(
+    setup: CacheSetup, dataset: str, view: str, samples: int, about: Any = None
+) -> OdsStore:
     """The cache engine of ``dataset`` (an id of its files and decoder) seen through ``view``
     (its transform's) on ``setup``'s cache, its functions loaded when the cache answers: an
-    ACL user that may not load or call them is a ConfigError."""
+    ACL user that may not load or call them is a ConfigError. ``about``: the user's dataset,
+    described in the cache for operators."""
     store = OdsStore(
         setup.client,
         dataset,
@@ -145,6 +157,7 @@ def cache_store(setup: CacheSetup, dataset: str, view: str, samples: int) -> Ods
     if setup.reachable:
         try:
             store.state()  # a function call (loading the functions when missing)
+            store.register(describe(about))
         except redis.exceptions.NoPermissionError as e:
             raise ConfigError(
                 f"cache: {setup.client.redacted} denies a command Seneca needs: {e}"

@@ -1,0 +1,188 @@
+"""What operators remove from a cache (``seneca cache clear`` and ``gc``).
+
+``clear`` deletes datasets whole. ``gc`` deletes only what no job can use any more:
+
+* the metadata of jobs whose lease ran out (a job that was only paused joins again and goes on
+  with its epoch from its own record of what it has served);
+* metadata keys of jobs the dataset no longer lists;
+* the augmented tiers of views (transforms) no live job uses: copies made for jobs that are
+  gone, which no later job can count on;
+* values whose entry is gone (an eviction whose deleter crashed).
+
+Keys are found with SCAN (never KEYS), on every primary of a cluster; a dry run reports what
+would go. Races with running jobs are harmless: a job that loses its metadata rejoins, and a
+value deleted under a reader is a counted miss.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from ods import defaults as ods_defaults
+from ods.keys import Keys, glob_escape
+from seneca.cache.status import find_datasets, server_ms
+from seneca_base.errors import ConfigError
+from seneca_base.tiers import tier_of_letter
+
+__all__ = ["GcReport", "clear_datasets", "collect_garbage"]
+
+_BATCH = 500
+
+
+@dataclass
+class GcReport:
+    """What :func:`collect_garbage` removed (or would remove, when not ``applied``)."""
+
+    applied: bool
+    expired_jobs: list[tuple[str, str]] = field(default_factory=list)  # (dataset, job)
+    job_keys: int = 0
+    views: list[tuple[str, str, int, int]] = field(default_factory=list)  # dataset, view, n, B
+    orphan_values: int = 0
+    orphan_bytes: int = 0
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes | bytearray) else str(v)
+
+
+def _scan(client: Any, pattern: str) -> Iterator[str]:
+    for key in client.scan_iter(match=pattern, count=1000):
+        yield _text(key)
+
+
+def _unlink(client: Any, keys: list[str]) -> int:
+    """Delete ``keys`` (any slots: one UNLINK each, pipelined)."""
+    n = 0
+    for first in range(0, len(keys), _BATCH):
+        pipe = client.pipeline(transaction=False)
+        for key in keys[first : first + _BATCH]:
+            pipe.unlink(key)
+        n += sum(int(r) for r in pipe.execute())
+    return n
+
+
+def clear_datasets(
+    client: Any,
+    datasets: list[str] | None = None,
+    force: bool = False,
+    prefix: str = ods_defaults.KEY_PREFIX,
+) -> dict[str, int]:
+    """Delete every key of ``datasets`` (default: all found); returns keys deleted per
+    dataset. A dataset with live jobs is refused unless ``force`` (its jobs would go on from
+    storage and fill it again)."""
+    names = find_datasets(client, prefix) if datasets is None else datasets
+    now = server_ms(client)
+    busy = {d: client.zcount(Keys(d, prefix).jobs, now, "+inf") for d in names}
+    busy = {d: n for d, n in busy.items() if n}
+    if busy and not force:
+        held = ", ".join(f"{d} ({n} live)" for d, n in busy.items())
+        raise ConfigError(f"jobs are training on {held}; give --force to clear anyway")
+    out = {}
+    for d in names:
+        keys = [k for p in Keys(d, prefix).patterns() for k in _scan(client, p)]
+        out[d] = _unlink(client, keys)
+    return out
+
+
+def _expired_jobs(client: Any, keys: Keys, now: int, apply: bool) -> tuple[list[str], int]:
+    """Remove the jobs whose lease ran out and the metadata of jobs no longer listed; returns
+    the expired jobs and the number of job keys removed (or to remove)."""
+    expired = [_text(n) for n in client.zrange(keys.jobs, "-inf", f"({now}", byscore=True)]
+    if apply:
+        client.zremrangebyscore(keys.jobs, "-inf", f"({now}")
+    listed = {_text(n) for n in client.zrange(keys.jobs, 0, -1)} - set(expired)
+    pattern = re.compile(rf"^{re.escape(keys.meta)}[jrpgm]:(.+)$")
+    stale = []
+    for kind in "jrpgm":
+        for key in _scan(client, f"{glob_escape(keys.meta)}{kind}:*"):
+            m = pattern.match(key)
+            if m and m.group(1) not in listed:
+                stale.append(key)
+    if apply:
+        _unlink(client, stale)
+    return expired, len(stale)
+
+
+def _dead_views(client: Any, keys: Keys, now: int, apply: bool) -> list[tuple[str, int, int]]:
+    """Drop the augmented tiers of views no live job uses: (view, entries, bytes) each."""
+    used = {_text(k): _text(v) for k, v in client.hgetall(keys.used).items()}
+    views = {f[2:] for f in used if f.startswith("a:")}
+    views |= {k.rpartition(":t:a:")[2] for k in _scan(client, f"{glob_escape(keys.meta)}t:a:*")}
+    out = []
+    for view in sorted(views):
+        vk = Keys(keys.dataset, keys.prefix, view)
+        form = vk.form("augmented")
+        with client.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(keys.jobs)
+                live = pipe.zrange(keys.jobs, now, "+inf", byscore=True)
+                if any(Keys.view_of(_text(n)) == view for n in live):
+                    continue
+                entries, size = pipe.hmget(keys.used, f"n{form}", form)
+                out.append((view, int(entries or 0), int(size or 0)))
+                if apply:
+                    pipe.multi()
+                    pipe.unlink(vk.tier("augmented"), vk.sizes("augmented"), vk.gc()[1])
+                    pipe.hdel(keys.used, form, f"n{form}")
+                    pipe.execute()
+            except redis.WatchError:  # a job joined meanwhile: keep the view
+                out.pop()
+    return out
+
+
+def _orphan_values(client: Any, keys: Keys, apply: bool, dead: set[str]) -> tuple[int, int]:
+    """Delete values whose entry is gone, or whose form is in ``dead`` (the augmented tiers
+    dropped, or to drop in a dry run): (how many, bytes)."""
+    head = rf"{re.escape(keys.prefix)}:v:\{{{re.escape(keys.dataset)}"
+    pattern = re.compile(rf"^{head}:(.+):(\d+)\}}$")
+    found = []
+    for key in _scan(client, f"{glob_escape(keys.prefix)}:v:{{{glob_escape(keys.dataset)}:*"):
+        m = pattern.match(key)  # staged values (…}:s:<token>) expire by themselves
+        if m:
+            found.append((key, m.group(1), int(m.group(2))))
+    orphans, size = [], 0
+    for first in range(0, len(found), _BATCH):
+        chunk = found[first : first + _BATCH]
+        pipe = client.pipeline(transaction=False)
+        for _, form, i in chunk:
+            view = form[2:] if form.startswith("a:") else ""
+            pipe.getbit(Keys(keys.dataset, keys.prefix, view).tier(tier_of_letter(form[0])), i)
+        bits = pipe.execute()
+        gone = [k for (k, form, _), b in zip(chunk, bits, strict=True) if not b or form in dead]
+        pipe = client.pipeline(transaction=False)
+        for key in gone:
+            pipe.strlen(key)
+        size += sum(int(n) for n in pipe.execute())
+        orphans += gone
+    if apply:
+        _unlink(client, orphans)
+    return len(orphans), size
+
+
+def collect_garbage(
+    client: Any,
+    apply: bool = False,
+    datasets: list[str] | None = None,
+    prefix: str = ods_defaults.KEY_PREFIX,
+) -> GcReport:
+    """Find (and with ``apply``, delete) what no job can use any more in ``datasets`` (default:
+    all found); see the module docstring."""
+    report = GcReport(applied=apply)
+    for d in find_datasets(client, prefix) if datasets is None else datasets:
+        keys = Keys(d, prefix)
+        now = server_ms(client)
+        expired, stale = _expired_jobs(client, keys, now, apply)
+        report.expired_jobs += [(d, name) for name in expired]
+        report.job_keys += stale
+        views = _dead_views(client, keys, now, apply)
+        report.views += [(d, *v) for v in views]
+        dead = {Keys(d, prefix, v[0]).form("augmented") for v in views}
+        count, size = _orphan_values(client, keys, apply, dead)
+        report.orphan_values += count
+        report.orphan_bytes += size
+    return report

@@ -1,0 +1,217 @@
+"""What a cache holds, read for operators (``seneca cache status`` and ``metrics``): per dataset
+its tiers (bytes, entries, budget), its jobs (live or not, epoch, progress, hit rate) and its
+running totals (samples served, hits per tier, substitutions), and the server's memory.
+
+Everything is read with plain commands on the dataset's metadata (``ods.keys``); datasets are
+found with SCAN (never KEYS), on every primary of a cluster. Reading changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ods import defaults as ods_defaults
+from ods.keys import Keys, glob_escape
+from seneca_base.tiers import LETTER
+
+__all__ = [
+    "CacheStatus",
+    "DatasetStatus",
+    "JobStatus",
+    "TierStatus",
+    "cache_status",
+    "find_datasets",
+    "server_ms",
+]
+
+_TIER_OF = {letter: tier for tier, letter in LETTER.items()}
+
+
+@dataclass(frozen=True)
+class TierStatus:
+    """One tier of a dataset (an augmented tier per view: ``form`` is ``a:<view>``)."""
+
+    tier: str
+    form: str
+    bytes: int
+    entries: int
+    budget: int | None  # as the latest job to start on the dataset set it (None: unknown)
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A job of a dataset, as the engine names it (``<job>|<view>``)."""
+
+    name: str
+    live: bool
+    lease_left_s: float  # negative: the lease ran out that long ago
+    epoch: int
+    samples: int  # samples of the job per epoch (all ranks)
+    served: int  # served in its latest epoch
+    total: int  # served over all its epochs
+    hits: int
+
+    @property
+    def progress(self) -> float:
+        return self.served / self.samples if self.samples else 0.0
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / self.total if self.total else 0.0
+
+
+@dataclass(frozen=True)
+class DatasetStatus:
+    """One dataset's cache."""
+
+    dataset: str
+    about: str
+    samples: int | None
+    tiers: list[TierStatus]
+    jobs: list[JobStatus]
+    served: int
+    hits: dict[str, int]  # per tier (augmented: over every view)
+    substitutions: int
+
+    @property
+    def hit_rate(self) -> float:
+        return sum(self.hits.values()) / self.served if self.served else 0.0
+
+    @property
+    def live_jobs(self) -> int:
+        return sum(j.live for j in self.jobs)
+
+
+@dataclass(frozen=True)
+class CacheStatus:
+    """A cache node (or cluster): its memory and the datasets it holds."""
+
+    url: str
+    used_memory: int
+    maxmemory: int
+    maxmemory_policy: str
+    datasets: list[DatasetStatus] = field(default_factory=list)
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes | bytearray) else str(v)
+
+
+def _int(v: Any, default: int = 0) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return default
+
+
+def server_ms(client: Any) -> int:
+    """The server's clock in ms (a cluster answers from one of its nodes)."""
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def find_datasets(client: Any, prefix: str = ods_defaults.KEY_PREFIX) -> list[str]:
+    """The datasets with metadata under ``prefix`` (SCAN over every node)."""
+    pattern = re.compile(rf"^{re.escape(prefix)}:\{{(.+)\}}:(used|jobs|info)$")
+    found = set()
+    for suffix in ("used", "jobs", "info"):
+        for key in client.scan_iter(match=f"{glob_escape(prefix)}:{{*}}:{suffix}", count=1000):
+            m = pattern.match(_text(key))
+            if m:
+                found.add(m.group(1))
+    return sorted(found)
+
+
+def _jobs(client: Any, keys: Keys, now: int) -> list[JobStatus]:
+    entries = client.zrange(keys.jobs, 0, -1, withscores=True)
+    out = []
+    for name, score in entries:
+        name = _text(name)
+        h = {_text(k): _text(v) for k, v in client.hgetall(keys.job(name)[0]).items()}
+        epoch = _int(h.get("epoch"), -1)
+        out.append(
+            JobStatus(
+                name=name,
+                live=score >= now,
+                lease_left_s=(score - now) / 1000,
+                epoch=epoch,
+                samples=_int(h.get("n")),
+                served=_int(h.get(f"s{epoch}")),
+                total=_int(h.get("total")),
+                hits=_int(h.get("hits")),
+            )
+        )
+    return out
+
+
+def _tiers(used: dict[str, str], info: dict[str, str]) -> list[TierStatus]:
+    forms = ["e", "d"]
+    forms += sorted(
+        {
+            f
+            for f in list(used) + [k[7:] for k in info if k.startswith("budget:")]
+            if f == "a" or f.startswith("a:")
+        }
+    )
+    out = []
+    for form in forms:
+        tier = _TIER_OF[form[0]]
+        budget = info.get(f"budget:{form}")
+        out.append(
+            TierStatus(
+                tier=tier,
+                form=form,
+                bytes=_int(used.get(form)),
+                entries=_int(used.get(f"n{form}")),
+                budget=None if budget is None else _int(budget),
+            )
+        )
+    return out
+
+
+def dataset_status(client: Any, dataset: str, now: int, prefix: str) -> DatasetStatus:
+    """What the cache holds of ``dataset`` at server time ``now``."""
+    keys = Keys(dataset, prefix)
+    used = {_text(k): _text(v) for k, v in client.hgetall(keys.used).items()}
+    info = {_text(k): _text(v) for k, v in client.hgetall(keys.info).items()}
+    hits = {t: _int(used.get(f"hits:{LETTER[t]}")) for t in ("encoded", "decoded", "augmented")}
+    return DatasetStatus(
+        dataset=dataset,
+        about=info.get("about", ""),
+        samples=_int(info["samples"]) if "samples" in info else None,
+        tiers=_tiers(used, info),
+        jobs=_jobs(client, keys, now),
+        served=_int(used.get("served")),
+        hits=hits,
+        substitutions=_int(used.get("subs")),
+    )
+
+
+def cache_status(
+    client: Any,
+    url: str,
+    datasets: list[str] | None = None,
+    prefix: str = ods_defaults.KEY_PREFIX,
+) -> CacheStatus:
+    """The status of ``datasets`` (default: every dataset found) in the cache ``client`` talks
+    to (``url``: how to name it, password redacted)."""
+    memory = client.info("memory")
+    if "used_memory" not in memory:  # a cluster: per node
+        nodes = list(memory.values())
+        used = sum(_int(n.get("used_memory")) for n in nodes)
+        maxmemory = sum(_int(n.get("maxmemory")) for n in nodes)
+        policy = ",".join(sorted({str(n.get("maxmemory_policy", "")) for n in nodes}))
+    else:
+        used, maxmemory = _int(memory["used_memory"]), _int(memory.get("maxmemory"))
+        policy = str(memory.get("maxmemory_policy", ""))
+    now = server_ms(client)
+    names = find_datasets(client, prefix) if datasets is None else datasets
+    return CacheStatus(
+        url=url,
+        used_memory=used,
+        maxmemory=maxmemory,
+        maxmemory_policy=policy,
+        datasets=[dataset_status(client, d, now, prefix) for d in names],
+    )

@@ -1,0 +1,150 @@
+"""``seneca cache status|clear|gc|metrics URL``: what a cache holds, and its upkeep."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from typing import Any
+
+from ods import defaults as ods_defaults
+from seneca.cache.client import CacheClient
+from seneca.cache.status import CacheStatus, DatasetStatus
+from seneca_base.units import format_size
+
+__all__ = ["add_cache", "run_cache"]
+
+
+def add_cache(sub: Any) -> None:
+    """The ``cache`` command and its subcommands."""
+    c = sub.add_parser("cache", help="what a cache holds: status, clear, gc, metrics")
+    cs = c.add_subparsers(dest="action", required=True)
+
+    def common(p: argparse.ArgumentParser, json_out: bool = True) -> None:
+        p.add_argument("url", help="the cache, e.g. redis://host:6379 or unix:///path.sock")
+        p.add_argument("--dataset", action="append", help="only this dataset (repeatable)")
+        p.add_argument("--prefix", default=ods_defaults.KEY_PREFIX, help="key prefix")
+        if json_out:
+            p.add_argument("--json", action="store_true", help="print JSON")
+
+    common(cs.add_parser("status", help="tiers, jobs, hit rates and memory per dataset"))
+    cl = cs.add_parser("clear", help="delete datasets (default: every dataset found)")
+    common(cl)
+    cl.add_argument("--force", action="store_true", help="also datasets with live jobs")
+    gc = cs.add_parser("gc", help="what no job can use any more (a dry run by default)")
+    common(gc)
+    gc.add_argument("--apply", action="store_true", help="delete it (default: only report)")
+    m = cs.add_parser("metrics", help="the status as Prometheus metrics")
+    common(m, json_out=False)
+    m.add_argument("--serve", type=int, metavar="PORT", help="serve /metrics on PORT")
+    m.add_argument("--addr", default="127.0.0.1", help="address to serve on")
+
+
+def _dataset_lines(d: DatasetStatus) -> list[str]:
+    samples = "?" if d.samples is None else f"{d.samples:,}"
+    lines = [f"dataset {d.dataset} ({d.about or 'unknown'}), {samples} samples"]
+    lines.append(f"  {'tier':<24} {'bytes':>10} {'entries':>10} {'budget':>10}")
+    for t in d.tiers:
+        budget = "?" if t.budget is None else format_size(t.budget)
+        name = t.tier + (f" ({t.form[2:]})" if t.form.startswith("a:") else "")
+        lines.append(f"  {name:<24} {format_size(t.bytes):>10} {t.entries:>10,} {budget:>10}")
+    per = ", ".join(f"{k} {v / d.served:.1%}" for k, v in d.hits.items() if d.served)
+    lines.append(
+        f"  served {d.served:,} samples, hit rate {d.hit_rate:.1%}"
+        + (f" ({per})" if per else "")
+        + f", {d.substitutions:,} substitutions"
+    )
+    lines.append(f"  jobs: {d.live_jobs} live of {len(d.jobs)}")
+    for j in d.jobs:
+        state = "live" if j.live else f"lease ran out {-j.lease_left_s:,.0f} s ago"
+        lines.append(
+            f"    {j.name:<40} epoch {j.epoch:>3}  {j.progress:6.1%} of {j.samples:,}"
+            f"  hit rate {j.hit_rate:.1%}  {state}"
+        )
+    return lines
+
+
+def format_status(s: CacheStatus) -> str:
+    """``seneca cache status``'s text."""
+    cap = format_size(s.maxmemory) if s.maxmemory else "no limit"
+    out = [
+        f"cache {s.url}: {format_size(s.used_memory)} used of {cap} "
+        f"(maxmemory-policy {s.maxmemory_policy}), {len(s.datasets)} dataset(s)"
+    ]
+    for d in s.datasets:
+        out += _dataset_lines(d)
+    return "\n".join(out)
+
+
+def _status_json(s: CacheStatus) -> dict[str, Any]:
+    out = dataclasses.asdict(s)
+    for d, raw in zip(s.datasets, out["datasets"], strict=True):
+        raw["hit_rate"], raw["live_jobs"] = d.hit_rate, d.live_jobs
+        for j, rj in zip(d.jobs, raw["jobs"], strict=True):
+            rj["progress"], rj["hit_rate"] = j.progress, j.hit_rate
+    return out
+
+
+def _gc(client: CacheClient, args: argparse.Namespace) -> None:
+    from seneca.cache.maintenance import collect_garbage
+
+    r = collect_garbage(client.redis, args.apply, args.dataset, args.prefix)
+    if args.json:
+        print(json.dumps(dataclasses.asdict(r), indent=2))
+        return
+    verb = "removed" if r.applied else "would remove (dry run; --apply deletes)"
+    print(f"gc of {client.redacted}: {verb}:")
+    print(f"  {len(r.expired_jobs)} job(s) whose lease ran out, {r.job_keys} job key(s)")
+    for d, name in r.expired_jobs:
+        print(f"    {d}: {name}")
+    for d, view, n, size in r.views:
+        print(
+            f"  augmented tier of view {view!r} of {d} (no live job): "
+            f"{n:,} entries, {format_size(size)}"
+        )
+    print(f"  {r.orphan_values:,} value(s) no entry refers to, {format_size(r.orphan_bytes)}")
+
+
+def _metrics(client: CacheClient, args: argparse.Namespace) -> None:
+    from prometheus_client import generate_latest, start_http_server
+
+    from seneca.cache.metrics import registry_for
+    from seneca.cache.status import cache_status
+
+    registry = registry_for(
+        lambda: cache_status(client.redis, client.redacted, args.dataset, args.prefix)
+    )
+    if args.serve is None:
+        print(generate_latest(registry).decode(), end="")
+        return
+    start_http_server(args.serve, addr=args.addr, registry=registry)
+    print(f"serving metrics of {client.redacted} on http://{args.addr}:{args.serve}/metrics")
+    while True:
+        time.sleep(3600)
+
+
+def run_cache(args: argparse.Namespace) -> None:
+    """Run ``seneca cache <action>``."""
+    client = CacheClient(args.url)
+    client.ping()
+    if args.action == "status":
+        from seneca.cache.status import cache_status
+
+        s = cache_status(client.redis, client.redacted, args.dataset, args.prefix)
+        print(json.dumps(_status_json(s), indent=2) if args.json else format_status(s))
+    elif args.action == "clear":
+        from seneca.cache.maintenance import clear_datasets
+
+        deleted = clear_datasets(client.redis, args.dataset, args.force, args.prefix)
+        if args.json:
+            print(json.dumps(deleted, indent=2))
+        for d, n in deleted.items():
+            if not args.json:
+                print(f"{d}: deleted {n:,} keys")
+        if not deleted and not args.json:
+            print(f"no Seneca dataset in {client.redacted}")
+    elif args.action == "gc":
+        _gc(client, args)
+    else:
+        _metrics(client, args)
