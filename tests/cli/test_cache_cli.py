@@ -5,9 +5,9 @@ import time
 
 import pytest
 import redis
+from helpers.indexed import indexed
 from prometheus_client.parser import text_string_to_metric_families
 
-from helpers.indexed import indexed
 from ods.keys import Keys
 from ods.store import OdsStore
 from seneca import SenecaLoader

@@ -80,6 +80,26 @@ def test_a_value_gone_after_the_decision_is_a_counted_miss(tiny_dataset, redis_p
     assert redis_proc.client.exists(store.value_key("decoded", i)) == 1
 
 
+def test_an_entry_whose_value_went_missing_does_not_stay(tiny_dataset, redis_proc):
+    """An augmented copy deleted behind the engine's back (a late eviction's UNLINK after the
+    sample was cached again) is dropped at its next read; without that every job would miss
+    it until it was evicted."""
+    common = dict(batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB")
+    a, b = (SenecaLoader(indexed(tiny_dataset), split=(0, 0, 1), **common) for _ in "ab")
+    for _ in zip(a, b, strict=True):
+        pass
+    store, r = a._cached.store, redis_proc.client
+    cached = [i for i in range(48) if r.getbit(store.tier_key("augmented"), i)]
+    assert cached
+    for i in cached:
+        r.delete(store.value_key("augmented", i))
+    gone = a.stats()["ods_gone"]
+    a._cached.__getitems__([Pick(i, "augmented", 0) for i in cached])
+    assert a.stats()["ods_gone"] == gone + len(cached)
+    for i, held in zip(cached, store.cached("augmented", cached), strict=True):
+        assert not held or r.exists(store.value_key("augmented", i))  # dropped, or cached again
+
+
 def _warm(tiny_dataset, redis_proc):
     """A loader's dataset after one epoch filled the cache, and a count of pinned samples."""
     ds = indexed(tiny_dataset)
