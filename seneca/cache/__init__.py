@@ -4,7 +4,9 @@ The cache engine itself (key schema, budgets, the server-side functions) is ``od
 * ``client``: cache URLs and fail-fast, fork-safe redis-py clients;
 * ``resp``: replies read straight into their own buffers (the zero-copy read path);
 * ``server``: redis-server configuration and the standalone cache node;
-* ``embedded``: the machine-local cache shared by this machine's jobs.
+* ``embedded``: the machine-local cache shared by this machine's jobs;
+* ``status``, ``maintenance``, ``metrics``: for operators (``seneca cache``): what a cache
+  holds, its garbage collection and clearing, its figures as Prometheus metrics.
 """
 
 from seneca.cache.client import CacheClient, redact_url, validate_url
