@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
+from ods.defaults import KEY_PREFIX
 from seneca import defaults
 from seneca_base.errors import CacheError, ConfigError
 
-__all__ = ["redis_config", "redis_server_binary", "run_cache_node"]
+__all__ = [
+    "LOADER_RULES",
+    "acl_lines",
+    "redis_config",
+    "redis_server_binary",
+    "run_cache_node",
+    "tls_lines",
+]
 
 
 def redis_server_binary() -> str:
@@ -28,6 +38,45 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+#: What the ``loader`` ACL user may do: read and write Seneca's keys (``<prefix>:*``), call and
+#: load the engine's functions, read the server's clock, memory and maxmemory; nothing that
+#: flushes, reconfigures or lists the whole keyspace.
+LOADER_RULES = (
+    "resetchannels -@all +@read +@write +@keyspace +@connection +@scripting +@transaction "
+    "-@dangerous +function|load +time +info +config|get -eval -evalsha -script"
+)
+
+
+def acl_lines(users: Mapping[str, str], prefix: str = KEY_PREFIX) -> list[str]:
+    """redis.conf ``user`` directives: ``admin`` (everything) and ``loader`` (Seneca's keys,
+    :data:`LOADER_RULES`); the default user is off. Passwords are stored as SHA-256 hashes."""
+    unknown = set(users) - {"admin", "loader"}
+    if unknown or not users:
+        raise ConfigError(f"users: expected 'admin' and/or 'loader', got {sorted(users)}")
+
+    def secret(name: str) -> str:
+        return "#" + hashlib.sha256(users[name].encode()).hexdigest()
+
+    lines = ["user default off"]
+    if "admin" in users:
+        lines.append(f"user admin on {secret('admin')} ~* &* +@all")
+    if "loader" in users:
+        lines.append(f"user loader on {secret('loader')} resetkeys ~{prefix}:* {LOADER_RULES}")
+    return lines
+
+
+def tls_lines(port: int, cert: str, key: str, ca: str | None) -> list[str]:
+    """redis.conf lines serving TLS only, on ``port``. Clients need not present certificates;
+    with a CA, those that do are verified against it."""
+    lines = ["port 0", f"tls-port {port}", f"tls-cert-file {_quote(cert)}"]
+    lines.append(f"tls-key-file {_quote(key)}")
+    if ca:
+        lines += [f"tls-ca-cert-file {_quote(ca)}", "tls-auth-clients optional"]
+    else:
+        lines.append("tls-auth-clients no")
+    return lines
+
+
 def redis_config(
     *,
     maxmemory: int,
@@ -36,9 +85,15 @@ def redis_config(
     unixsocket: str | None = None,
     password: str | None = None,
     directory: str | None = None,
+    users: Mapping[str, str] | None = None,
+    tls: tuple[str, str, str | None] | None = None,
 ) -> str:
     """redis.conf text for a cache: no persistence, ``maxmemory`` bytes, no eviction by Redis
-    (Seneca enforces its per-tier budgets itself), no password on any command line."""
+    (Seneca enforces its per-tier budgets itself), no password on any command line. ``users``:
+    ACL users (:func:`acl_lines`) instead of one ``password``; ``tls``: (certificate, key, CA)
+    to serve TLS only on ``port``."""
+    if password and users:
+        raise ConfigError("give a password or ACL users, not both")
     lines = [
         f"port {port}",
         f"maxmemory {maxmemory}",
@@ -55,7 +110,11 @@ def redis_config(
         lines += [f"unixsocket {_quote(unixsocket)}", "unixsocketperm 700"]
     if directory:
         lines.append(f"dir {_quote(directory)}")
-    if password:
+    if tls:
+        lines = [x for x in lines if not x.startswith("port ")] + tls_lines(port, *tls)
+    if users:
+        lines += acl_lines(users)
+    elif password:
         lines.append(f"requirepass {_quote(password)}")
     else:
         lines.append("protected-mode yes")
@@ -75,17 +134,41 @@ def exec_redis_server(config: str) -> None:
     os.execv(binary, [binary, "-"])
 
 
-def read_password_file(path: str | os.PathLike) -> str:
+def read_password_file(path: str | os.PathLike, option: str = "--password-file") -> str:
     """The first line of a password file; ConfigError names the file when it is unusable."""
     p = Path(path)
     try:
         text = p.read_text()
     except OSError as e:
-        raise ConfigError(f"--password-file: cannot read {p}: {e.strerror}") from None
+        raise ConfigError(f"{option}: cannot read {p}: {e.strerror}") from None
     password = text.splitlines()[0].strip() if text.strip() else ""
     if not password:
-        raise ConfigError(f"--password-file: {p} is empty")
+        raise ConfigError(f"{option}: {p} is empty")
     return password
+
+
+def _users(loader_file: str | None, admin_file: str | None) -> dict[str, str] | None:
+    """ACL users from their password files (both or neither)."""
+    if (loader_file is None) != (admin_file is None):
+        raise ConfigError("give --loader-password-file and --admin-password-file together")
+    if loader_file is None or admin_file is None:
+        return None
+    return {
+        "loader": read_password_file(loader_file, "--loader-password-file"),
+        "admin": read_password_file(admin_file, "--admin-password-file"),
+    }
+
+
+def _tls(cert: str | None, key: str | None, ca: str | None) -> tuple[str, str, str | None] | None:
+    """(certificate, key, CA) after checking the files can be read."""
+    if cert is None and key is None and ca is None:
+        return None
+    if cert is None or key is None:
+        raise ConfigError("--tls-cert and --tls-key: give both to serve TLS")
+    for option, path in (("--tls-cert", cert), ("--tls-key", key), ("--tls-ca", ca)):
+        if path is not None and not os.access(path, os.R_OK):
+            raise ConfigError(f"{option}: cannot read {path}")
+    return str(Path(cert).resolve()), str(Path(key).resolve()), ca and str(Path(ca).resolve())
 
 
 def run_cache_node(
@@ -94,16 +177,25 @@ def run_cache_node(
     maxmemory: int,
     password_file: str | None = None,
     bind: str = defaults.CACHE_NODE_BIND,
+    loader_password_file: str | None = None,
+    admin_password_file: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    tls_ca: str | None = None,
 ) -> None:
     """Run a standalone cache node in the foreground (does not return)."""
     if not 0 < port < 65536:
         raise ConfigError(f"--port: must be 1..65535, got {port}")
     password = read_password_file(password_file) if password_file else None
-    if password is None and bind not in ("127.0.0.1", "::1", "localhost"):
+    users = _users(loader_password_file, admin_password_file)
+    if password is None and users is None and bind not in ("127.0.0.1", "::1", "localhost"):
         print(
-            f"warning: cache node on {bind} without --password-file; Redis protected mode "
+            f"warning: cache node on {bind} without a password file; Redis protected mode "
             "will refuse non-loopback clients",
             file=sys.stderr,
         )
-    config = redis_config(maxmemory=maxmemory, port=port, bind=bind, password=password)
+    tls = _tls(tls_cert, tls_key, tls_ca)
+    config = redis_config(
+        maxmemory=maxmemory, port=port, bind=bind, password=password, users=users, tls=tls
+    )
     exec_redis_server(config)

@@ -61,6 +61,11 @@ def _add_tools(sub: Any) -> None:
         default=defaults.CACHE_NODE_BIND,
         help="addresses to listen on (default 127.0.0.1)",
     )
+    c.add_argument("--loader-password-file", help="ACL user 'loader' (Seneca's keys only)")
+    c.add_argument("--admin-password-file", help="ACL user 'admin' (everything)")
+    c.add_argument("--tls-cert", help="serve TLS only, with this certificate (PEM)")
+    c.add_argument("--tls-key", help="the certificate's private key (PEM)")
+    c.add_argument("--tls-ca", help="CA certificate for clients that present one")
 
 
 def _add_measurements(sub: Any) -> None:
@@ -153,6 +158,11 @@ def _run(args: argparse.Namespace) -> None:
             maxmemory=parse_size(args.maxmemory, "--maxmemory"),
             password_file=args.password_file,
             bind=args.bind,
+            loader_password_file=args.loader_password_file,
+            admin_password_file=args.admin_password_file,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            tls_ca=args.tls_ca,
         )
     elif args.command == "cache":
         run_cache(args)

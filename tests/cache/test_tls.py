@@ -2,11 +2,11 @@
 loader is made; with the node's CA the loader trains through TLS."""
 
 import shutil
-import subprocess
 
 import pytest
 from conftest import RedisProcess
 from helpers.indexed import indexed
+from helpers.tls import self_signed
 
 from seneca import ConfigError, SenecaLoader
 
@@ -15,13 +15,7 @@ pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs o
 
 @pytest.fixture
 def tls_node(tmp_path, free_port):
-    cert, key = tmp_path / "node.crt", tmp_path / "node.key"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    cert, key = self_signed(tmp_path)
     args = ["--tls-port", str(free_port), "--tls-cert-file", str(cert)]
     args += ["--tls-key-file", str(key), "--tls-ca-cert-file", str(cert)]
     server = RedisProcess(*args, "--tls-auth-clients", "no")

@@ -1,0 +1,115 @@
+"""A cache node with the ACL users the deployment files create (the same config text as
+``seneca cache-node``): the ``loader`` user trains with every cache feature, and may not touch
+other keys or the server; the ``admin`` user runs the operator commands."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+import redis
+from conftest import REDIS_SERVER, wait_for_ping
+from helpers.indexed import indexed
+from helpers.tls import self_signed
+
+from seneca import ConfigError, SenecaLoader
+from seneca.cache.server import redis_config
+from seneca.cli.main import main
+
+
+@pytest.fixture
+def acl_node(tmp_path, free_port):
+    conf = tmp_path / "redis.conf"
+    users = {"admin": "admin-secret", "loader": "loader-secret"}
+    conf.write_text(redis_config(maxmemory=200_000_000, port=free_port, users=users))
+    proc = subprocess.Popen([REDIS_SERVER, str(conf)], stdout=subprocess.DEVNULL)
+    url = f"redis://{{}}@127.0.0.1:{free_port}"
+    admin = redis.Redis(port=free_port, username="admin", password="admin-secret")
+    wait_for_ping(admin, proc)
+    yield url.format("loader:loader-secret"), url.format("admin:admin-secret"), admin
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_the_loader_user_trains_and_the_admin_user_operates(tiny_dataset, acl_node, capsys):
+    loader_url, admin_url, _ = acl_node
+    common = dict(batch_size=8, shuffle=True, cache=loader_url, cache_size="20MB")
+    a, b = (SenecaLoader(indexed(tiny_dataset), split=(0.5, 0.25, 0.25), **common) for _ in "ab")
+    for _ in range(2):
+        for _ in zip(a, b, strict=True):
+            pass
+    stats = a.stats()
+    assert stats["cache_errors"] == 0 and stats["augmented"]["hits"] > 0
+    assert stats["samples"] == 96 and stats["encoded"]["hits"] + stats["decoded"]["hits"] > 0
+    assert main(["cache", "status", admin_url, "--json"]) == 0
+    assert '"live_jobs": 2' in capsys.readouterr().out
+    assert main(["cache", "status", loader_url]) == 0  # reading is allowed to the loader too
+    a.close()
+    b.close()
+    assert main(["cache", "gc", admin_url, "--apply"]) == 0
+
+
+def test_the_loader_user_may_touch_only_senecas_keys(acl_node):
+    loader_url, _, admin = acl_node
+    admin.set("other", b"x")
+    r = redis.Redis.from_url(loader_url)
+    r.set("seneca:probe", b"1")
+    for command in (("GET", "other"), ("FLUSHALL",), ("KEYS", "*"), ("CONFIG", "SET", "save", "")):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            r.execute_command(*command)
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        r.eval("return redis.call('GET', KEYS[1])", 1, "other")
+    assert admin.get("other") == b"x"
+
+
+def test_a_wrong_password_is_a_config_error_naming_the_url(tiny_dataset, acl_node):
+    loader_url, _, _ = acl_node
+    bad = loader_url.replace("loader-secret", "wrong")
+    with pytest.raises(ConfigError, match="refused the login") as err:
+        SenecaLoader(indexed(tiny_dataset), batch_size=8, shuffle=True, cache=bad)
+    assert "wrong" not in str(err.value)
+
+
+def _cache_node(*args):
+    cmd = [sys.executable, "-m", "seneca.cli.main", "cache-node", "--maxmemory", "64MB", *args]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
+def test_cache_node_serves_tls_with_acl_users(tmp_path, free_port):
+    cert, key = self_signed(tmp_path)
+    (tmp_path / "loader").write_text("loader-pw\n")
+    (tmp_path / "admin").write_text("admin-pw\n")
+    node = _cache_node(
+        "--port", str(free_port), "--tls-cert", str(cert), "--tls-key", str(key),
+        "--loader-password-file", str(tmp_path / "loader"),
+        "--admin-password-file", str(tmp_path / "admin"),
+    )  # fmt: skip
+    try:
+        url = f"rediss://{{}}@127.0.0.1:{free_port}?ssl_ca_certs={cert}"
+        admin = redis.Redis.from_url(url.format("admin:admin-pw"), socket_connect_timeout=0.2)
+        wait_for_ping(admin, node)
+        assert admin.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
+        loader = redis.Redis.from_url(url.format("loader:loader-pw"))
+        assert loader.ping() and loader.set("seneca:x", b"1")
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            loader.flushall()
+        with pytest.raises(redis.ConnectionError):  # no plain-text port
+            redis.Redis(port=free_port, socket_connect_timeout=0.5).ping()
+    finally:
+        node.terminate()
+        node.wait(timeout=10)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--loader-password-file", "x"], "--admin-password-file together"),
+        (["--tls-cert", "x"], "--tls-key: give both"),
+        (["--tls-cert", "/nonexistent", "--tls-key", "/nonexistent"], "--tls-cert: cannot read"),
+    ],
+)
+def test_cache_node_option_errors(args, message):
+    node = _cache_node(*args)
+    _, err = node.communicate(timeout=60)
+    assert node.returncode == 2 and message in err
