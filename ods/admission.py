@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from ods import defaults
+from ods import defaults, routing
 from ods.functions import error_of
 from seneca_base.tiers import LETTER, TIERS, tier_of_letter
 
@@ -52,11 +52,8 @@ def admit_args(store: OdsStore, items: Sequence[tuple[int, str, int, bytes]]) ->
 def _account(store: OdsStore, job: str, items: Sequence, staging: list) -> tuple[list, list]:
     """Round trip 1: the SETs and the ``admit`` call; returns each SET's reply and the call's."""
     args = admit_args(store, items)
-    pipe = store.client.pipeline(transaction=False)
-    for _, _, command in staging:
-        pipe.execute_command(*command)
-    pipe.execute_command(*store.command("admit", job, *args, jobs=True))
-    replies = pipe.execute(raise_on_error=False)
+    commands = [command for _, _, command in staging]
+    replies = routing.run(store.client, [*commands, store.command("admit", job, *args, jobs=True)])
     out = replies[-1]
     if isinstance(out, Exception):  # the staged values are still there: call again
         if not store.recover(out):
@@ -97,10 +94,7 @@ def admit(
     if gone and store.values:  # before the renames: a value put back by this call stays
         finish.insert(0, ("UNLINK", *gone))
     if finish and wait:
-        pipe = store.client.pipeline(transaction=False)
-        for command in finish:
-            pipe.execute_command(*command)
-        pipe.execute(raise_on_error=False)
+        routing.run(store.client, finish)
     elif finish:
         store.outbox.send(finish)
     return results

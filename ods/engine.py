@@ -20,7 +20,7 @@ from typing import Any
 
 import redis
 
-from ods import defaults
+from ods import defaults, routing
 from ods.functions import SOURCE, error_of, function_name
 from ods.keys import Keys
 from ods.outbox import Outbox
@@ -174,11 +174,20 @@ class Engine:
         error reply is raised as its typed exception."""
         for attempt in range(defaults.CALL_RETRIES + 1):
             try:
-                return self.client.execute_command(*self.command(cmd, job, *args, jobs=jobs))
+                return self._execute(self.command(cmd, job, *args, jobs=jobs))
             except redis.ResponseError as err:
                 if attempt == defaults.CALL_RETRIES or not self.recover(err):
                     raise error_of(err) from None
         raise AssertionError("unreachable")
+
+    def _execute(self, command: tuple) -> Any:
+        """Run one command; on a cluster, on the node of its first key (``ods.routing``)."""
+        if not routing.is_cluster(self.client):
+            return self.client.execute_command(*command)
+        reply = routing.run(self.client, [command])[0]
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
 
     def unlink_values(self, evicted: Sequence[object], now: bool = True) -> list[int]:
         """Delete the values of evicted ``[letter, sample, ...]`` pairs (``now``: wait for it,
@@ -189,7 +198,7 @@ class Engine:
         command = ("UNLINK", *(self.keys.value(tier_of_letter(t), i) for t, i in pairs))
         if self.values:
             if now:
-                self.client.execute_command(*command)
+                self._execute(command)
             else:
                 self.outbox.send([command])
         return [int(i) for _, i in pairs]

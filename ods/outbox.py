@@ -20,29 +20,23 @@ from typing import Any
 
 import redis
 
+from ods import routing
+
 __all__ = ["Call", "Outbox"]
 
 
 class _Sent:
-    """Commands written on one connection; their replies, read once on demand."""
+    """Commands written to the nodes that serve them (``ods.routing``); their replies, read
+    once on demand."""
 
     def __init__(self, client: redis.Redis, commands: Sequence[Sequence[Any]]) -> None:
-        self._pool = client.connection_pool
-        self._conn: Any = None
-        self._count = len(commands)
+        self._sent: routing.Sent | None = None
         self._replies: list[Any] | None = None
         self._failed: BaseException | None = None
         try:  # a failure is raised where the replies are asked for
-            self._conn = self._pool.get_connection()
-            self._conn.send_packed_command(self._conn.pack_commands(commands))
+            self._sent = routing.send(client, commands)
         except (redis.RedisError, OSError) as err:
-            self._drop(err)
-
-    def _drop(self, err: BaseException) -> None:
-        self._failed = err
-        if self._conn is not None:
-            self._conn.disconnect()
-            self._pool.release(self._conn)
+            self._failed = err
 
     def replies(self) -> list[Any]:
         """Every reply, an error reply as its ``redis.ResponseError``; raises the connection's
@@ -50,18 +44,12 @@ class _Sent:
         if self._failed is not None:
             raise self._failed
         if self._replies is None:
-            out: list[Any] = []
+            assert self._sent is not None
             try:
-                for _ in range(self._count):
-                    try:
-                        out.append(self._conn.read_response())
-                    except redis.ResponseError as err:  # read whole: the connection is in step
-                        out.append(err)
+                self._replies = routing.receive(self._sent)
             except BaseException as err:
-                self._drop(err)
+                self._failed = err
                 raise
-            self._replies = out
-            self._pool.release(self._conn)
         return self._replies
 
 

@@ -19,6 +19,8 @@ ENTRY_OVERHEAD = 96
 #: Fail-fast socket timeouts for cache connections.
 CONNECT_TIMEOUT = 0.25
 SOCKET_TIMEOUT = 5.0
+#: times a Redis Cluster client retries a command after a cluster error (a node down, MOVED)
+CLUSTER_RETRIES = 2
 #: After a failed cache call, read from storage only for this long before trying the cache again.
 CACHE_RETRY_AFTER = 5.0
 #: Environment variable that makes every SenecaLoader strict when its ``strict`` is not given:

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
 from redis.retry import Retry
 
 from seneca import defaults
@@ -63,19 +64,42 @@ def validate_url(url: str) -> str:
     return url
 
 
+def _options(retries: int = 0) -> dict:
+    """Options of every client: fail fast (short timeouts, no retries by redis-py; a cluster
+    client's ``retries`` after cluster errors)."""
+    return {
+        "socket_connect_timeout": defaults.CONNECT_TIMEOUT,
+        "socket_timeout": defaults.SOCKET_TIMEOUT,
+        "retry": Retry(NoBackoff(), retries),
+        "health_check_interval": 0,
+    }
+
+
+def _cluster_enabled(client: redis.Redis) -> bool | None:
+    """Whether the server runs in cluster mode (None: it did not answer; asked again later)."""
+    try:
+        return str(client.info("cluster").get("cluster_enabled", 0)) == "1"
+    except (redis.ConnectionError, redis.TimeoutError, OSError):
+        return None
+    except redis.ResponseError:  # INFO refused (an ACL): not a cluster Seneca can route
+        return False
+
+
 class CacheClient:
     """A lazily connected, fail-fast Redis client for one cache URL (picklable)."""
 
     def __init__(self, url: str) -> None:
         self.url = validate_url(url)
         self._redis: redis.Redis | None = None
+        self._cluster: bool | None = None
         self._pid = -1
 
     def __getstate__(self) -> dict:
-        return {"url": self.url}
+        return {"url": self.url, "cluster": self._cluster}
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["url"])
+        self._cluster = state.get("cluster")
 
     @property
     def redacted(self) -> str:
@@ -83,18 +107,27 @@ class CacheClient:
 
     @property
     def redis(self) -> redis.Redis:
-        """The redis-py client of this process (re-created after a fork)."""
+        """The redis-py client of this process (re-created after a fork): a ``RedisCluster``
+        when the server is a node of a Redis Cluster (asked once, with ``INFO cluster``)."""
         if self._redis is None or self._pid != os.getpid():
-            self._redis = redis.Redis.from_url(
-                self.url,
-                socket_connect_timeout=defaults.CONNECT_TIMEOUT,
-                socket_timeout=defaults.SOCKET_TIMEOUT,
-                retry=Retry(NoBackoff(), 0),
-                retry_on_timeout=False,
-                health_check_interval=0,
-            )
+            self._redis = redis.Redis.from_url(self.url, **_options())
             self._pid = os.getpid()
+            if self._cluster is None:
+                self._cluster = _cluster_enabled(self._redis)
+            if self._cluster:
+                self._redis.close()
+                self._redis = RedisCluster.from_url(
+                    self.url,
+                    require_full_coverage=False,  # a dead primary's values are misses
+                    **_options(defaults.CLUSTER_RETRIES),
+                )
         return self._redis
+
+    @property
+    def cluster(self) -> bool:
+        """Whether the cache is a Redis Cluster (connects to find out)."""
+        _ = self.redis
+        return bool(self._cluster)
 
     def ping(self) -> None:
         """Check that the server answers. A refused login, a command the ACL user may not run

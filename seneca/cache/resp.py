@@ -21,6 +21,7 @@ from typing import Any
 
 import redis
 
+from ods import routing
 from seneca.pipeline import codec
 
 __all__ = ["Place", "Placed", "execute"]
@@ -129,37 +130,36 @@ class _Reader:
 
 
 def execute(
-    client: redis.Redis,
+    client: Any,
     commands: Sequence[Sequence[Any]],
     raise_on_error: bool = True,
     place: Place | None = None,
 ) -> list[Any]:
-    """Send ``commands`` (each ``(name, *args)``) in one write and return their replies: bulk
-    strings as ``bytearray``, integers as int, nulls as None, arrays as lists. An error reply
-    is raised after every reply was read, or with ``raise_on_error=False`` returned in its place
-    as a ``redis.ResponseError`` (``redis.exceptions.NoScriptError`` for NOSCRIPT).
+    """Send ``commands`` (each ``(name, *args)``) in one round trip (to each node of a cluster:
+    ``ods.routing``) and return their replies: bulk strings as ``bytearray``, integers as int,
+    nulls as None, arrays as lists. An error reply is raised after every reply was read, or with
+    ``raise_on_error=False`` returned in its place as a ``redis.ResponseError``
+    (``redis.exceptions.NoScriptError`` for NOSCRIPT); so is a cluster node that cannot be
+    reached (a ``redis.ConnectionError``), while one server that cannot be reached raises.
 
     ``place`` (for the first command's array reply) is called for element k that is a TENSOR
     value with k, its header and its total size; the memoryview it returns gets the payload (a
     :class:`Placed` stands in the reply), None reads the value as usual."""
-    pool = client.connection_pool
-    conn = pool.get_connection()
-    try:
-        conn.send_packed_command(conn.pack_commands(commands))
-        reader = _Reader(conn._sock)
-        replies = [reader.reply(place if k == 0 else None) for k in range(len(commands))]
-    except TimeoutError as e:  # socket.timeout
-        conn.disconnect()
-        raise redis.TimeoutError(f"cache reply timed out: {e}") from None
-    except OSError as e:
-        conn.disconnect()
-        raise redis.ConnectionError(f"cache connection failed: {e}") from None
-    except BaseException:
-        conn.disconnect()
-        raise
-    finally:
-        pool.release(conn)
-    for r in replies:
-        if isinstance(r, redis.ResponseError) and raise_on_error:
-            raise r
+    sent = routing.send(client, commands)
+    readers: dict[int, _Reader] = {}
+    name, first, count = sent.spans[0] if sent.spans else ("", 0, 0)
+
+    def read(conn: Any, k: int) -> Any:
+        reader = readers.get(id(conn))
+        if reader is None:
+            reader = readers[id(conn)] = _Reader(conn._sock)
+        if place is None or not first <= k < first + count:
+            return reader.reply()
+        return reader.reply(place, k - first) if name == "MGET" else reader.reply(place)
+
+    replies = routing.receive(sent, read)
+    if raise_on_error:
+        for r in replies:
+            if isinstance(r, redis.RedisError):
+                raise r
     return replies

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ods import defaults as ods_defaults
+from ods import routing
 from ods.keys import Keys, glob_escape
 from seneca_base.tiers import LETTER
 
@@ -86,7 +87,8 @@ class DatasetStatus:
 
 @dataclass(frozen=True)
 class CacheStatus:
-    """A cache node (or cluster): its memory and the datasets it holds."""
+    """A cache node (or cluster): its memory (a cluster's: summed over its primaries) and the
+    datasets it holds."""
 
     url: str
     used_memory: int
@@ -197,7 +199,10 @@ def cache_status(
 ) -> CacheStatus:
     """The status of ``datasets`` (default: every dataset found) in the cache ``client`` talks
     to (``url``: how to name it, password redacted)."""
-    memory = client.info("memory")
+    if routing.is_cluster(client):  # per primary
+        memory = client.info("memory", target_nodes=client.PRIMARIES)
+    else:
+        memory = client.info("memory")
     if "used_memory" not in memory:  # a cluster: per node
         nodes = list(memory.values())
         used = sum(_int(n.get("used_memory")) for n in nodes)

@@ -72,7 +72,7 @@ def _read(
     for (bucket, hits), reply in zip(releases, replies[first:], strict=False):
         store.released(ds.job, bucket, hits, reply)
     for reply in replies[:first] + replies[first + len(releases) :]:
-        if isinstance(reply, redis.ResponseError):
+        if isinstance(reply, redis.RedisError):
             raise reply
     for bucket, hits in later:
         store.release_later(ds.job, bucket, hits)
@@ -83,6 +83,8 @@ def _read(
     gone = []
     for p in picks:
         value = next(it) if p.tier is not None else None
+        if isinstance(value, redis.RedisError):  # a cluster node that died: its values are gone
+            value = None
         values.append((p.tier, value) if value is not None else (None, None))
         if p.tier is not None and value is None:
             gone.append((p.tier, p.index))

@@ -1,0 +1,192 @@
+"""Commands sent to the node that serves their keys: one Redis, or the primaries of a Redis
+Cluster, in one round trip either way.
+
+A batch of commands is grouped per node; every node's commands are written before any reply is
+read, and the replies come back in the commands' order. On a cluster, a command whose keys may
+span slots (MGET, UNLINK, DEL, EXISTS: values live in slots of their own) is split into one
+command per key, and the replies are merged again (MGET: the list; the others: the sum). A
+function call goes to the node of its first declared key (a dataset's metadata shares one slot).
+A MOVED or ASK reply refreshes the slot map and sends that command again.
+
+Error replies come back in place as exceptions. A node that cannot be reached fails the batch on
+a single server (the exception is raised); on a cluster its commands get the exception in place,
+so the other nodes' replies are still used (its values become misses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from redis.cluster import RedisCluster
+
+__all__ = ["Sent", "is_cluster", "receive", "run", "send"]
+
+_KEYLESS = {"TIME", "PING", "INFO", "SLOWLOG", "FUNCTION", "CONFIG", "CLUSTER", "MEMORY"}
+_SPLIT = {"MGET": "GET", "UNLINK": "UNLINK", "DEL": "DEL", "EXISTS": "EXISTS"}
+_REDIRECTS = 2
+
+#: reads the reply of command ``position`` from ``conn``
+Read = Callable[[Any, int], Any]
+
+
+def is_cluster(client: Any) -> bool:
+    """Whether ``client`` talks to a Redis Cluster."""
+    return isinstance(client, RedisCluster)
+
+
+def _name(command: Sequence[Any]) -> str:
+    head = command[0]
+    return (head.decode() if isinstance(head, bytes) else str(head)).upper()
+
+
+def routing_key(command: Sequence[Any]) -> Any:
+    """The key whose slot serves ``command`` (None: any node)."""
+    name = _name(command)
+    if name in ("FCALL", "FCALL_RO", "EVAL", "EVALSHA"):
+        return command[3] if int(command[2]) > 0 else None
+    if name in _KEYLESS or len(command) < 2:
+        return None
+    return command[1]
+
+
+@dataclass
+class Sent:
+    """Commands written to their nodes; their replies not read yet."""
+
+    client: Any
+    commands: list[tuple]  # as sent (multi-key commands split on a cluster)
+    spans: list[tuple[str, int, int]]  # per command asked: (name, first, count) in commands
+    groups: list[tuple[Any, Any, list[int]]] = field(default_factory=list)  # pool, conn, where
+    failed: dict[int, BaseException] = field(default_factory=dict)
+
+
+def _expand(client: Any, commands: Sequence[Sequence[Any]]) -> tuple[list, list]:
+    flat: list[tuple] = []
+    spans = []
+    for command in commands:
+        name = _name(command)
+        if is_cluster(client) and name in _SPLIT and len(command) > 2:
+            spans.append((name, len(flat), len(command) - 1))
+            flat += [(_SPLIT[name], key) for key in command[1:]]
+        else:
+            spans.append(("", len(flat), 1))
+            flat.append(tuple(command))
+    return flat, spans
+
+
+def _node(client: Any, command: Sequence[Any]) -> redis.Redis:
+    key = routing_key(command)
+    node = client.get_node_from_key(key) if key is not None else client.get_default_node()
+    return node.redis_connection or client.get_redis_connection(node)
+
+
+def send(client: Any, commands: Sequence[Sequence[Any]]) -> Sent:
+    """Write ``commands`` to the nodes that serve them (all writes before any read)."""
+    flat, spans = _expand(client, commands)
+    sent = Sent(client, flat, spans)
+    if is_cluster(client):
+        by_node: dict[int, tuple[redis.Redis, list[int]]] = {}
+        for k, command in enumerate(flat):
+            node = _node(client, command)
+            by_node.setdefault(id(node), (node, []))[1].append(k)
+        targets = list(by_node.values())
+    else:
+        targets = [(client, list(range(len(flat))))]
+    for node, where in targets:
+        pool = node.connection_pool
+        conn = None
+        try:
+            conn = pool.get_connection()
+            conn.send_packed_command(conn.pack_commands([flat[k] for k in where]))
+            sent.groups.append((pool, conn, where))
+        except (redis.RedisError, OSError) as err:
+            _fail(sent, pool, conn, where, err)
+    return sent
+
+
+def _fail(sent: Sent, pool: Any, conn: Any, where: list[int], err: BaseException) -> None:
+    if conn is not None:
+        conn.disconnect()
+        pool.release(conn)
+    if not is_cluster(sent.client):
+        raise err
+    for k in where:
+        sent.failed[k] = err
+
+
+_UNREAD = object()
+
+
+def _as_redis_error(err: BaseException) -> BaseException:
+    if isinstance(err, TimeoutError):  # socket.timeout
+        return redis.TimeoutError(f"cache reply timed out: {err}")
+    if isinstance(err, OSError):
+        return redis.ConnectionError(f"cache connection failed: {err}")
+    return err
+
+
+def _read_group(sent: Sent, group: tuple[Any, Any, list[int]], read: Read, out: list) -> None:
+    pool, conn, where = group
+    try:
+        for k in where:
+            try:
+                out[k] = read(conn, k)
+            except redis.ResponseError as err:  # read whole: the connection is in step
+                out[k] = err
+    except (redis.RedisError, OSError) as err:
+        conn.disconnect()
+        pool.release(conn)
+        _fail(sent, pool, None, [k for k in where if out[k] is _UNREAD], _as_redis_error(err))
+        return
+    except BaseException:
+        conn.disconnect()
+        pool.release(conn)
+        raise
+    pool.release(conn)
+
+
+def _redirected(reply: Any) -> bool:
+    return isinstance(reply, redis.ResponseError) and str(reply).split(" ", 1)[0] in (
+        "MOVED",
+        "ASK",
+    )
+
+
+def receive(sent: Sent, read: Read | None = None, depth: int = 0) -> list[Any]:
+    """The replies of ``sent``, in the order the commands were given (see the module
+    docstring); ``read(conn, position)`` reads one (default: redis-py's parser)."""
+    read = read or (lambda conn, _k: conn.read_response())
+    out: list[Any] = [_UNREAD] * len(sent.commands)
+    for group in sent.groups:
+        _read_group(sent, group, read, out)
+    for k, err in sent.failed.items():
+        out[k] = err
+    moved = [k for k, reply in enumerate(out) if _redirected(reply)]
+    if moved and depth < _REDIRECTS:
+        sent.client.nodes_manager.initialize()  # the slot map changed: read it again
+        again = receive(send(sent.client, [sent.commands[k] for k in moved]), None, depth + 1)
+        for k, reply in zip(moved, again, strict=True):
+            out[k] = reply
+    return _merge(out, sent.spans)
+
+
+def _merge(flat: list[Any], spans: list[tuple[str, int, int]]) -> list[Any]:
+    out = []
+    for name, first, count in spans:
+        part = flat[first : first + count]
+        if not name:
+            out.append(part[0])
+        elif name == "MGET":
+            out.append(part)
+        else:
+            errors = [r for r in part if isinstance(r, BaseException)]
+            out.append(errors[0] if errors else sum(int(r) for r in part))
+    return out
+
+
+def run(client: Any, commands: Sequence[Sequence[Any]]) -> list[Any]:
+    """Send ``commands`` and read their replies (errors in place; see the module docstring)."""
+    return receive(send(client, commands))
