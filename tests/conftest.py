@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import shutil
 import socket
 import subprocess
@@ -13,6 +14,7 @@ import pytest
 import redis
 
 from seneca.bench.synthetic import make_dataset
+from seneca.cache.cluster import start_cluster
 
 REDIS_SERVER = shutil.which("redis-server")
 
@@ -21,6 +23,29 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def cluster_ports(count: int, consecutive: bool = False) -> list[int]:
+    """Free ports whose cluster bus ports (port + 10000) are free too (``consecutive``: a run
+    of ``count`` ports)."""
+    rng = random.Random()
+    ports: list[int] = []
+    while len(ports) < count:
+        port = ports[-1] + 1 if consecutive and ports else rng.randrange(20000, 45000)
+        if port not in ports and _bindable(port) and _bindable(port + 10000):
+            ports.append(port)
+        elif consecutive:
+            ports = []
+    return ports
 
 
 def wait_for_ping(client: redis.Redis, proc: subprocess.Popen, timeout: float = 10.0) -> None:
@@ -69,6 +94,14 @@ def redis_proc():
 @pytest.fixture
 def redis_url(redis_proc) -> str:
     return redis_proc.url
+
+
+@pytest.fixture
+def redis_cluster(tmp_path):
+    """A Redis Cluster of 3 primaries (no replicas) on loopback ports."""
+    cluster = start_cluster(cluster_ports(3), 200_000_000, tmp_path / "cluster")
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture

@@ -61,6 +61,12 @@ def _add_tools(sub: Any) -> None:
         default=defaults.CACHE_NODE_BIND,
         help="addresses to listen on (default 127.0.0.1)",
     )
+    c.add_argument(
+        "--cluster",
+        type=int,
+        metavar="N",
+        help="run a Redis Cluster of N nodes on ports PORT..PORT+N-1 here (tests, demos)",
+    )
     c.add_argument("--loader-password-file", help="ACL user 'loader' (Seneca's keys only)")
     c.add_argument("--admin-password-file", help="ACL user 'admin' (everything)")
     c.add_argument("--tls-cert", help="serve TLS only, with this certificate (PEM)")
@@ -150,6 +156,10 @@ def _run(args: argparse.Namespace) -> None:
             f"wrote {r['images']} images, {r['bytes'] / 1e6:.1f} MB, "
             f"mean {r['mean_kb']:.1f} KB to {args.dir}"
         )
+    elif args.command == "cache-node" and args.cluster is not None:
+        from seneca.cache.cluster import run_cache_cluster
+
+        run_cache_cluster(args.cluster, args.port, parse_size(args.maxmemory, "--maxmemory"))
     elif args.command == "cache-node":
         from seneca.cache.server import run_cache_node
 

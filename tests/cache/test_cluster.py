@@ -1,0 +1,115 @@
+"""A Redis Cluster as the cache: found from any node's URL, metadata in one slot, values spread
+over every primary, the operator commands over every node, and a primary that dies costs only
+the values it held."""
+
+import collections
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+import redis
+from conftest import cluster_ports
+from helpers.indexed import indexed
+
+from seneca import SenecaLoader
+from seneca.cli.main import main
+
+
+def _loaders(root, url, count=2):
+    common = dict(batch_size=8, shuffle=True, cache=url, cache_size="20MB")
+    return [SenecaLoader(indexed(root), split=(0.5, 0.25, 0.25), **common) for _ in range(count)]
+
+
+def _epoch(loaders, kill=None):
+    """One epoch of every loader, interleaved; ``kill()`` runs after the second batch. Checks
+    that each job served each sample once."""
+    seen = [collections.Counter() for _ in loaders]
+    for step, batches in enumerate(zip(*loaders, strict=True)):
+        for counter, (_, y) in zip(seen, batches, strict=True):
+            counter.update(int(i) for i in y)
+        if step == 1 and kill is not None:
+            kill()
+    for counter in seen:
+        assert sorted(counter) == list(range(48)) and set(counter.values()) == {1}
+
+
+def _values_per_node(cluster):
+    return {p: sum(1 for _ in cluster.node(p).scan_iter("seneca:v:*")) for p in cluster.ports}
+
+
+def _metadata_port(cluster, loader):
+    rc = redis.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
+    try:
+        return rc.get_node_from_key(loader.store.keys.jobs).port
+    finally:
+        rc.close()
+
+
+def test_jobs_share_a_cluster_with_values_on_every_primary(tiny_dataset, redis_cluster):
+    loaders = _loaders(tiny_dataset, redis_cluster.url)
+    assert loaders[0]._cached.store.client.__class__.__name__ == "RedisCluster"
+    for _ in range(2):
+        _epoch(loaders)
+    stats = [lo.stats() for lo in loaders]
+    assert all(s["cache_errors"] == 0 for s in stats)
+    assert sum(s["decoded"]["hits"] + s["augmented"]["hits"] for s in stats) > 48
+    assert all(n > 0 for n in _values_per_node(redis_cluster).values())
+    meta = _metadata_port(redis_cluster, loaders[0])
+    for port in redis_cluster.ports:  # every metadata key is in the dataset's slot
+        keys = list(redis_cluster.node(port).scan_iter("seneca:{*"))
+        assert bool(keys) == (port == meta)
+
+
+def test_operator_commands_cover_every_node(tiny_dataset, redis_cluster, capsys):
+    loaders = _loaders(tiny_dataset, redis_cluster.url)
+    _epoch(loaders)
+    assert main(["cache", "status", redis_cluster.url, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["maxmemory"] == 3 * 200_000_000  # summed over the primaries
+    [d] = status["datasets"]
+    assert d["served"] == 96 and len(d["jobs"]) == 2
+    for lo in loaders:
+        lo.close()
+    assert main(["cache", "gc", redis_cluster.url, "--apply", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["views"] and report["orphan_values"] > 0  # the augmented tier, spread
+    assert main(["cache", "clear", redis_cluster.url]) == 0
+    assert all(redis_cluster.node(p).dbsize() == 0 for p in redis_cluster.ports)
+
+
+def test_a_primary_that_dies_costs_only_its_values(tiny_dataset, redis_cluster):
+    loaders = _loaders(tiny_dataset, redis_cluster.url)
+    _epoch(loaders)
+    meta = _metadata_port(redis_cluster, loaders[0])
+    victim = next(p for p in redis_cluster.ports if p != meta)
+    assert _values_per_node(redis_cluster)[victim] > 0
+    for lo in loaders:
+        lo.reset_stats()
+    _epoch(loaders, kill=lambda: redis_cluster.kill(victim))  # exactly once regardless
+    _epoch(loaders)
+    stats = [lo.stats() for lo in loaders]
+    assert sum(s["ods_gone"] for s in stats) > 0  # the dead node's values became misses
+    hits = sum(s["decoded"]["hits"] + s["augmented"]["hits"] for s in stats)
+    assert hits > 0  # the other nodes kept serving
+
+
+@pytest.mark.slow
+def test_cache_node_starts_a_local_cluster():
+    port = cluster_ports(3, consecutive=True)[0]
+    cmd = [sys.executable, "-m", "seneca.cli.main", "cache-node", "--cluster", "3"]
+    node = subprocess.Popen(
+        [*cmd, "--port", str(port), "--maxmemory", "64MB"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        line = node.stdout.readline()
+        assert f"redis://127.0.0.1:{port}" in line
+        info = redis.Redis(port=port + 2).cluster("info")
+        assert info["cluster_state"] == "ok" and int(info["cluster_known_nodes"]) == 3
+    finally:
+        node.terminate()
+        node.wait(timeout=30)
+    time.sleep(0.2)
+    with pytest.raises(redis.ConnectionError):
+        redis.Redis(port=port, socket_connect_timeout=0.5).ping()
