@@ -1,10 +1,8 @@
 """A Redis Cluster of cache nodes on this machine (``seneca cache-node --cluster N``), for tests
 and demos; a real deployment runs one node per machine with the same configuration.
 
-Each node runs with Seneca's settings (``seneca.cache.server.redis_config``) plus cluster mode.
-A cluster whose primary died keeps serving the slots of the others
-(``cluster-require-full-coverage no``): the values that node held become misses, and training
-goes on.
+Each node runs with Seneca's settings and cluster mode (``seneca.cache.server.redis_config``,
+``CLUSTER_LINES``).
 """
 
 from __future__ import annotations
@@ -23,16 +21,7 @@ import redis
 from seneca.cache.server import redis_config, redis_server_binary
 from seneca_base.errors import CacheError, ConfigError
 
-__all__ = ["CLUSTER_LINES", "LocalCluster", "run_cache_cluster", "start_cluster"]
-
-#: redis.conf lines of a cluster node (its nodes.conf lives in its own directory)
-CLUSTER_LINES = (
-    "cluster-enabled yes",
-    "cluster-config-file nodes.conf",
-    "cluster-node-timeout 2000",
-    "cluster-require-full-coverage no",
-    "cluster-allow-reads-when-down yes",
-)
+__all__ = ["LocalCluster", "run_cache_cluster", "start_cluster"]
 
 _START_TIMEOUT = 30.0
 
@@ -109,8 +98,13 @@ def start_cluster(
     for port in ports:
         node_dir = root / str(port)
         node_dir.mkdir(parents=True, exist_ok=True)
-        conf = redis_config(maxmemory=maxmemory, port=port, bind="127.0.0.1")
-        conf += "\n".join((*CLUSTER_LINES, f'dir "{node_dir}"')) + "\n"
+        conf = redis_config(
+            maxmemory=maxmemory,
+            port=port,
+            bind="127.0.0.1",
+            directory=str(node_dir),
+            cluster=True,
+        )
         (node_dir / "redis.conf").write_text(conf)
         cluster.procs.append(
             subprocess.Popen([binary, str(node_dir / "redis.conf")], stdout=subprocess.DEVNULL)

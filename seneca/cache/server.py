@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import sys
@@ -13,12 +14,16 @@ from ods.defaults import KEY_PREFIX
 from seneca import defaults
 from seneca_base.errors import CacheError, ConfigError
 
+log = logging.getLogger("seneca")
+
 __all__ = [
+    "CLUSTER_LINES",
     "LOADER_RULES",
     "acl_lines",
+    "cache_node_config",
+    "exec_redis_server",
     "redis_config",
     "redis_server_binary",
-    "run_cache_node",
     "tls_lines",
 ]
 
@@ -37,6 +42,16 @@ def redis_server_binary() -> str:
 def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
+
+#: redis.conf lines of a node of a Redis Cluster. A cluster whose primary died keeps serving the
+#: slots of the others: that node's values become misses, and training goes on.
+CLUSTER_LINES = [
+    "cluster-enabled yes",
+    "cluster-config-file nodes.conf",
+    "cluster-node-timeout 2000",
+    "cluster-require-full-coverage no",
+    "cluster-allow-reads-when-down yes",
+]
 
 #: What the ``loader`` ACL user may do: read and write Seneca's keys (``<prefix>:*``), call and
 #: load the engine's functions, read the server's clock, memory and maxmemory; nothing that
@@ -87,11 +102,13 @@ def redis_config(
     directory: str | None = None,
     users: Mapping[str, str] | None = None,
     tls: tuple[str, str, str | None] | None = None,
+    cluster: bool = False,
 ) -> str:
     """redis.conf text for a cache: no persistence, ``maxmemory`` bytes, no eviction by Redis
     (Seneca enforces its per-tier budgets itself), no password on any command line. ``users``:
     ACL users (:func:`acl_lines`) instead of one ``password``; ``tls``: (certificate, key, CA)
-    to serve TLS only on ``port``."""
+    to serve TLS only on ``port``; ``cluster``: a node of a Redis Cluster (:data:`CLUSTER_LINES`;
+    its nodes.conf goes in ``directory``)."""
     if password and users:
         raise ConfigError("give a password or ACL users, not both")
     lines = [
@@ -112,6 +129,8 @@ def redis_config(
         lines.append(f"dir {_quote(directory)}")
     if tls:
         lines = [x for x in lines if not x.startswith("port ")] + tls_lines(port, *tls)
+    if cluster:
+        lines += CLUSTER_LINES
     if users:
         lines += acl_lines(users)
     elif password:
@@ -171,7 +190,7 @@ def _tls(cert: str | None, key: str | None, ca: str | None) -> tuple[str, str, s
     return str(Path(cert).resolve()), str(Path(key).resolve()), ca and str(Path(ca).resolve())
 
 
-def run_cache_node(
+def cache_node_config(
     *,
     port: int = defaults.CACHE_NODE_PORT,
     maxmemory: int,
@@ -182,20 +201,27 @@ def run_cache_node(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     tls_ca: str | None = None,
-) -> None:
-    """Run a standalone cache node in the foreground (does not return)."""
+    cluster: bool = False,
+) -> str:
+    """The redis.conf text of ``seneca cache-node`` (and of the compose files' cache nodes):
+    checks the options and reads the password files."""
     if not 0 < port < 65536:
         raise ConfigError(f"--port: must be 1..65535, got {port}")
     password = read_password_file(password_file) if password_file else None
     users = _users(loader_password_file, admin_password_file)
     if password is None and users is None and bind not in ("127.0.0.1", "::1", "localhost"):
-        print(
-            f"warning: cache node on {bind} without a password file; Redis protected mode "
-            "will refuse non-loopback clients",
-            file=sys.stderr,
+        log.warning(
+            "cache node on %s without a password file: Redis protected mode will refuse "
+            "non-loopback clients",
+            bind,
         )
     tls = _tls(tls_cert, tls_key, tls_ca)
-    config = redis_config(
-        maxmemory=maxmemory, port=port, bind=bind, password=password, users=users, tls=tls
+    return redis_config(
+        maxmemory=maxmemory,
+        port=port,
+        bind=bind,
+        password=password,
+        users=users,
+        tls=tls,
+        cluster=cluster,
     )
-    exec_redis_server(config)

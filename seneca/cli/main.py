@@ -4,7 +4,9 @@ hit-path, bench, validate-model, accuracy, demo."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from seneca import defaults
@@ -66,6 +68,12 @@ def _add_tools(sub: Any) -> None:
         type=int,
         metavar="N",
         help="run a Redis Cluster of N nodes on ports PORT..PORT+N-1 here (tests, demos)",
+    )
+    c.add_argument(
+        "--cluster-enabled", action="store_true", help="a node of a Redis Cluster formed later"
+    )
+    c.add_argument(
+        "--write-config", metavar="FILE", help="write the node's redis.conf to FILE and exit"
     )
     c.add_argument("--loader-password-file", help="ACL user 'loader' (Seneca's keys only)")
     c.add_argument("--admin-password-file", help="ACL user 'admin' (everything)")
@@ -161,19 +169,7 @@ def _run(args: argparse.Namespace) -> None:
 
         run_cache_cluster(args.cluster, args.port, parse_size(args.maxmemory, "--maxmemory"))
     elif args.command == "cache-node":
-        from seneca.cache.server import run_cache_node
-
-        run_cache_node(
-            port=args.port,
-            maxmemory=parse_size(args.maxmemory, "--maxmemory"),
-            password_file=args.password_file,
-            bind=args.bind,
-            loader_password_file=args.loader_password_file,
-            admin_password_file=args.admin_password_file,
-            tls_cert=args.tls_cert,
-            tls_key=args.tls_key,
-            tls_ca=args.tls_ca,
-        )
+        _cache_node(args)
     elif args.command == "cache":
         run_cache(args)
     elif args.command == "bench":
@@ -206,6 +202,34 @@ def _run(args: argparse.Namespace) -> None:
         from seneca.bench.demo import run_demo
 
         run_demo(args.data, images=args.images, iterations=args.iterations)
+
+
+def _cache_node(args: argparse.Namespace) -> None:
+    from seneca.cache.server import cache_node_config, exec_redis_server
+
+    config = cache_node_config(
+        port=args.port,
+        maxmemory=parse_size(args.maxmemory, "--maxmemory"),
+        password_file=args.password_file,
+        bind=args.bind,
+        loader_password_file=args.loader_password_file,
+        admin_password_file=args.admin_password_file,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_ca=args.tls_ca,
+        cluster=args.cluster_enabled,
+    )
+    if args.write_config is None:
+        exec_redis_server(config)
+    path = Path(args.write_config)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        with os.fdopen(fd, "w") as f:
+            f.write(config)
+    except OSError as e:
+        raise ConfigError(f"--write-config: cannot write {path}: {e.strerror}") from None
+    print(f"wrote {path} (redis-server {path} runs the node)")
 
 
 def _int_list(text: str, option: str) -> list[int]:
