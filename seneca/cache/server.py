@@ -54,11 +54,12 @@ CLUSTER_LINES = [
 ]
 
 #: What the ``loader`` ACL user may do: read and write Seneca's keys (``<prefix>:*``), call and
-#: load the engine's functions, read the server's clock, memory and maxmemory; nothing that
-#: flushes, reconfigures or lists the whole keyspace.
+#: load the engine's functions, read the server's clock, memory and maxmemory and a cluster's
+#: slot map; nothing that flushes, reconfigures or lists the whole keyspace.
 LOADER_RULES = (
     "resetchannels -@all +@read +@write +@keyspace +@connection +@scripting +@transaction "
-    "-@dangerous +function|load +time +info +config|get -eval -evalsha -script"
+    "-@dangerous +function|load +time +info +config|get -eval -evalsha -script "
+    "+cluster|slots +cluster|shards +cluster|nodes +cluster|info +cluster|myid +asking +readonly"
 )
 
 
