@@ -3,10 +3,16 @@ development environment pins every one of them in constraints.txt, and is built 
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 import tomllib
+import zipfile
 from importlib import metadata
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,3 +55,39 @@ def test_constraints_pin_every_dependency_and_match_the_environment() -> None:
     assert names <= set(pins), f"not pinned in constraints.txt: {sorted(names - set(pins))}"
     for name, version in pins.items():
         assert metadata.version(name) == version, f"{name}: installed != constraints.txt"
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_beside_the_torch_already_there(tmp_path):
+    """A wheel built here ships its data files and, installed into this environment, changes
+    neither torch nor torchvision (pip's dry run: what it would install)."""
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    [wheel] = tmp_path.glob("seneca_loader-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for package in ("seneca", "seneca_base", "ods", "mdp"):
+        assert f"{package}/py.typed" in names
+    assert "ods/functions/decide.lua" in names and any(n.startswith("mdp/specs/") for n in names)
+    report = tmp_path / "report.json"
+    subprocess.run(
+        [*pip, "install", "--dry-run", "--report", str(report), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    installs = {i["metadata"]["name"].lower() for i in json.loads(report.read_text())["install"]}
+    assert "seneca-loader" in installs and not installs & {"torch", "torchvision", "redis"}
+
+
+@pytest.mark.parametrize("command", ["seneca", "mdp", "ods"])
+def test_every_command_tells_its_version(command):
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / command), "--version"], capture_output=True, text=True
+    )
+    assert (
+        done.returncode == 0
+        and done.stdout.strip() == f"{command} {metadata.version('seneca-loader')}"
+    )

@@ -5,10 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from importlib import metadata
 
 from seneca_base.errors import SenecaError
 
 __all__ = ["run_command"]
+
+
+def _version() -> str:
+    try:
+        return metadata.version("seneca-loader")
+    except metadata.PackageNotFoundError:  # run from a checkout that was not installed
+        return "unknown"
 
 
 def run_command(
@@ -17,7 +25,9 @@ def run_command(
     run: Callable[[argparse.Namespace], None],
     argv: Sequence[str] | None,
 ) -> int:
-    """Parse ``argv`` and run; a SenecaError prints ``PROG COMMAND: error: ...`` and gives 2."""
+    """Parse ``argv`` (``--version`` included) and run; a SenecaError prints ``PROG COMMAND:
+    error: ...`` and gives 2."""
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     args = parser.parse_args(argv)
     try:
         run(args)
