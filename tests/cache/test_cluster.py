@@ -113,3 +113,25 @@ def test_cache_node_starts_a_local_cluster():
     time.sleep(0.2)
     with pytest.raises(redis.ConnectionError):
         redis.Redis(port=port, socket_connect_timeout=0.5).ping()
+
+
+def test_the_metadata_node_dying_finishes_every_epoch_from_storage(
+    tiny_dataset, redis_cluster, caplog
+):
+    loaders = _loaders(tiny_dataset, redis_cluster.url)
+    _epoch(loaders)
+    meta = _metadata_port(redis_cluster, loaders[0])
+    with caplog.at_level("WARNING", logger="seneca"):
+        _epoch(loaders, kill=lambda: redis_cluster.kill(meta))  # exactly once regardless
+    assert any("storage" in r.getMessage() for r in caplog.records)
+
+
+def test_a_cluster_url_whose_node_is_down_trains_from_storage(tiny_dataset, redis_cluster, caplog):
+    down = redis_cluster.ports[2]
+    redis_cluster.kill(down)
+    with caplog.at_level("WARNING", logger="seneca"):
+        [loader] = _loaders(tiny_dataset, f"redis://127.0.0.1:{down}", 1)
+        _epoch([loader])
+    warnings = [r for r in caplog.records if "unreachable" in r.getMessage()]
+    assert len(warnings) == 1 and str(down) in warnings[0].getMessage()
+    assert loader.stats()["storage_reads"] == 48
