@@ -112,13 +112,15 @@ def _job(spec: dict[str, Any], throttle: Any, barrier: Any, out: Any) -> None:
 
 def clear_cache(url: str) -> None:
     """Delete every Seneca key of the cache at ``url`` (what a configuration left behind)."""
-    import redis
+    from ods import routing
+    from seneca.cache.client import CacheClient
 
-    client = redis.Redis.from_url(url)
+    cache = CacheClient(url)
+    client = cache.redis  # every primary of a cluster
     keys = list(client.scan_iter(match=f"{ods_defaults.KEY_PREFIX}:*", count=1000))
     for k in range(0, len(keys), 500):
-        client.delete(*keys[k : k + 500])
-    client.close()
+        routing.run(client, [("UNLINK", *keys[k : k + 500])])
+    cache.close()
 
 
 def _summary(kind: str, k: int, results: list[dict], makespan: float, cpu: float, n: int) -> dict:
