@@ -2,7 +2,9 @@
 (rounds interleaved), the values' bytes and reads per node, and the cost of reading one batch of
 cached values as the number of nodes grows (docs/cluster.md).
 
-    .venv/bin/python scripts/scaleout.py --data data/bench5k --rounds 2 --out /tmp/scaleout   # writes scaleout.json (docs/cluster/)
+    .venv/bin/python scripts/scaleout.py --data data/bench5k --rounds 2 --out /tmp/scaleout
+
+(it writes scaleout.json there; docs/cluster/ holds the copy docs/cluster.md cites)
 """
 
 from __future__ import annotations
