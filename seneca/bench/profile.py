@@ -309,7 +309,7 @@ def _profile_cache(
     client, rate = _cache_reads(chosen, cache, workers, seconds)
     measured("cache.bandwidth_gbit_per_s", round(rate * 8 / 1e9, 4), f"{how}, GETs in pipelines")
     measured("cache.colocated", _is_local(client.url), f"cache at {client.redacted}")
-    maxmemory = int(client.redis.config_get("maxmemory").get("maxmemory", 0)) if cache else 0
+    maxmemory = client.maxmemory() if cache else 0
     if maxmemory:
         measured("cache.size_gb", maxmemory / 1e9, f"maxmemory of {client.redacted}")
 

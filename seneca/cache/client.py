@@ -129,6 +129,16 @@ class CacheClient:
         _ = self.redis
         return bool(self._cluster)
 
+    def maxmemory(self) -> int:
+        """The server's ``maxmemory`` in bytes (a cluster's: summed over its primaries; 0: no
+        limit on some node)."""
+        client = self.redis
+        if isinstance(client, RedisCluster):
+            nodes = client.config_get("maxmemory", target_nodes=RedisCluster.PRIMARIES)
+            values = [int(v.get("maxmemory", 0)) for v in nodes.values()]
+            return 0 if not values or 0 in values else sum(values)
+        return int(client.config_get("maxmemory").get("maxmemory", 0))
+
     def ping(self) -> None:
         """Check that the server answers. A refused login, a command the ACL user may not run
         or a certificate that fails verification is a ConfigError (the configuration is wrong:

@@ -87,7 +87,7 @@ def cache_options(
 
 def _server_maxmemory(client: CacheClient) -> int | None:
     try:
-        value = int(client.redis.config_get("maxmemory").get("maxmemory", 0))
+        value = client.maxmemory()
     except (redis.RedisError, ValueError):
         return None
     return value or None

@@ -135,3 +135,24 @@ def test_a_cluster_url_whose_node_is_down_trains_from_storage(tiny_dataset, redi
     warnings = [r for r in caplog.records if "unreachable" in r.getMessage()]
     assert len(warnings) == 1 and str(down) in warnings[0].getMessage()
     assert loader.stats()["storage_reads"] == 48
+
+
+@pytest.mark.slow
+def test_bench_and_profile_run_against_a_cluster(tiny_dataset, redis_cluster, tmp_path, capsys):
+    from seneca.cli.mdp import main as mdp
+
+    out = tmp_path / "bench"
+    argv = ["bench", "--data", str(tiny_dataset), "--jobs", "2", "--epochs", "2", "--crop", "16"]
+    argv += ["--batch-size", "8", "--loaders", "seneca,minio", "--split", "40-40-20"]
+    assert main([*argv, "--cache", redis_cluster.url, "--out", str(out)]) == 0
+    result = json.loads((out / "results.json").read_text())
+    for run in result["runs"]:
+        assert [job["samples"] for job in run["per_job"]] == [96, 96]
+    seneca = next(r for r in result["runs"] if r["loader"] == "seneca")
+    assert seneca["decodes_per_sample_epoch"] < 2.0  # the jobs shared the cluster's values
+    spec = tmp_path / "spec.toml"
+    argv = ["profile", "--data", str(tiny_dataset), "--cache", redis_cluster.url, "--workers", "1"]
+    assert mdp([*argv, "--seconds", "0.3", "--sample-count", "8", "--out", str(spec)]) == 0
+    text = spec.read_text()
+    assert "size_gb = 0.6" in text  # the primaries' maxmemory, summed
+    assert not any(redis_cluster.node(p).dbsize() for p in redis_cluster.ports)  # cleaned up

@@ -120,3 +120,16 @@ def test_a_three_node_cluster_trains(tmp_path, secrets):
         for node in nodes:
             node.terminate()
             node.wait(timeout=10)
+
+
+def test_a_missing_secret_is_an_error_naming_it(tmp_path):
+    (tmp_path / "admin_password").write_text("admin-pw\n")
+    done = subprocess.run(
+        ["sh", str(DEPLOY / "cache" / "write-config.sh")],
+        env=_env(SECRETS_DIR=tmp_path, CONFIG_DIR=tmp_path / "config"),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0
+    assert "--loader-password-file" in done.stderr and "loader_password" in done.stderr
+    assert not (tmp_path / "config" / "node.conf").exists()
