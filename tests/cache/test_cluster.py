@@ -156,3 +156,24 @@ def test_bench_and_profile_run_against_a_cluster(tiny_dataset, redis_cluster, tm
     text = spec.read_text()
     assert "size_gb = 0.6" in text  # the primaries' maxmemory, summed
     assert not any(redis_cluster.node(p).dbsize() for p in redis_cluster.ports)  # cleaned up
+
+
+def test_a_cluster_that_fails_finishes_every_epoch_from_storage(tiny_dataset, redis_cluster):
+    """Two of three primaries die: the last one reports cluster_state:fail and refuses every
+    command (CLUSTERDOWN); training goes on from storage, every epoch exactly once."""
+    loaders = _loaders(tiny_dataset, redis_cluster.url)
+    _epoch(loaders)
+    last = redis_cluster.ports[0]
+
+    def fail():
+        for port in redis_cluster.ports[1:]:
+            redis_cluster.kill(port)
+        deadline = time.monotonic() + 15
+        while b"cluster_state:fail" not in redis_cluster.node(last).execute_command(
+            "CLUSTER", "INFO", **{"NEVER_DECODE": True}
+        ):
+            assert time.monotonic() < deadline, "the cluster did not fail"
+            time.sleep(0.2)
+
+    _epoch(loaders, kill=fail)
+    _epoch(loaders)
