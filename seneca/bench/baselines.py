@@ -1,6 +1,8 @@
 """The loaders ``seneca bench`` compares, behind one interface: :func:`make_loader`.
 
-* ``pytorch``: torch's DataLoader over ImageFolder.
+* ``pytorch``: torch's DataLoader over ImageFolder; ``pytorch-tuned``: the same with every
+  non-cache trick SenecaLoader uses (``seneca.bench.torch_loaders``), the reference the
+  headline ratios are stated against.
 * ``minio``: MINIO as in CoorDL: a static cache of encoded bytes, filled while there is room
   and never evicted (SenecaLoader with split 100-0-0, no ODS).
 * ``quiver``: Quiver's substitution: each batch over-samples 10 x the batch size from the job's
@@ -22,28 +24,14 @@ import redis
 from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
 
+from seneca.bench.torch_loaders import Counted, CountedDataLoader, counted_folder
 from seneca.loader import SenecaLoader
-from seneca.loader.source import pil_decode
 from seneca_base.errors import ConfigError
 
-__all__ = ["LOADERS", "QuiverBatchSampler", "ThrottledLoader", "make_loader"]
+__all__ = ["LOADERS", "QuiverBatchSampler", "make_loader"]
 
-LOADERS = ("pytorch", "minio", "quiver", "mdp", "seneca")
+LOADERS = ("pytorch", "pytorch-tuned", "minio", "quiver", "mdp", "seneca")
 _ENCODED_ONLY = (1.0, 0.0, 0.0)
-
-
-class ThrottledLoader:
-    """ImageFolder's ``loader`` that reads the file through a throttle, then decodes it as
-    torchvision's ``pil_loader`` does (the ``pytorch`` baseline under ``--storage-mbps``)."""
-
-    def __init__(self, throttle: Any) -> None:
-        self.throttle = throttle
-
-    def __call__(self, path: str) -> Any:
-        with open(path, "rb") as f:
-            data = f.read()
-        self.throttle.wait(len(data))
-        return pil_decode(data)
 
 
 class QuiverBatchSampler:
@@ -108,10 +96,10 @@ def make_loader(
     if kind not in LOADERS:
         raise ConfigError(f"loader: expected one of {', '.join(LOADERS)}, got {kind!r}")
     common = {"batch_size": batch_size, "num_workers": num_workers, **kwargs}
-    if kind == "pytorch":
-        loader_fn = ThrottledLoader(throttle) if throttle is not None else None
-        ds = ImageFolder(root, transform=transform, **({"loader": loader_fn} if loader_fn else {}))
-        return DataLoader(ds, shuffle=True, **common)
+    if kind in ("pytorch", "pytorch-tuned"):
+        counted, tuned = Counted(), kind == "pytorch-tuned"
+        ds, tail = counted_folder(root, transform, counted, throttle, tuned=tuned)
+        return CountedDataLoader(ds, counted, tail, tuned, shuffle=True, **common)
     ds = ImageFolder(root, transform=transform)
     cached = {"cache": cache, "cache_size": cache_size, "job": job}
     if kind == "quiver":

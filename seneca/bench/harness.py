@@ -36,7 +36,7 @@ class BenchConfig:
     out: str
     jobs: list[int] = field(default_factory=lambda: [1, 2, 3])
     loaders: list[str] = field(
-        default_factory=lambda: ["pytorch", "minio", "quiver", "mdp", "seneca"]
+        default_factory=lambda: ["pytorch", "pytorch-tuned", "minio", "quiver", "mdp", "seneca"]
     )
     cache_frac: float = 0.25
     epochs: int = 2
@@ -137,14 +137,11 @@ def _summary(kind: str, k: int, results: list[dict], makespan: float, cpu: float
             / sum(x["seconds"] for x in stable),
             "samples": sum(x["samples"] for x in e),
         }
-        s = r["stats"]
-        if s is None:  # torch DataLoader: every sample decoded and transformed
-            job["hit_rate"] = dict.fromkeys(TIERS, 0.0)
-            job["decodes"] = job["transforms"] = job["samples"]
-        else:
-            job["hit_rate"] = {t: s[t]["hit_rate"] for t in TIERS}
-            job["decodes"], job["transforms"] = s["decodes"], s["transforms"]
-            job["substitutions"] = s.get("substitutions", 0)
+        s = r["stats"]  # every loader counts what it does where it happens
+        job["hit_rate"] = {t: s[t]["hit_rate"] for t in TIERS}
+        job["decodes"], job["transforms"] = s["decodes"], s["transforms"]
+        job["storage_reads"], job["bytes_storage"] = s["storage_reads"], s["bytes_storage"]
+        job["substitutions"] = s.get("substitutions", 0)
         decodes += job["decodes"]
         transforms += job["transforms"]
         served += job["samples"]

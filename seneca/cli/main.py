@@ -126,7 +126,9 @@ def _add_bench(sub: Any) -> None:
     b.add_argument("--data", required=True, help="ImageFolder dataset directory")
     b.add_argument("--jobs", default="1,2,3", help="numbers of concurrent jobs, e.g. 1,2,3")
     b.add_argument(
-        "--loaders", default="pytorch,minio,quiver,mdp,seneca", help="loaders to compare"
+        "--loaders",
+        default="pytorch,pytorch-tuned,minio,quiver,mdp,seneca",
+        help="loaders to compare",
     )
     b.add_argument("--cache-frac", type=float, default=0.25, help="cache / encoded dataset")
     b.add_argument("--epochs", type=int, default=2)

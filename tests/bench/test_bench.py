@@ -4,6 +4,7 @@ import json
 import time
 
 import pytest
+import torch
 
 from seneca.bench.baselines import LOADERS, QuiverBatchSampler, make_loader
 from seneca.bench.throttle import Throttle
@@ -28,14 +29,17 @@ def test_bench_runs_every_loader_side_by_side(tiny_dataset, redis_url, tmp_path,
             assert job["samples"] == 2 * 48  # 2 epochs of every sample
             assert job["first_epoch_samples_per_s"] > 0 and job["stable_samples_per_s"] > 0
     by = {r["loader"]: r for r in result["runs"]}
-    assert by["pytorch"]["decodes_per_sample_epoch"] == 2.0  # 2 jobs decode everything
+    for base in ("pytorch", "pytorch-tuned"):  # counted where it happens: 2 jobs, no cache
+        assert by[base]["decodes_per_sample_epoch"] == 2.0
+        assert by[base]["transforms_per_sample_epoch"] == 2.0
+        assert all(j["storage_reads"] == 2 * 48 for j in by[base]["per_job"])
     assert by["seneca"]["decodes_per_sample_epoch"] < 2.0  # the cache holds everything here
     assert result["config"]["split"] == [0.4, 0.4, 0.2]
     table = (out / "results.md").read_text()
     assert "| 2 | seneca |" in table and "emulated" in table
     for png in ("throughput.png", "decodes.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
-    assert "vs pytorch" in capsys.readouterr().out
+    assert "vs pytorch-tuned" in capsys.readouterr().out
 
 
 def test_bench_option_errors(tiny_dataset, tmp_path, capsys):
@@ -89,3 +93,23 @@ def test_throttle_limits_the_rate():
     assert time.perf_counter() - start >= 0.24
     with pytest.raises(ConfigError, match="storage-mbps"):
         Throttle(0)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_tuned_baseline_gives_what_the_plain_one_gives(tiny_dataset, workers):
+    """pytorch-tuned runs the transform's ToDtype/Normalize once per batch: the same batches
+    as pytorch's per-sample transform (seeded alike), counted in the workers too."""
+    batches = {}
+    for kind in ("pytorch", "pytorch-tuned"):
+        torch.manual_seed(0)
+        loader = make_loader(
+            kind, str(tiny_dataset), transform=default_train_transform(16), batch_size=8,
+            num_workers=workers, cache=None,
+        )  # fmt: skip
+        batches[kind] = list(loader)
+        stats = loader.stats()
+        assert stats["decodes"] == stats["transforms"] == stats["storage_reads"] == 48
+        assert stats["samples"] == 48
+    for (a, ya), (b, yb) in zip(batches["pytorch"], batches["pytorch-tuned"], strict=True):
+        assert a.dtype == b.dtype == torch.float32 and torch.equal(ya, yb)
+        assert torch.allclose(a, b, atol=1e-5)
