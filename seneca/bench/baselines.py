@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import redis
+import torch
 from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
 
@@ -56,11 +57,18 @@ class QuiverBatchSampler:
             return [False] * len(window)
 
     def __iter__(self) -> Iterator[list[int]]:
+        """One epoch: each sample once. The order is seeded from torch's global random state
+        (as RandomSampler's is); each batch looks at a window of the next ``factor`` x
+        ``batch_size`` samples, those it did not take carried into the next window (linear in
+        the dataset per epoch)."""
+        rng = random.Random(int(torch.empty((), dtype=torch.int64).random_().item()))
         order = list(range(self.samples))
-        random.shuffle(order)
-        size = self.factor * self.batch_size
-        while order:
-            window = order[:size]
+        rng.shuffle(order)
+        size, pos, pending = self.factor * self.batch_size, 0, []
+        while pending or pos < len(order):
+            fill = max(size - len(pending), 0)
+            window = pending + order[pos : pos + fill]
+            pos += fill
             chosen = [i for i, hit in zip(window, self._cached(window), strict=True) if hit]
             chosen = chosen[: self.batch_size]
             taken = set(chosen)
@@ -70,7 +78,7 @@ class QuiverBatchSampler:
                 if i not in taken:
                     chosen.append(i)
                     taken.add(i)
-            order = [i for i in window if i not in taken] + order[size:]
+            pending = [i for i in window if i not in taken]
             yield chosen
 
 

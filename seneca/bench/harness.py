@@ -1,6 +1,7 @@
 """``seneca bench``: every loader with K concurrent jobs, side by side, in one run.
 
-For each K in ``--jobs`` and each loader in ``--loaders`` it clears the cache node, starts K
+For each K in ``--jobs`` and each loader in ``--loaders`` (``--repeats`` rounds, each round in
+an order of its own) it warms (or drops) the dataset's page cache, clears the cache node, starts K
 jobs as separate processes that begin together (each: the loader, ``--epochs`` epochs, an
 optional ``--step-ms`` sleep per batch standing in for the GPU step), and records per job the
 first-epoch and stable-epoch samples/s and the loader's counters; per configuration the
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -47,6 +49,9 @@ class BenchConfig:
     storage_mbps: float | None = None
     split: tuple[float, float, float] = tuple(defaults.SPLIT[t] for t in SPLIT_ORDER)
     cache: str | None = None
+    repeats: int = 1  # rounds of every configuration, each round in its own shuffled order
+    order_seed: int = 0
+    page_cache: str = "warm"  # before each configuration: "warm" (read every file) or "drop"
 
     def check(self) -> None:
         bad = [name for name in self.loaders if name not in LOADERS]
@@ -58,6 +63,8 @@ class BenchConfig:
             ("--epochs", self.epochs, self.epochs >= 1),
             ("--batch-size", self.batch_size, self.batch_size >= 1),
             ("--workers", self.workers, self.workers >= 0),
+            ("--repeats", self.repeats, self.repeats >= 1),
+            ("--page-cache", self.page_cache, self.page_cache in ("warm", "drop")),
             ("--step-ms", self.step_ms, self.step_ms >= 0),
         ):
             if not ok:
@@ -183,6 +190,34 @@ def run_configuration(
     return _summary(kind, k, results, makespan, cpu, n)
 
 
+def _schedule(cfg: BenchConfig) -> list[tuple[int, int, str]]:
+    """(round, jobs, loader) of every run: each round runs every configuration once, in an
+    order of its own (seeded by ``order_seed``), so no loader always runs first."""
+    configs = [(k, kind) for k in cfg.jobs for kind in cfg.loaders]
+    out = []
+    for r in range(cfg.repeats):
+        order = list(configs)
+        random.Random(cfg.order_seed + r).shuffle(order)
+        out += [(r, k, kind) for k, kind in order]
+    return out
+
+
+def prepare_page_cache(storage: Any, how: str) -> None:
+    """Give every configuration the same page cache: ``warm`` reads every file of the dataset,
+    ``drop`` asks the kernel to drop the files' cached pages (``posix_fadvise``; data on tmpfs
+    stays in memory)."""
+    for i in range(len(storage)):
+        fd = os.open(storage.path(i), os.O_RDONLY)
+        try:
+            if how == "drop":
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            else:
+                while os.read(fd, 1 << 20):
+                    pass
+        finally:
+            os.close(fd)
+
+
 def run_bench(cfg: BenchConfig, progress: bool = True) -> dict:
     """Run every configuration; write results.json, results.md and plots; return the results."""
     from tqdm import tqdm
@@ -202,12 +237,12 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> dict:
         url = acquire_embedded(int(cache_size * 1.5) + 64_000_000, name="bench")
     Path(cfg.out).mkdir(parents=True, exist_ok=True)
     runs = []
-    configs = [(k, kind) for k in cfg.jobs for kind in cfg.loaders]
-    bar = tqdm(configs, desc="seneca bench", unit="config", disable=not progress)
-    for k, kind in bar:
-        bar.set_postfix_str(f"{kind} x{k}")
+    bar = tqdm(_schedule(cfg), desc="seneca bench", unit="config", disable=not progress)
+    for r, k, kind in bar:
+        bar.set_postfix_str(f"{kind} x{k}, round {r + 1}")
+        prepare_page_cache(storage, cfg.page_cache)
         clear_cache(url)
-        runs.append(run_configuration(cfg, kind, k, url, cache_size, n))
+        runs.append({**run_configuration(cfg, kind, k, url, cache_size, n), "round": r})
     clear_cache(url)
     result: dict[str, Any] = {
         "config": {

@@ -2,46 +2,74 @@
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
-__all__ = ["markdown", "write_reports"]
+__all__ = ["groups", "markdown", "write_reports"]
 
 
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def _ratio(result: dict[str, Any], run: dict[str, Any], base: str) -> str:
-    """``run``'s aggregate throughput over loader ``base``'s at the same K ("-": not run)."""
+def groups(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The runs of each (jobs, loader): their aggregate throughputs (every round), the median
+    and the run whose throughput is the median (its other figures stand for the group)."""
+    out: dict[tuple[int, str], dict[str, Any]] = {}
     for r in result["runs"]:
-        if r["loader"] == base and r["jobs"] == run["jobs"]:
-            return f"{run['aggregate_samples_per_s'] / r['aggregate_samples_per_s']:.2f}x"
-    return "-"
+        g = out.setdefault((r["jobs"], r["loader"]), {"jobs": r["jobs"], "loader": r["loader"]})
+        g.setdefault("runs", []).append(r)
+    for g in out.values():
+        ranked = sorted(g["runs"], key=lambda r: r["aggregate_samples_per_s"])
+        g["rates"] = [r["aggregate_samples_per_s"] for r in g["runs"]]
+        g["median_run"] = ranked[(len(ranked) - 1) // 2]
+        g["median"] = statistics.median(g["rates"])
+    return sorted(out.values(), key=lambda g: g["jobs"])
 
 
-def markdown(result: dict[str, Any]) -> str:
-    """The results as a markdown table, with ratios to the DataLoader baselines at the same K
-    (``pytorch-tuned``: DataLoader with SenecaLoader's non-cache tricks; ``pytorch``: as is)."""
-    cfg = result["config"]
-    lines = [
+def _ratio(by: dict[tuple[int, str], dict[str, Any]], g: dict[str, Any], base: str) -> str:
+    """``g``'s median throughput over loader ``base``'s at the same K ("-": not run)."""
+    other = by.get((g["jobs"], base))
+    return f"{g['median'] / other['median']:.2f}x" if other else "-"
+
+
+def _header(cfg: dict[str, Any]) -> str:
+    return (
         f"`seneca bench`: {cfg['samples']:,} images ({cfg['encoded_bytes'] / 1e6:,.0f} MB), "
         f"cache {cfg['cache_frac']:.0%} of the encoded data ({cfg['cache_bytes'] / 1e6:,.0f} MB), "
         f"{cfg['epochs']} epochs, batch {cfg['batch_size']}, {cfg['workers']} worker(s) per job, "
         f"crop {cfg['crop']}, step {cfg['step_ms']:g} ms, storage "
-        + (f"{cfg['storage_mbps']:g} MB/s (emulated)" if cfg["storage_mbps"] else "local disk"),
+        + (f"{cfg['storage_mbps']:g} MB/s (emulated)" if cfg["storage_mbps"] else "local disk")
+        + f"; {cfg.get('repeats', 1)} round(s), each in its own shuffled order; page cache "
+        + ("dropped" if cfg.get("page_cache") == "drop" else "warmed")
+        + " before each configuration"
+    )
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The results as a markdown table: per (jobs, loader) the median aggregate throughput over
+    the rounds with its range, ratios of the medians to the DataLoader baselines at the same K
+    (``pytorch-tuned``: DataLoader with SenecaLoader's non-cache tricks; ``pytorch``: as is),
+    and the median run's other figures."""
+    lines = [
+        _header(result["config"]),
         "",
-        "| jobs | loader | aggregate samples/s | vs pytorch-tuned | vs pytorch | makespan s |"
-        " first-epoch samples/s (mean/job) | stable samples/s (mean/job) | hit aug / dec / enc"
-        " | decodes per sample-epoch | CPU |",
+        "| jobs | loader | aggregate samples/s (median, min-max) | vs pytorch-tuned | vs pytorch"
+        " | makespan s | first-epoch samples/s (mean/job) | stable samples/s (mean/job) |"
+        " hit aug / dec / enc | decodes per sample-epoch | CPU |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in result["runs"]:
-        jobs = r["per_job"]
+    gs = groups(result)
+    by = {(g["jobs"], g["loader"]): g for g in gs}
+    for g in gs:
+        r, jobs = g["median_run"], g["median_run"]["per_job"]
         hit = [_mean([j["hit_rate"][t] for j in jobs]) for t in ("augmented", "decoded", "encoded")]
-        ratios = [_ratio(result, r, base) for base in ("pytorch-tuned", "pytorch")]
+        rates = g["rates"]
+        spread = f" ({min(rates):,.1f}-{max(rates):,.1f})" if len(rates) > 1 else ""
+        ratios = [_ratio(by, g, base) for base in ("pytorch-tuned", "pytorch")]
         lines.append(
-            f"| {r['jobs']} | {r['loader']} | {r['aggregate_samples_per_s']:,.1f} | "
+            f"| {g['jobs']} | {g['loader']} | {g['median']:,.1f}{spread} | "
             + " | ".join(ratios)
             + f" | {r['makespan_s']:.1f} | "
             f"{_mean([j['first_epoch_samples_per_s'] for j in jobs]):,.1f} | "
@@ -60,9 +88,9 @@ def write_reports(result: dict[str, Any], out: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = result["runs"]
+    runs = [g["median_run"] for g in groups(result)]  # the median run of each configuration
     ks = sorted({r["jobs"] for r in runs})
-    loaders = list(dict.fromkeys(r["loader"] for r in runs))
+    loaders = list(dict.fromkeys(r["loader"] for r in result["runs"]))
     for name, key, label in (
         ("throughput.png", "aggregate_samples_per_s", "aggregate samples/s"),
         ("decodes.png", "decodes_per_sample_epoch", "decodes per sample-epoch (all jobs)"),

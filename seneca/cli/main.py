@@ -146,6 +146,16 @@ def _add_bench(sub: Any) -> None:
     b.add_argument("--split", default=None, help="E-D-A for mdp and seneca (default 50-30-20)")
     b.add_argument("--plan", default=None, help="plan.json (mdp plan --out) for mdp and seneca")
     b.add_argument("--cache", default=None, help="Redis URL (default: a private embedded one)")
+    b.add_argument(
+        "--repeats", type=int, default=1, help="rounds of every configuration (medians reported)"
+    )
+    b.add_argument("--order-seed", type=int, default=0, help="seed of the rounds' run orders")
+    b.add_argument(
+        "--page-cache",
+        choices=("warm", "drop"),
+        default="warm",
+        help="before each configuration: read every file (warm) or drop their cached pages",
+    )
     b.add_argument("--out", required=True, help="directory for results.json, .md and plots")
 
 
@@ -270,6 +280,9 @@ def _bench(args: argparse.Namespace) -> None:
         storage_mbps=args.storage_mbps,
         split=split,
         cache=args.cache,
+        repeats=args.repeats,
+        order_seed=args.order_seed,
+        page_cache=args.page_cache,
     )
     result = run_bench(cfg)
     print(markdown(result), end="")

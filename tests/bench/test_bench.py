@@ -21,7 +21,7 @@ def test_bench_runs_every_loader_side_by_side(tiny_dataset, redis_url, tmp_path,
     argv += ["--out", str(out), "--split", "40-40-20", "--storage-mbps", "50"]
     assert main(argv) == 0
     result = json.loads((out / "results.json").read_text())
-    assert [r["loader"] for r in result["runs"]] == list(LOADERS)
+    assert sorted(r["loader"] for r in result["runs"]) == sorted(LOADERS)  # shuffled order
     for run in result["runs"]:
         assert run["jobs"] == 2 and len(run["per_job"]) == 2
         assert run["aggregate_samples_per_s"] > 0 and run["makespan_s"] > 0
@@ -113,3 +113,47 @@ def test_the_tuned_baseline_gives_what_the_plain_one_gives(tiny_dataset, workers
     for (a, ya), (b, yb) in zip(batches["pytorch"], batches["pytorch-tuned"], strict=True):
         assert a.dtype == b.dtype == torch.float32 and torch.equal(ya, yb)
         assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_rounds_run_every_configuration_in_orders_of_their_own():
+    from seneca.bench.harness import BenchConfig, _schedule
+
+    cfg = BenchConfig(data="d", out="o", jobs=[1, 3], loaders=list(LOADERS), repeats=3)
+    schedule = _schedule(cfg)
+    rounds = [[(k, kind) for r, k, kind in schedule if r == n] for n in range(3)]
+    every = sorted((k, kind) for k in (1, 3) for kind in LOADERS)
+    assert all(sorted(r) == every for r in rounds)
+    assert len({tuple(r) for r in rounds}) == 3  # a different order each round
+    assert _schedule(cfg) == schedule  # seeded
+
+
+def _run(loader, rate, round_):
+    job = {"first_epoch_samples_per_s": rate / 2, "stable_samples_per_s": rate / 2,
+           "hit_rate": {"augmented": 0.5, "decoded": 0.0, "encoded": 0.0}}  # fmt: skip
+    return {"loader": loader, "jobs": 2, "aggregate_samples_per_s": rate, "makespan_s": 1.0,
+            "cpu_utilisation": 1.0, "decodes_per_sample_epoch": 1.0, "per_job": [job, job],
+            "round": round_}  # fmt: skip
+
+
+def test_the_report_gives_medians_ranges_and_ratios_of_medians():
+    from seneca.bench.report import markdown
+
+    config = {"samples": 10, "encoded_bytes": 1e6, "cache_frac": 0.25, "cache_bytes": 2.5e5,
+              "epochs": 2, "batch_size": 8, "workers": 0, "crop": 16, "step_ms": 0,
+              "storage_mbps": None, "repeats": 3, "page_cache": "warm"}  # fmt: skip
+    runs = [_run("pytorch-tuned", r, n) for n, r in enumerate((100.0, 120.0, 90.0))]
+    runs += [_run("seneca", r, n) for n, r in enumerate((250.0, 200.0, 300.0))]
+    text = markdown({"config": config, "runs": runs})
+    assert "| 2 | seneca | 250.0 (200.0-300.0) | 2.50x | - |" in text
+    assert "| 2 | pytorch-tuned | 100.0 (90.0-120.0) | 1.00x | - |" in text
+    assert "3 round(s), each in its own shuffled order; page cache warmed" in text
+
+
+def test_quiver_serves_each_sample_once_in_a_seeded_order():
+    sampler = QuiverBatchSampler(1000, 8)
+    epochs = []
+    for seed in (1, 1, 2):
+        torch.manual_seed(seed)
+        epochs.append([i for batch in sampler for i in batch])
+    assert sorted(epochs[0]) == list(range(1000))
+    assert epochs[0] == epochs[1] != epochs[2]
