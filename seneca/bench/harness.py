@@ -149,6 +149,9 @@ def _summary(kind: str, k: int, results: list[dict], makespan: float, cpu: float
         job["decodes"], job["transforms"] = s["decodes"], s["transforms"]
         job["storage_reads"], job["bytes_storage"] = s["storage_reads"], s["bytes_storage"]
         job["substitutions"] = s.get("substitutions", 0)
+        # a job never reads augmented copies it made (the engine marks them used by it): its
+        # augmented hits are crops another job made
+        job["crops_from_other_jobs"] = s["augmented"]["hits"] / max(job["samples"], 1)
         decodes += job["decodes"]
         transforms += job["transforms"]
         served += job["samples"]

@@ -57,8 +57,9 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "| jobs | loader | aggregate samples/s (median, min-max) | vs pytorch-tuned | vs pytorch"
         " | makespan s | first-epoch samples/s (mean/job) | stable samples/s (mean/job) |"
-        " hit aug / dec / enc | decodes per sample-epoch | CPU |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        " hit aug / dec / enc | crops made by another job (per job) | decodes per sample-epoch"
+        " | CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     gs = groups(result)
     by = {(g["jobs"], g["loader"]): g for g in gs}
@@ -75,7 +76,8 @@ def markdown(result: dict[str, Any]) -> str:
             f"{_mean([j['first_epoch_samples_per_s'] for j in jobs]):,.1f} | "
             f"{_mean([j['stable_samples_per_s'] for j in jobs]):,.1f} | "
             f"{hit[0]:.2f} / {hit[1]:.2f} / {hit[2]:.2f} | "
-            f"{r['decodes_per_sample_epoch']:.2f} | {r['cpu_utilisation']:.0%} |"
+            + " / ".join(f"{j.get('crops_from_other_jobs', 0.0):.2f}" for j in jobs)
+            + f" | {r['decodes_per_sample_epoch']:.2f} | {r['cpu_utilisation']:.0%} |"
         )
     return "\n".join(lines) + "\n"
 

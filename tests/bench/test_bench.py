@@ -129,7 +129,8 @@ def test_rounds_run_every_configuration_in_orders_of_their_own():
 
 def _run(loader, rate, round_):
     job = {"first_epoch_samples_per_s": rate / 2, "stable_samples_per_s": rate / 2,
-           "hit_rate": {"augmented": 0.5, "decoded": 0.0, "encoded": 0.0}}  # fmt: skip
+           "hit_rate": {"augmented": 0.5, "decoded": 0.0, "encoded": 0.0},
+           "crops_from_other_jobs": 0.25}  # fmt: skip
     return {"loader": loader, "jobs": 2, "aggregate_samples_per_s": rate, "makespan_s": 1.0,
             "cpu_utilisation": 1.0, "decodes_per_sample_epoch": 1.0, "per_job": [job, job],
             "round": round_}  # fmt: skip
@@ -145,6 +146,7 @@ def test_the_report_gives_medians_ranges_and_ratios_of_medians():
     runs += [_run("seneca", r, n) for n, r in enumerate((250.0, 200.0, 300.0))]
     text = markdown({"config": config, "runs": runs})
     assert "| 2 | seneca | 250.0 (200.0-300.0) | 2.50x | - |" in text
+    assert "| 0.50 / 0.00 / 0.00 | 0.25 / 0.25 | 1.00 |" in text  # crops from other jobs
     assert "| 2 | pytorch-tuned | 100.0 (90.0-120.0) | 1.00x | - |" in text
     assert "3 round(s), each in its own shuffled order; page cache warmed" in text
 
