@@ -23,8 +23,8 @@ import torch
 from ods.sampler import Pick
 from seneca.cache.embedded import acquire_embedded
 from seneca.cache.resp import execute
-from seneca.loader._malloc import tune_malloc
 from seneca.loader.fetch import _placer
+from seneca.loader.malloc import tune_malloc
 from seneca.loader.rows import BatchRows
 from seneca.pipeline import codec
 

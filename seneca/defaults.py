@@ -27,7 +27,7 @@ CACHE_RETRY_AFTER = 5.0
 #: "1", "true" or "yes" (any case).
 STRICT_ENV = "SENECA_STRICT"
 
-#: glibc malloc tuning in loader processes (``seneca.loader._malloc``): buffers below this many
+#: glibc malloc tuning in loader processes (``seneca.loader.malloc``): buffers below this many
 #: bytes come from the heap and are reused instead of being mapped and page-faulted per use;
 #: up to MALLOC_TRIM_THRESHOLD bytes of freed heap are kept. The environment variable
 #: ``SENECA_MALLOC_TUNING=0`` turns it off.

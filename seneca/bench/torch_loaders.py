@@ -19,7 +19,7 @@ from typing import Any
 from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
 
-from seneca.loader._malloc import tune_malloc
+from seneca.loader.malloc import tune_malloc
 from seneca.loader.source import pil_decode
 from seneca.pipeline.transforms import split_transform
 from seneca_base.tiers import TIERS

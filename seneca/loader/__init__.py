@@ -6,7 +6,7 @@
 * ``fetch``: reading a batch that ODS decided, straight into the batch's rows;
 * ``rows``: batch tensors filled where values are read, and their collate;
 * ``stats``: per-job counters shared with DataLoader workers;
-* ``_malloc``: glibc malloc tuning for loader processes.
+* ``malloc``: glibc malloc tuning for loader processes.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ __all__ = ["SenecaLoader"]
 
 
 def __getattr__(name: str) -> Any:
-    # imported on first use, so that the small modules here (``_malloc``, ``stats``) load
+    # imported on first use, so that the small modules here (``malloc``, ``stats``) load
     # without torch
     if name == "SenecaLoader":
         from seneca.loader.loader import SenecaLoader

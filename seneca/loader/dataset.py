@@ -23,8 +23,8 @@ from torchvision.transforms.functional import pil_to_tensor
 from ods.sampler import Pick
 from ods.store import OdsStore
 from seneca import defaults
-from seneca.loader._malloc import tune_malloc
 from seneca.loader.fetch import fetch_decided
+from seneca.loader.malloc import tune_malloc
 from seneca.loader.source import Resolved
 from seneca.loader.stats import Counters, process_row
 from seneca.pipeline import codec

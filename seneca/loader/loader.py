@@ -15,8 +15,8 @@ from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
 from ods.sampler import OdsBatchSampler, OdsSampler
 from ods.store import OdsStore
-from seneca.loader._malloc import tune_malloc
 from seneca.loader.dataset import CachedDataset
+from seneca.loader.malloc import tune_malloc
 from seneca.loader.options import resolve_batch_tail, resolve_job, resolve_ods, resolve_strict
 from seneca.loader.rows import collate_rows
 from seneca.loader.setup import (

@@ -72,7 +72,7 @@ def test_dead_server_fails_fast(redis_proc):
 
 _FAULTS = """
 import resource, sys
-from seneca.loader._malloc import tune_malloc
+from seneca.loader.malloc import tune_malloc
 print(tune_malloc())
 
 def batch():  # a batch's worth of 150 KB values, all freed together
