@@ -147,7 +147,10 @@ def run_cache_cluster(nodes: int, port: int, maxmemory: int) -> None:
     if port + nodes > 65536 or port <= 0:
         raise ConfigError(f"--port: {nodes} ports from {port} do not fit in 1..65535")
     cluster = start_cluster(range(port, port + nodes), maxmemory)
-    print(f"cache cluster of {nodes} nodes: {cluster.url} (ports {port}-{port + nodes - 1})")
+    print(
+        f"cache cluster of {nodes} nodes: {cluster.url} (ports {port}-{port + nodes - 1})",
+        flush=True,
+    )
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     try:

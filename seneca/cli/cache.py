@@ -119,7 +119,10 @@ def _metrics(client: CacheClient, args: argparse.Namespace) -> None:
         print(generate_latest(registry).decode(), end="")
         return
     start_http_server(args.serve, addr=args.addr, registry=registry)
-    print(f"serving metrics of {client.redacted} on http://{args.addr}:{args.serve}/metrics")
+    print(
+        f"serving metrics of {client.redacted} on http://{args.addr}:{args.serve}/metrics",
+        flush=True,
+    )
     while True:
         time.sleep(3600)
 

@@ -72,6 +72,8 @@ def test_operator_commands_cover_every_node(tiny_dataset, redis_cluster, capsys)
     assert d["served"] == 96 and len(d["jobs"]) == 2
     for lo in loaders:
         lo.close()
+    assert main(["cache", "metrics", redis_cluster.url]) == 0
+    assert 'seneca_served_samples_total{dataset="' in capsys.readouterr().out
     assert main(["cache", "gc", redis_cluster.url, "--apply", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["views"] and report["orphan_values"] > 0  # the augmented tier, spread

@@ -149,3 +149,23 @@ def test_unreachable_cache_is_an_error_naming_it(action, free_port, capsys):
     url = f"redis://:secret@127.0.0.1:{free_port}"
     code, _, err = _run(capsys, action, url)
     assert code == 2 and "unreachable" in err and "secret" not in err
+
+
+def test_metrics_are_served_over_http(tiny_dataset, redis_url, free_port):
+    import subprocess
+    import sys
+    import urllib.request
+
+    loaders = _loaders(tiny_dataset, redis_url, 1)
+    _train(loaders, epochs=1)
+    cmd = [sys.executable, "-m", "seneca.cli.main", "cache", "metrics", redis_url]
+    server = subprocess.Popen([*cmd, "--serve", str(free_port)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert "/metrics" in server.stdout.readline()
+        with urllib.request.urlopen(f"http://127.0.0.1:{free_port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        assert "seneca_served_samples_total" in text and 'tier="augmented"' in text
+        assert "seneca_live_jobs" in text
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
