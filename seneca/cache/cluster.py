@@ -12,7 +12,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,17 +70,19 @@ def _state(client: redis.Redis) -> str:
     return "ok" if "cluster_state:ok" in text else "fail"
 
 
-def _wait_ok(cluster: LocalCluster) -> None:
+def _wait(cluster: LocalCluster, ready: Callable[[redis.Redis], bool], what: str) -> None:
+    """Return once ``ready`` holds for every node; stop the cluster and raise if a node exits
+    or the start timeout passes."""
     deadline = time.monotonic() + _START_TIMEOUT
     while True:
         try:
-            if all(_state(cluster.node(p)) == "ok" for p in cluster.ports):
+            if all(ready(cluster.node(p)) for p in cluster.ports):
                 return
         except redis.RedisError:
             pass
         if time.monotonic() > deadline or any(p.poll() is not None for p in cluster.procs):
             cluster.stop()
-            raise CacheError(f"the cache cluster on ports {cluster.ports} did not start")
+            raise CacheError(f"the cache cluster on ports {cluster.ports} did not {what}")
         time.sleep(0.05)
 
 
@@ -113,7 +115,7 @@ def start_cluster(
     if cli is None:
         cluster.stop()
         raise CacheError("redis-cli not found on PATH (it comes with redis-server)")
-    _wait_ping(cluster)
+    _wait(cluster, lambda node: bool(node.ping()), "start")
     addresses = [f"127.0.0.1:{p}" for p in ports]
     done = subprocess.run(
         [cli, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
@@ -123,22 +125,8 @@ def start_cluster(
     if done.returncode != 0:
         cluster.stop()
         raise CacheError(f"redis-cli --cluster create failed: {done.stdout[-500:]}")
-    _wait_ok(cluster)
+    _wait(cluster, lambda node: _state(node) == "ok", "form a cluster")
     return cluster
-
-
-def _wait_ping(cluster: LocalCluster) -> None:
-    deadline = time.monotonic() + _START_TIMEOUT
-    for port in cluster.ports:
-        while True:
-            try:
-                cluster.node(port).ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or any(p.poll() is not None for p in cluster.procs):
-                    cluster.stop()
-                    raise CacheError(f"cache node on port {port} did not start") from None
-                time.sleep(0.02)
 
 
 def run_cache_cluster(nodes: int, port: int, maxmemory: int) -> None:

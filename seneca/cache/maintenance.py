@@ -25,7 +25,7 @@ import redis
 
 from ods import defaults as ods_defaults
 from ods.keys import Keys, glob_escape
-from seneca.cache.status import find_datasets, server_ms
+from seneca.cache.status import find_datasets, server_ms, text_of
 from seneca_base.errors import ConfigError
 from seneca_base.tiers import tier_of_letter
 
@@ -46,13 +46,9 @@ class GcReport:
     orphan_bytes: int = 0
 
 
-def _text(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes | bytearray) else str(v)
-
-
 def _scan(client: Any, pattern: str) -> Iterator[str]:
     for key in client.scan_iter(match=pattern, count=1000):
-        yield _text(key)
+        yield text_of(key)
 
 
 def _unlink(client: Any, keys: list[str]) -> int:
@@ -92,10 +88,10 @@ def clear_datasets(
 def _expired_jobs(client: Any, keys: Keys, now: int, apply: bool) -> tuple[list[str], int]:
     """Remove the jobs whose lease ran out and the metadata of jobs no longer listed; returns
     the expired jobs and the number of job keys removed (or to remove)."""
-    expired = [_text(n) for n in client.zrange(keys.jobs, "-inf", f"({now}", byscore=True)]
+    expired = [text_of(n) for n in client.zrange(keys.jobs, "-inf", f"({now}", byscore=True)]
     if apply:
         client.zremrangebyscore(keys.jobs, "-inf", f"({now}")
-    listed = {_text(n) for n in client.zrange(keys.jobs, 0, -1)} - set(expired)
+    listed = {text_of(n) for n in client.zrange(keys.jobs, 0, -1)} - set(expired)
     pattern = re.compile(rf"^{re.escape(keys.meta)}[jrpgm]:(.+)$")
     stale = []
     for kind in "jrpgm":
@@ -110,7 +106,7 @@ def _expired_jobs(client: Any, keys: Keys, now: int, apply: bool) -> tuple[list[
 
 def _dead_views(client: Any, keys: Keys, now: int, apply: bool) -> list[tuple[str, int, int]]:
     """Drop the augmented tiers of views no live job uses: (view, entries, bytes) each."""
-    used = {_text(k): _text(v) for k, v in client.hgetall(keys.used).items()}
+    used = {text_of(k): text_of(v) for k, v in client.hgetall(keys.used).items()}
     views = {f[2:] for f in used if f.startswith("a:")}
     views |= {k.rpartition(":t:a:")[2] for k in _scan(client, f"{glob_escape(keys.meta)}t:a:*")}
     out = []
@@ -121,7 +117,7 @@ def _dead_views(client: Any, keys: Keys, now: int, apply: bool) -> list[tuple[st
             try:
                 pipe.watch(keys.jobs)
                 live = pipe.zrange(keys.jobs, now, "+inf", byscore=True)
-                if any(Keys.view_of(_text(n)) == view for n in live):
+                if any(Keys.view_of(text_of(n)) == view for n in live):
                     continue
                 entries, size = pipe.hmget(keys.used, f"n{form}", form)
                 out.append((view, int(entries or 0), int(size or 0)))

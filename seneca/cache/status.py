@@ -25,6 +25,7 @@ __all__ = [
     "cache_status",
     "find_datasets",
     "server_ms",
+    "text_of",
 ]
 
 _TIER_OF = {letter: tier for tier, letter in LETTER.items()}
@@ -97,7 +98,8 @@ class CacheStatus:
     datasets: list[DatasetStatus] = field(default_factory=list)
 
 
-def _text(v: Any) -> str:
+def text_of(v: Any) -> str:
+    """A reply (bytes or str) as text."""
     return v.decode() if isinstance(v, bytes | bytearray) else str(v)
 
 
@@ -120,7 +122,7 @@ def find_datasets(client: Any, prefix: str = ods_defaults.KEY_PREFIX) -> list[st
     found = set()
     for suffix in ("used", "jobs", "info"):
         for key in client.scan_iter(match=f"{glob_escape(prefix)}:{{*}}:{suffix}", count=1000):
-            m = pattern.match(_text(key))
+            m = pattern.match(text_of(key))
             if m:
                 found.add(m.group(1))
     return sorted(found)
@@ -130,8 +132,8 @@ def _jobs(client: Any, keys: Keys, now: int) -> list[JobStatus]:
     entries = client.zrange(keys.jobs, 0, -1, withscores=True)
     out = []
     for name, score in entries:
-        name = _text(name)
-        h = {_text(k): _text(v) for k, v in client.hgetall(keys.job(name)[0]).items()}
+        name = text_of(name)
+        h = {text_of(k): text_of(v) for k, v in client.hgetall(keys.job(name)[0]).items()}
         epoch = _int(h.get("epoch"), -1)
         out.append(
             JobStatus(
@@ -176,8 +178,8 @@ def _tiers(used: dict[str, str], info: dict[str, str]) -> list[TierStatus]:
 def dataset_status(client: Any, dataset: str, now: int, prefix: str) -> DatasetStatus:
     """What the cache holds of ``dataset`` at server time ``now``."""
     keys = Keys(dataset, prefix)
-    used = {_text(k): _text(v) for k, v in client.hgetall(keys.used).items()}
-    info = {_text(k): _text(v) for k, v in client.hgetall(keys.info).items()}
+    used = {text_of(k): text_of(v) for k, v in client.hgetall(keys.used).items()}
+    info = {text_of(k): text_of(v) for k, v in client.hgetall(keys.info).items()}
     hits = {t: _int(used.get(f"hits:{LETTER[t]}")) for t in ("encoded", "decoded", "augmented")}
     return DatasetStatus(
         dataset=dataset,

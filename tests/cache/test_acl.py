@@ -2,6 +2,7 @@
 ``seneca cache-node``): the ``loader`` user trains with every cache feature, and may not touch
 other keys or the server; the ``admin`` user runs the operator commands."""
 
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -113,3 +114,19 @@ def test_cache_node_option_errors(args, message):
     node = _cache_node(*args)
     _, err = node.communicate(timeout=60)
     assert node.returncode == 2 and message in err
+
+
+def test_a_written_config_with_a_plain_password_is_for_its_owner_only(tmp_path):
+    (tmp_path / "pw").write_text("plain-secret\n")
+    (tmp_path / "admin").write_text("a\n")
+    (tmp_path / "loader").write_text("l\n")
+    for name, args in (
+        ("plain.conf", ["--password-file", str(tmp_path / "pw")]),
+        ("acl.conf", ["--loader-password-file", str(tmp_path / "loader"),
+                      "--admin-password-file", str(tmp_path / "admin")]),
+    ):  # fmt: skip
+        assert main(["cache-node", "--maxmemory", "1MB", *args, "--write-config",
+                     str(tmp_path / name)]) == 0  # fmt: skip
+    assert (tmp_path / "plain.conf").stat().st_mode & 0o777 == 0o600
+    acl = (tmp_path / "acl.conf").read_text()
+    assert "#" + hashlib.sha256(b"l").hexdigest() in acl  # ACL passwords only as hashes
