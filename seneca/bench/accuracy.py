@@ -1,11 +1,21 @@
-"""``seneca accuracy``: does training through Seneca reach the accuracy torch's DataLoader does?
+"""``seneca accuracy``: does training through Seneca reach the accuracy torch's DataLoader does,
+and does sharing augmented crops between jobs change it?
 
 The data is scikit-learn's handwritten digits (1,797 labelled 8x8 images that ship inside the
 scikit-learn package), written out as 32x32 JPEGs in ImageFolder layout, 80% train / 20% test
 (stratified, fixed seed). A small CNN trains on it K times concurrently (separate processes,
-seeds 0..K-1) with torch's DataLoader, then K times concurrently with SenecaLoader under ODS
-sharing one cache; both report the test accuracies (the test set is read with a plain
-DataLoader). The goal: the mean accuracies within 1 point.
+seeds 0..K-1) in each of three configurations, one after another:
+
+- ``pytorch``: torch's DataLoader;
+- ``seneca-shared``: SenecaLoader under ODS, the whole cache in the augmented tier: jobs train on
+  crops other jobs made (a job never reads a crop it made), so their augmentations are
+  correlated while each job's per-sample augmentation distribution is unchanged;
+- ``seneca-unshared``: the same with the augmented tier off (encoded and decoded tiers only):
+  every crop a job trains on is its own.
+
+Each configuration starts from an empty cache (its keys are deleted afterwards). All report
+the test accuracies (the test set is read with a plain DataLoader), their mean and spread, and
+the Seneca runs the share of samples that were crops another job made, as counted.
 """
 
 from __future__ import annotations
@@ -18,9 +28,16 @@ from typing import Any
 from seneca.bench.spawn import ProcessGroup
 from seneca_base.errors import ConfigError
 
-__all__ = ["run_accuracy", "write_digits"]
+__all__ = ["CONFIGS", "format_accuracy", "run_accuracy", "summarise", "write_digits"]
 
 _SIZE = 32
+
+#: The configurations, in the order they run: name -> the loader's split (None: DataLoader).
+CONFIGS: dict[str, tuple[float, float, float] | None] = {
+    "pytorch": None,
+    "seneca-shared": (0.0, 0.0, 1.0),
+    "seneca-unshared": (0.5, 0.5, 0.0),
+}
 
 
 def write_digits(root: str | Path, seed: int = 0) -> dict[str, int]:
@@ -69,6 +86,33 @@ def _model() -> Any:
     )
 
 
+def _loader(kind: str, train: Any, seed: int, cache: str) -> Any:
+    from torch.utils.data import DataLoader
+
+    from seneca import SenecaLoader
+
+    split = CONFIGS[kind]
+    if split is None:
+        return DataLoader(train, batch_size=32, shuffle=True)
+    return SenecaLoader(
+        train, batch_size=32, shuffle=True, cache=cache, split=split, job=f"accuracy-{seed}"
+    )
+
+
+def _report(kind: str, seed: int, accuracy: float, loader: Any) -> dict[str, Any]:
+    report: dict[str, Any] = {"loader": kind, "seed": seed, "accuracy": accuracy}
+    if CONFIGS[kind] is not None:
+        s = loader.stats()
+        report["samples"] = s["samples"]
+        report["substitutions"] = s["substitutions"]
+        # the engine never gives a job a crop it made: its augmented hits are other jobs' crops
+        report["crops_from_other_jobs"] = s["augmented"]["hits"] / max(s["samples"], 1)
+        report["dataset"] = loader.store.keys.dataset
+        report["prefix"] = loader.store.keys.prefix
+        loader.close()
+    return report
+
+
 def _train(
     kind: str, root: str, seed: int, epochs: int, cache: str, barrier: Any, out: Any
 ) -> None:
@@ -79,8 +123,6 @@ def _train(
         from torchvision import transforms as T
         from torchvision.datasets import ImageFolder
 
-        from seneca import SenecaLoader
-
         torch.set_num_threads(1)
         torch.manual_seed(seed)
         random.seed(seed)
@@ -88,12 +130,7 @@ def _train(
         train_tf = T.Compose([T.RandomResizedCrop(_SIZE, scale=(0.8, 1.0)), T.ToTensor(), norm])
         train = ImageFolder(str(Path(root, "train")), transform=train_tf)
         test = ImageFolder(str(Path(root, "test")), transform=T.Compose([T.ToTensor(), norm]))
-        if kind == "pytorch":
-            loader = DataLoader(train, batch_size=32, shuffle=True)
-        else:
-            loader = SenecaLoader(
-                train, batch_size=32, shuffle=True, cache=cache, job=f"accuracy-{seed}"
-            )
+        loader = _loader(kind, train, seed, cache)
         model = _model()
         opt = torch.optim.Adam(model.parameters(), lr=2e-3)
         barrier.wait()
@@ -109,19 +146,48 @@ def _train(
             for x, y in DataLoader(test, batch_size=256):
                 correct += int((model(x).argmax(1) == y).sum())
                 total += len(y)
-        report = {"loader": kind, "seed": seed, "accuracy": correct / total}
-        if kind == "seneca":
-            report["substitutions"] = loader.stats()["substitutions"]
-        out.put(report)
+        out.put(_report(kind, seed, correct / total, loader))
     except BaseException as e:
         barrier.abort()
         out.put({"error": f"{type(e).__name__}: {e}"})
 
 
+def summarise(values: list[float]) -> dict[str, float]:
+    """Mean, sample standard deviation (0 for one value), min and max of ``values``."""
+    mean = sum(values) / len(values)
+    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1) if len(values) > 1 else 0.0
+    return {"mean": mean, "std": var**0.5, "min": min(values), "max": max(values)}
+
+
+def _forget(cache: str, reports: list[dict[str, Any]]) -> None:
+    """Delete the keys of the datasets a configuration's jobs cached (the next starts empty)."""
+    from seneca.cache.client import CacheClient
+    from seneca.cache.maintenance import clear_datasets
+
+    client = CacheClient(cache)
+    for prefix in {r["prefix"] for r in reports}:
+        names = sorted({r["dataset"] for r in reports if r["prefix"] == prefix})
+        clear_datasets(client.redis, names, force=True, prefix=prefix)
+
+
+def _run_config(kind: str, data: str, jobs: int, epochs: int, cache: str) -> dict[str, Any]:
+    args = [(kind, data, seed, epochs, cache) for seed in range(jobs)]
+    reports = ProcessGroup(_train, args).reports(3600, f"accuracy {kind}")
+    reports.sort(key=lambda r: r["seed"])
+    accs = [r["accuracy"] for r in reports]
+    result: dict[str, Any] = {"accuracies": accs, **summarise(accs), "runs": reports}
+    if CONFIGS[kind] is not None:
+        _forget(cache, reports)
+        crops = [r["crops_from_other_jobs"] for r in reports]
+        result["crops_from_other_jobs"] = crops
+    return result
+
+
 def run_accuracy(
     data: str, jobs: int = 3, epochs: int = 15, cache: str | None = None, out: str | None = None
 ) -> dict[str, Any]:
-    """Write the digits (unless ``data`` has them), train, print and return the accuracies."""
+    """Write the digits (unless ``data`` has them), train every configuration of
+    :data:`CONFIGS`, return (and write to ``out``) the accuracies."""
     if jobs < 1 or epochs < 1:
         raise ConfigError(f"--jobs and --epochs must be positive, got {jobs} and {epochs}")
     if not Path(data, "train").is_dir():
@@ -132,13 +198,34 @@ def run_accuracy(
 
         cache = acquire_embedded(defaults.CACHE_SIZE, name="accuracy")
     result: dict[str, Any] = {"jobs": jobs, "epochs": epochs}
-    for kind in ("pytorch", "seneca"):
-        args = [(kind, data, seed, epochs, cache) for seed in range(jobs)]
-        group = ProcessGroup(_train, args)
-        reports = sorted(group.reports(3600, f"accuracy {kind}"), key=lambda r: r["seed"])
-        accs = [r["accuracy"] for r in reports]
-        result[kind] = {"accuracies": accs, "mean": sum(accs) / len(accs), "runs": reports}
-    result["difference_points"] = 100 * (result["seneca"]["mean"] - result["pytorch"]["mean"])
+    for kind in CONFIGS:
+        result[kind] = _run_config(kind, data, jobs, epochs, cache)
+    base = result["pytorch"]["mean"]
+    result["difference_points"] = {
+        kind: 100 * (result[kind]["mean"] - base) for kind in CONFIGS if kind != "pytorch"
+    }
     if out:
         Path(out).write_text(json.dumps(result, indent=2) + "\n")
     return result
+
+
+def format_accuracy(result: dict[str, Any]) -> str:
+    """The table ``seneca accuracy`` prints."""
+    lines = [
+        f"{result['jobs']} concurrent jobs per configuration, {result['epochs']} epochs",
+        "loader            test accuracy per job (%)     mean    std  min-max  "
+        "vs pytorch  crops made by another job",
+    ]
+    for kind in CONFIGS:
+        r = result[kind]
+        accs = " ".join(f"{100 * a:.2f}" for a in r["accuracies"])
+        diff = result["difference_points"].get(kind)
+        crops = r.get("crops_from_other_jobs")
+        lines.append(
+            f"{kind:<17} {accs:<28} {100 * r['mean']:6.2f} {100 * r['std']:6.2f}"
+            f"  {100 * r['min']:.2f}-{100 * r['max']:.2f}"
+            f"  {'' if diff is None else f'{diff:+.2f} pts':>10}"
+            f"  {'' if crops is None else ' '.join(f'{c:.2f}' for c in crops)}"
+        )
+    lines.append("goal: each Seneca configuration's mean within 1 point of pytorch's")
+    return "\n".join(lines)

@@ -93,7 +93,9 @@ def _add_measurements(sub: Any) -> None:
     h.add_argument("--passes", type=int, default=3, help="turns of the three reads per fill")
     h.add_argument("--cache", help="Redis URL (default: a private embedded one)")
     h.add_argument("--out", help="directory for hit_path.json")
-    a = sub.add_parser("accuracy", help="test accuracy: DataLoader vs concurrent Seneca jobs")
+    a = sub.add_parser(
+        "accuracy", help="test accuracy: DataLoader, Seneca with and without shared crops"
+    )
     a.add_argument("--data", default="data/digits", help="where the digits are (written if new)")
     a.add_argument("--jobs", type=int, default=3, help="concurrent jobs per loader")
     a.add_argument("--epochs", type=int, default=15)
@@ -203,13 +205,11 @@ def _run(args: argparse.Namespace) -> None:
     elif args.command == "validate-model":
         _validate(args)
     elif args.command == "accuracy":
-        from seneca.bench.accuracy import run_accuracy
+        from seneca.bench.accuracy import format_accuracy, run_accuracy
 
-        r = run_accuracy(args.data, args.jobs, args.epochs, args.cache, args.out)
-        for kind in ("pytorch", "seneca"):
-            accs = " ".join(f"{a:.4f}" for a in r[kind]["accuracies"])
-            print(f"{kind:<8} test accuracy per job: {accs}  mean {100 * r[kind]['mean']:.2f}%")
-        print(f"difference: {r['difference_points']:+.2f} points (goal: within 1 point)")
+        print(
+            format_accuracy(run_accuracy(args.data, args.jobs, args.epochs, args.cache, args.out))
+        )
     elif args.command == "demo":
         from seneca.bench.demo import run_demo
 

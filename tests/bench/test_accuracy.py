@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from seneca.bench.accuracy import write_digits
+from seneca.bench.accuracy import CONFIGS, summarise, write_digits
 from seneca.cli.main import main
 
 
@@ -19,10 +19,26 @@ def test_digits_written_as_imagefolder(tmp_path):
 @pytest.mark.slow
 def test_short_accuracy_run(tmp_path, redis_url, capsys):
     out = tmp_path / "acc.json"
-    argv = ["accuracy", "--data", str(tmp_path / "digits"), "--jobs", "2", "--epochs", "2"]
+    argv = ["accuracy", "--data", str(tmp_path / "digits"), "--jobs", "2", "--epochs", "3"]
     assert main([*argv, "--cache", redis_url, "--out", str(out)]) == 0
     result = json.loads(out.read_text())
-    for kind in ("pytorch", "seneca"):
+    for kind in CONFIGS:
+        # three epochs reach 91-98% in every configuration; a mixed-up label, sample or crop
+        # would stay near chance (10%)
         assert len(result[kind]["accuracies"]) == 2
-        assert min(result[kind]["accuracies"]) > 0.5  # far above chance (0.1) after 2 epochs
-    assert "difference:" in capsys.readouterr().out
+        assert min(result[kind]["accuracies"]) > 0.85, (kind, result[kind]["accuracies"])
+    for kind in ("seneca-shared", "seneca-unshared"):
+        assert abs(result["difference_points"][kind]) < 8, result["difference_points"]
+    # the counted share of crops made by another job: most with the augmented tier, none without
+    assert min(result["seneca-shared"]["crops_from_other_jobs"]) > 0.3
+    assert result["seneca-unshared"]["crops_from_other_jobs"] == [0.0, 0.0]
+    printed = capsys.readouterr().out
+    assert all(kind in printed for kind in CONFIGS)
+
+
+def test_summary_of_accuracies():
+    s = summarise([0.9, 0.95, 1.0])
+    assert s["mean"] == pytest.approx(0.95)
+    assert s["std"] == pytest.approx(0.05)
+    assert (s["min"], s["max"]) == (0.9, 1.0)
+    assert summarise([0.5])["std"] == 0.0
