@@ -1,25 +1,33 @@
 """``make demo``: two concurrent training jobs over one embedded cache, next to DataLoader.
 
 Each job is its own process training a small torchvision model on the CPU. The demo runs the two
-jobs with torch's DataLoader, then with SenecaLoader sharing one embedded cache, and prints per
-job samples/s, hit rate per tier and decodes per sample.
+jobs with a DataLoader given every non-cache trick SenecaLoader uses (the transform's trailing
+dtype/normalise once per batch, glibc's malloc tuned: ``pytorch-tuned`` in ``seneca bench``),
+and with SenecaLoader sharing one embedded cache (emptied before each of its runs). ``rounds``
+rounds alternate which loader goes first; the demo prints per job samples/s, hit rate per tier
+and decodes per sample (counted where they happen, for both loaders), and the aggregate ratio of
+each round with its median and range.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 from seneca import defaults
+from seneca_base.errors import ConfigError
 
-__all__ = ["run_demo"]
+__all__ = ["order_of", "run_demo"]
 
 BATCH = 32
 CROP = 32
 CLASSES = 10
 CACHE_SIZE = "1.5GB"
 SPLIT = {"encoded": 0.25, "decoded": 0.55, "augmented": 0.2}
+KINDS = ("pytorch-tuned", "seneca")
 
 
 def _transform():
@@ -40,33 +48,34 @@ def _transform():
     )
 
 
+def _loader(kind: str, data: str, rank: int, cache_url: str | None) -> Any:
+    from seneca import SenecaLoader
+    from seneca.bench.torch_loaders import Counted, CountedDataLoader, counted_folder
+
+    common = {"batch_size": BATCH, "shuffle": True, "num_workers": 1, "persistent_workers": True}
+    if kind == "seneca":
+        from torchvision.datasets import ImageFolder
+
+        ds = ImageFolder(data, transform=_transform())
+        return ds, SenecaLoader(
+            ds, **common, cache=cache_url, cache_size=CACHE_SIZE, split=SPLIT, job=f"demo-{rank}"
+        )
+    counted = Counted()
+    ds, tail = counted_folder(data, _transform(), counted, tuned=True)
+    return ds, CountedDataLoader(ds, counted, tail, tuned=True, **common)
+
+
 def _job(kind: str, rank: int, data: str, iterations: int, cache_url: str | None, out) -> None:
     import torch
     import torchvision
-    from torch.utils.data import DataLoader
-    from torchvision.datasets import ImageFolder
     from tqdm import tqdm
-
-    from seneca import SenecaLoader
 
     torch.set_num_threads(1)
     torch.manual_seed(rank)
-    ds = ImageFolder(data, transform=_transform())
-    common = {"batch_size": BATCH, "shuffle": True, "num_workers": 1, "persistent_workers": True}
-    if kind == "seneca":
-        loader = SenecaLoader(
-            ds,
-            **common,
-            cache=cache_url,
-            cache_size=CACHE_SIZE,
-            split=SPLIT,
-            job=f"demo-job-{rank}",
-        )
-    else:
-        loader = DataLoader(ds, **common)
+    ds, loader = _loader(kind, data, rank, cache_url)
     model = torchvision.models.resnet18(num_classes=len(ds.classes))
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    bar = tqdm(total=iterations, desc=f"{kind:>10} job {rank}", position=rank, leave=False)
+    bar = tqdm(total=iterations, desc=f"{kind:>13} job {rank}", position=rank, leave=False)
     steps = samples = 0
     start = time.perf_counter()
     loss = torch.tensor(0.0)
@@ -79,23 +88,15 @@ def _job(kind: str, rank: int, data: str, iterations: int, cache_url: str | None
             steps += 1
             samples += len(y)
             bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.2f}")
             if steps == iterations:
                 break
     elapsed = time.perf_counter() - start
     bar.close()
-    result = {
-        "kind": kind,
-        "rank": rank,
-        "samples": samples,
-        "seconds": elapsed,
-        "loss": float(loss.item()),
-    }
-    result["stats"] = loader.stats() if kind == "seneca" else None
-    out.put(result)
+    stats = loader.stats()
+    out.put({"kind": kind, "rank": rank, "samples": samples, "seconds": elapsed, "stats": stats})
 
 
-def _run(kind: str, data: str, iterations: int, cache_url: str | None, jobs: int = 2) -> list[dict]:
+def _run(kind: str, data: str, iterations: int, cache_url: str, jobs: int = 2) -> list[dict]:
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     procs = [
@@ -112,32 +113,53 @@ def _run(kind: str, data: str, iterations: int, cache_url: str | None, jobs: int
 
 def _table(rows: list[dict]) -> str:
     head = (
-        f"{'loader':<11}{'job':>4}{'samples/s':>11}{'hit aug':>9}{'hit dec':>9}"
-        f"{'hit enc':>9}{'decodes/sample':>16}{'final loss':>12}"
+        f"{'round':>5} {'loader':<14}{'job':>4}{'samples/s':>11}{'hit aug':>9}{'hit dec':>9}"
+        f"{'hit enc':>9}{'decodes/sample':>16}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         rate = r["samples"] / r["seconds"]
         s = r["stats"]
-        if s is None:
-            hits = ["-", "-", "-"]
-            decodes = 1.0
-        else:
-            hits = [f"{s[t]['hit_rate']:.2f}" for t in ("augmented", "decoded", "encoded")]
-            decodes = s["decodes"] / max(1, s["samples"])
+        hits = [f"{s[t]['hit_rate']:.2f}" for t in ("augmented", "decoded", "encoded")]
+        decodes = s["decodes"] / max(1, s["samples"])
         lines.append(
-            f"{r['kind']:<11}{r['rank']:>4}{rate:>11.1f}{hits[0]:>9}{hits[1]:>9}"
-            f"{hits[2]:>9}{decodes:>16.2f}{r['loss']:>12.2f}"
+            f"{r['round']:>5} {r['kind']:<14}{r['rank']:>4}{rate:>11.1f}{hits[0]:>9}{hits[1]:>9}"
+            f"{hits[2]:>9}{decodes:>16.2f}"
         )
     return "\n".join(lines)
 
 
-def run_demo(data: str = "data/demo", images: int = 2000, iterations: int = 150) -> None:
-    """Make the dataset if missing, run both loaders with 2 concurrent jobs, print the table."""
+def order_of(rnd: int) -> tuple[str, ...]:
+    """The loaders in the order round ``rnd`` (from 1) runs them: odd rounds DataLoader first."""
+    return KINDS if rnd % 2 else KINDS[::-1]
+
+
+def _ratios(rows: list[dict], rounds: int) -> list[float]:
+    """Per round: Seneca's aggregate samples/s over the tuned DataLoader's."""
+    out = []
+    for rnd in range(1, rounds + 1):
+        agg = {
+            k: sum(
+                r["samples"] / r["seconds"] for r in rows if r["kind"] == k and r["round"] == rnd
+            )
+            for k in KINDS
+        }
+        out.append(agg["seneca"] / agg["pytorch-tuned"])
+    return out
+
+
+def run_demo(
+    data: str = "data/demo", images: int = 2000, iterations: int = 100, rounds: int = 2
+) -> list[float]:
+    """Make the dataset if missing, run both loaders with 2 concurrent jobs ``rounds`` times
+    (alternating which goes first), print the table and the ratios; returns the ratios."""
+    from seneca.bench.harness import clear_cache
     from seneca.bench.synthetic import make_dataset
     from seneca.cache.embedded import acquire_embedded
     from seneca_base.units import parse_size
 
+    if iterations < 1 or rounds < 1:
+        raise ConfigError(f"--iterations and --rounds must be positive, got {iterations}, {rounds}")
     root = Path(data)
     if not root.is_dir() or not any(root.iterdir()):
         print(f"making a {images}-image demo dataset in {root} (once)")
@@ -145,23 +167,26 @@ def run_demo(data: str = "data/demo", images: int = 2000, iterations: int = 150)
     n = sum(1 for _ in root.rglob("*.jpg"))
     print(
         f"dataset {root}: {n} images; 2 concurrent jobs x {iterations} iterations of batch "
-        f"{BATCH}, ResNet-18 at {CROP}x{CROP} on the CPU, 1 loader worker per job"
+        f"{BATCH}, ResNet-18 at {CROP}x{CROP} on the CPU, 1 loader worker per job, "
+        f"{rounds} rounds"
     )
     # Hold the embedded cache for the whole demo so both Seneca jobs join one server.
     url = acquire_embedded(parse_size(CACHE_SIZE, "cache_size"), defaults.EMBEDDED_NAME)
     rows = []
-    for kind in ("pytorch", "seneca"):
-        t = time.perf_counter()
-        rows += _run(kind, str(root), iterations, url if kind == "seneca" else None)
-        print(f"{kind}: both jobs done in {time.perf_counter() - t:.0f} s")
+    for rnd in range(1, rounds + 1):
+        for kind in order_of(rnd):
+            if kind == "seneca":
+                clear_cache(url)  # every Seneca run starts from an empty cache
+            t = time.perf_counter()
+            rows += [{**r, "round": rnd} for r in _run(kind, str(root), iterations, url)]
+            print(f"round {rnd}, {kind}: both jobs done in {time.perf_counter() - t:.0f} s")
     print()
     print(_table(rows))
-    agg = {
-        k: sum(r["samples"] / r["seconds"] for r in rows if r["kind"] == k)
-        for k in ("pytorch", "seneca")
-    }
+    ratios = _ratios(rows, rounds)
+    each = ", ".join(f"{r:.2f}x" for r in ratios)
     print(
-        f"\naggregate samples/s: DataLoader {agg['pytorch']:.1f}, Seneca {agg['seneca']:.1f} "
-        f"({agg['seneca'] / agg['pytorch']:.2f}x)"
+        f"\naggregate samples/s, Seneca / DataLoader with the same non-cache tuning: median "
+        f"{statistics.median(ratios):.2f}x, range {min(ratios):.2f}-{max(ratios):.2f}x "
+        f"(per round: {each})"
     )
-    print("decodes/sample: DataLoader decodes every sample it serves (1.00 per job).")
+    return ratios

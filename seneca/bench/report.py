@@ -6,7 +6,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-__all__ = ["groups", "markdown", "write_reports"]
+__all__ = ["format_targets", "groups", "markdown", "targets", "write_reports"]
 
 
 def _mean(values: list[float]) -> float:
@@ -80,6 +80,47 @@ def markdown(result: dict[str, Any]) -> str:
             + f" | {r['decodes_per_sample_epoch']:.2f} | {r['cpu_utilisation']:.0%} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def targets(result: dict[str, Any], jobs: int = 3) -> list[dict[str, Any]]:
+    """Seneca's headline targets at ``jobs`` concurrent jobs, from the medians: aggregate
+    throughput >= 2.0x ``pytorch-tuned``, >= 2.5x ``pytorch`` and >= 1.5x the better of MINIO
+    and Quiver; decodes per sample-epoch (the median run's) <= 1.2. Only those whose loaders
+    ran are listed, each with ``target``, ``measured``, ``goal`` and ``met``."""
+    by = {(g["jobs"], g["loader"]): g for g in groups(result)}
+    seneca = by.get((jobs, "seneca"))
+    if seneca is None:
+        return []
+    out = []
+    for name, bases, goal in (
+        ("vs pytorch-tuned", ["pytorch-tuned"], 2.0),
+        ("vs pytorch", ["pytorch"], 2.5),
+        ("vs the better of minio and quiver", ["minio", "quiver"], 1.5),
+    ):
+        ran = [by[(jobs, b)]["median"] for b in bases if (jobs, b) in by]
+        if ran:
+            ratio = seneca["median"] / max(ran)
+            out.append({"target": name, "measured": ratio, "goal": goal, "met": ratio >= goal})
+    decodes = seneca["median_run"]["decodes_per_sample_epoch"]
+    out.append(
+        {
+            "target": "decodes per sample-epoch",
+            "measured": decodes,
+            "goal": 1.2,
+            "met": decodes <= 1.2,
+        }
+    )
+    return out
+
+
+def format_targets(result: dict[str, Any], jobs: int = 3) -> str:
+    """:func:`targets` as markdown lines, each saying met or missed."""
+    return "\n".join(
+        f"- Seneca {t['target']}: {t['measured']:.2f} (goal "
+        f"{'<=' if t['target'].startswith('decodes') else '>='} {t['goal']:g}): "
+        f"{'met' if t['met'] else 'MISSED'}"
+        for t in targets(result, jobs)
+    )
 
 
 def write_reports(result: dict[str, Any], out: str) -> None:

@@ -119,7 +119,8 @@ def _add_measurements(sub: Any) -> None:
     d = sub.add_parser("demo", help="two concurrent training jobs, Seneca vs DataLoader")
     d.add_argument("--data", default="data/demo", help="dataset directory (made if missing)")
     d.add_argument("--images", type=int, default=2000)
-    d.add_argument("--iterations", type=int, default=150, help="training steps per job")
+    d.add_argument("--iterations", type=int, default=100, help="training steps per job")
+    d.add_argument("--rounds", type=int, default=2, help="rounds of both loaders, interleaved")
 
 
 def _add_bench(sub: Any) -> None:
@@ -213,7 +214,7 @@ def _run(args: argparse.Namespace) -> None:
     elif args.command == "demo":
         from seneca.bench.demo import run_demo
 
-        run_demo(args.data, images=args.images, iterations=args.iterations)
+        run_demo(args.data, images=args.images, iterations=args.iterations, rounds=args.rounds)
 
 
 def _cache_node(args: argparse.Namespace) -> None:
@@ -256,7 +257,7 @@ def _int_list(text: str, option: str) -> list[int]:
 
 def _bench(args: argparse.Namespace) -> None:
     from seneca.bench.harness import BenchConfig, run_bench
-    from seneca.bench.report import markdown
+    from seneca.bench.report import format_targets, markdown, targets
     from seneca.loader.options import load_plan
 
     if args.split and args.plan:
@@ -289,6 +290,8 @@ def _bench(args: argparse.Namespace) -> None:
     )
     result = run_bench(cfg)
     print(markdown(result), end="")
+    if targets(result, 3):  # the headline targets are stated for 3 concurrent jobs
+        print(f"\ntargets at 3 jobs:\n{format_targets(result, 3)}")
     print(f"\nwrote {args.out}/results.json, results.md, throughput.png, decodes.png")
 
 

@@ -151,6 +151,25 @@ def test_the_report_gives_medians_ranges_and_ratios_of_medians():
     assert "3 round(s), each in its own shuffled order; page cache warmed" in text
 
 
+def test_the_targets_say_met_or_missed_from_the_medians():
+    from seneca.bench.report import format_targets, targets
+
+    runs = [_run("pytorch-tuned", r, n) for n, r in enumerate((100.0, 120.0, 90.0))]
+    runs += [_run("pytorch", 80.0, 0), _run("minio", 150.0, 0), _run("quiver", 180.0, 0)]
+    runs += [_run("seneca", r, n) for n, r in enumerate((250.0, 200.0, 300.0))]
+    got = {t["target"]: (round(t["measured"], 3), t["met"]) for t in targets({"runs": runs}, 2)}
+    assert got == {
+        "vs pytorch-tuned": (2.5, True),
+        "vs pytorch": (3.125, True),
+        "vs the better of minio and quiver": (1.389, False),  # quiver's 180 is the better
+        "decodes per sample-epoch": (1.0, True),
+    }
+    text = format_targets({"runs": runs}, 2)
+    assert "minio and quiver: 1.39 (goal >= 1.5): MISSED" in text
+    assert "decodes per sample-epoch: 1.00 (goal <= 1.2): met" in text
+    assert targets({"runs": runs}, 3) == []  # no seneca run at 3 jobs
+
+
 def test_quiver_serves_each_sample_once_in_a_seeded_order():
     sampler = QuiverBatchSampler(1000, 8)
     epochs = []

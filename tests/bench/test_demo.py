@@ -1,0 +1,30 @@
+"""make demo: both loaders, interleaved rounds, the ratio with its spread."""
+
+import pytest
+
+from seneca.bench.demo import order_of, run_demo
+from seneca_base.errors import ConfigError
+
+
+@pytest.mark.slow
+def test_demo_reports_counted_rows_and_the_ratio(tiny_dataset, capsys):
+    ratios = run_demo(str(tiny_dataset), iterations=2, rounds=1)
+    out = capsys.readouterr().out
+    assert len(ratios) == 1 and ratios[0] > 0
+    done = [line.split(":")[0] for line in out.splitlines() if line.startswith("round 1, ")]
+    assert done == ["round 1, pytorch-tuned", "round 1, seneca"]
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] == ["1"]]
+    assert len(rows) == 4  # 2 loaders x 2 jobs, each with its counted decodes
+    assert all(float(r[-1]) > 0 for r in rows)
+    assert f"median {ratios[0]:.2f}x, range {ratios[0]:.2f}-{ratios[0]:.2f}x" in out
+
+
+def test_rounds_alternate_which_loader_goes_first():
+    assert order_of(1) == ("pytorch-tuned", "seneca")
+    assert order_of(2) == ("seneca", "pytorch-tuned")
+    assert order_of(3) == order_of(1)
+
+
+def test_demo_options_are_checked(tmp_path):
+    with pytest.raises(ConfigError, match="--rounds"):
+        run_demo(str(tmp_path), rounds=0)
