@@ -28,7 +28,16 @@ from typing import Any
 from seneca.bench.spawn import ProcessGroup
 from seneca_base.errors import ConfigError
 
-__all__ = ["CONFIGS", "format_accuracy", "run_accuracy", "summarise", "write_digits"]
+__all__ = [
+    "CONFIGS",
+    "accuracy_of",
+    "digit_sets",
+    "fit",
+    "format_accuracy",
+    "run_accuracy",
+    "summarise",
+    "write_digits",
+]
 
 _SIZE = 32
 
@@ -113,40 +122,62 @@ def _report(kind: str, seed: int, accuracy: float, loader: Any) -> dict[str, Any
     return report
 
 
+def digit_sets(root: str | Path) -> tuple[Any, Any]:
+    """The train set (RandomResizedCrop, ToTensor, Normalize) and test set of the digits."""
+    from torchvision import transforms as T
+    from torchvision.datasets import ImageFolder
+
+    norm = T.Normalize([0.5] * 3, [0.5] * 3)
+    train_tf = T.Compose([T.RandomResizedCrop(_SIZE, scale=(0.8, 1.0)), T.ToTensor(), norm])
+    train = ImageFolder(str(Path(root, "train")), transform=train_tf)
+    test = ImageFolder(str(Path(root, "test")), transform=T.Compose([T.ToTensor(), norm]))
+    return train, test
+
+
+def fit(loader: Any, epochs: int) -> Any:
+    """A fresh model (from torch's global RNG) trained on ``loader`` for ``epochs``."""
+    import torch
+
+    model = _model()
+    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
+    for _ in range(epochs):
+        model.train()
+        for x, y in loader:
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+    return model
+
+
+def accuracy_of(model: Any, test: Any) -> float:
+    """The share of ``test`` that ``model`` classifies right (read with a plain DataLoader)."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    model.eval()
+    correct = total = 0
+    with torch.no_grad():
+        for x, y in DataLoader(test, batch_size=256):
+            correct += int((model(x).argmax(1) == y).sum())
+            total += len(y)
+    return correct / total
+
+
 def _train(
     kind: str, root: str, seed: int, epochs: int, cache: str, barrier: Any, out: Any
 ) -> None:
     """One training job (a separate process); reports its test accuracy."""
     try:
         import torch
-        from torch.utils.data import DataLoader
-        from torchvision import transforms as T
-        from torchvision.datasets import ImageFolder
 
         torch.set_num_threads(1)
         torch.manual_seed(seed)
         random.seed(seed)
-        norm = T.Normalize([0.5] * 3, [0.5] * 3)
-        train_tf = T.Compose([T.RandomResizedCrop(_SIZE, scale=(0.8, 1.0)), T.ToTensor(), norm])
-        train = ImageFolder(str(Path(root, "train")), transform=train_tf)
-        test = ImageFolder(str(Path(root, "test")), transform=T.Compose([T.ToTensor(), norm]))
+        train, test = digit_sets(root)
         loader = _loader(kind, train, seed, cache)
-        model = _model()
-        opt = torch.optim.Adam(model.parameters(), lr=2e-3)
         barrier.wait()
-        for _ in range(epochs):
-            model.train()
-            for x, y in loader:
-                opt.zero_grad()
-                torch.nn.functional.cross_entropy(model(x), y).backward()
-                opt.step()
-        model.eval()
-        correct = total = 0
-        with torch.no_grad():
-            for x, y in DataLoader(test, batch_size=256):
-                correct += int((model(x).argmax(1) == y).sum())
-                total += len(y)
-        out.put(_report(kind, seed, correct / total, loader))
+        model = fit(loader, epochs)
+        out.put(_report(kind, seed, accuracy_of(model, test), loader))
     except BaseException as e:
         barrier.abort()
         out.put({"error": f"{type(e).__name__}: {e}"})

@@ -3,8 +3,11 @@
 import json
 
 import pytest
+import torch
+from torch.utils.data import DataLoader
 
-from seneca.bench.accuracy import CONFIGS, summarise, write_digits
+from seneca import SenecaLoader
+from seneca.bench.accuracy import CONFIGS, accuracy_of, digit_sets, fit, summarise, write_digits
 from seneca.cli.main import main
 
 
@@ -42,3 +45,43 @@ def test_summary_of_accuracies():
     assert s["std"] == pytest.approx(0.05)
     assert (s["min"], s["max"]) == (0.9, 1.0)
     assert summarise([0.5])["std"] == 0.0
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    root = tmp_path_factory.mktemp("digits")
+    write_digits(root)
+    return root
+
+
+def _seeded_accuracy(digits, make_loader, epochs=3):
+    torch.manual_seed(0)
+    train, test = digit_sets(digits)
+    loader = make_loader(train, torch.Generator().manual_seed(1))
+    return accuracy_of(fit(loader, epochs), test), loader
+
+
+@pytest.mark.slow
+def test_seeded_accuracy_through_the_cache_is_within_one_point(digits, redis_url):
+    """The same seeds, order and crops through the cache (hits from the second epoch on)
+    train the model DataLoader trains: a sample, label or pixel served wrong shows here."""
+    torch.set_num_threads(1)
+    base, _ = _seeded_accuracy(
+        digits, lambda ds, g: DataLoader(ds, batch_size=32, shuffle=True, generator=g)
+    )
+    seneca, loader = _seeded_accuracy(
+        digits,
+        lambda ds, g: SenecaLoader(
+            ds,
+            batch_size=32,
+            shuffle=True,
+            generator=g,
+            cache=redis_url,
+            split=(0.5, 0.5, 0),
+            ods=False,
+        ),
+    )
+    stats = loader.stats()
+    assert stats["encoded"]["hits"] + stats["decoded"]["hits"] > stats["samples"] / 2
+    assert base > 0.85
+    assert abs(seneca - base) <= 0.01, (seneca, base)

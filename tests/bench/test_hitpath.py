@@ -1,9 +1,14 @@
 """seneca hit-path: the loader's cache-hit path and raw MGET measured side by side."""
 
-import pytest
+from collections import Counter
 
-from seneca.bench.hitpath import format_hit_path, run_hit_path
+import pytest
+import redis
+import torch
+
+from seneca.bench.hitpath import _dataset, _fill, _loader, format_hit_path, run_hit_path
 from seneca.cli.main import main
+from seneca.pipeline.codec import decode
 from seneca_base.errors import ConfigError
 
 
@@ -58,3 +63,26 @@ def test_cli_and_errors(tiny_dataset, redis_url, capsys):
         main(["hit-path", "--data", str(tiny_dataset), "--samples", "4", "--cache", redis_url]) == 2
     )
     assert "--samples must be" in capsys.readouterr().err
+
+
+def test_the_loader_reads_exactly_the_cached_bytes(tiny_dataset, redis_url):
+    """Every batch row of a hits-only epoch is the cached value of its sample, with its label."""
+    ds = _dataset(str(tiny_dataset), 24, 16)
+    size = 24 * (3 * 16 * 16 + 4096)
+    store = _fill(ds, redis_url, 0, 8, size)
+    client = redis.Redis.from_url(redis_url)
+    values = client.mget([store.value_key("augmented", i) for i in range(24)])
+    client.close()
+    cached = Counter()
+    for i, v in enumerate(values):
+        image = torch.as_tensor(decode(v, image_tensor=True)).contiguous()
+        cached[(ds.targets[i], image.numpy().tobytes())] += 1
+    assert len(cached) == 24  # 24 different crops
+    store.join("hit-b0")
+    loader = _loader(ds, redis_url, "hit-check", 8, size)
+    read = Counter()
+    for x, y in loader:
+        for row, label in zip(x, y, strict=True):
+            read[(int(label), row.contiguous().numpy().tobytes())] += 1
+    assert loader.stats()["augmented"]["hits"] == 24
+    assert read == cached
