@@ -2,7 +2,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup test demo lint format clean
+.PHONY: setup test demo notebooks lint format clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -14,6 +14,10 @@ test: setup
 
 demo: setup
 	$(PY) -m seneca.cli demo
+
+# Re-run every notebook at full size and save its outputs (about 30 minutes on 2 cores).
+notebooks: setup
+	$(PY) scripts/run_notebooks.py --size full
 
 lint: setup
 	$(VENV)/bin/ruff check --no-cache .
