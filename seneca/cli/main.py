@@ -119,7 +119,7 @@ def _add_measurements(sub: Any) -> None:
     d = sub.add_parser("demo", help="two concurrent training jobs, Seneca vs DataLoader")
     d.add_argument("--data", default="data/demo", help="dataset directory (made if missing)")
     d.add_argument("--images", type=int, default=2000)
-    d.add_argument("--iterations", type=int, default=100, help="training steps per job")
+    d.add_argument("--iterations", type=int, default=250, help="training steps per job")
     d.add_argument("--rounds", type=int, default=2, help="rounds of both loaders, interleaved")
 
 
