@@ -110,6 +110,31 @@ local function next_set(key, r, n)
   return p
 end
 
+-- every set bit of key in [0, n) not in taken, in order: one BITPOS per bit, each scanning on
+-- from the last (a sparse key costs about one call per set bit and one pass over its bytes)
+local function listed(key, n, taken)
+  local out, last = {}, str(n - 1)
+  local p = redis.call('BITPOS', key, 1, 0, last, 'BIT')
+  while p ~= -1 do
+    if not taken[p] then out[#out + 1] = p end
+    if p >= n - 1 then break end
+    p = redis.call('BITPOS', key, 1, str(p + 1), last, 'BIT')
+  end
+  return out
+end
+
+-- up to count of list at random (a partial Fisher-Yates shuffle), added to taken
+local function draw(list, count, taken)
+  local out, random = {}, math.random
+  for k = 1, math.min(count, #list) do
+    local j = random(k, #list)
+    list[k], list[j] = list[j], list[k]
+    taken[list[k]] = true
+    out[k] = list[k]
+  end
+  return out
+end
+
 -- one of the set bits of the 32-bit word v (word w of a bitmap) at random; nil when that bit
 -- is at or past n or in taken (the probe finds nothing)
 local function bit_in_word(v, w, n, taken)

@@ -16,15 +16,16 @@ if want <= 0 or not U or redis.call('EXISTS', U) == 0 then
   return {st.epoch, st.served, 0, {}, {}, bucket}
 end
 local taken = {}
+if substitute then cached_unserved(U) end  -- C, in x:c: what the job may be served from cache
 local picked, cleared = pick(U, want, n, left / n, taken, nil, true)
-local tiers = usable_tiers(picked)
+local tiers = substitute and tiers_in_c(picked) or usable_tiers(picked)
 local misses = {}
 for k = 1, #picked do
   if not tiers[k] then misses[#misses + 1] = k end
 end
 local subs, displaced = 0, {}
 if substitute and #misses > 0 then
-  local chosen, found = substitutes(U, #misses, n, taken)
+  local chosen, found = substitutes(#misses, n, taken)
   for m, s in ipairs(chosen) do
     displaced[m] = picked[misses[m]]
     picked[misses[m]] = s
@@ -32,6 +33,7 @@ if substitute and #misses > 0 then
   end
   subs = #chosen
 end
+if substitute then redis.call('DEL', K.xc) end
 -- one call: the served samples leave U, the displaced misses come back if pick cleared them
 local bf, back = {}, cleared and displaced or {}
 for k, i in ipairs(picked) do
