@@ -10,8 +10,10 @@ local function cached_unserved(U)
   end
   if redis.call('EXISTS', K.t.a) == 1 then
     if redis.call('EXISTS', K.g) == 1 then
-      redis.call('BITOP', 'NOT', K.xg, K.g)
-      redis.call('BITOP', 'AND', K.xg, K.xg, K.t.a)
+      -- a & ~g as a ^ (a & g): NOT g would end where g ends (a shorter g than a would hide
+      -- every copy past its end)
+      redis.call('BITOP', 'AND', K.xg, K.t.a, K.g)
+      redis.call('BITOP', 'XOR', K.xg, K.xg, K.t.a)
     else
       redis.call('COPY', K.t.a, K.xg, 'REPLACE')
     end
