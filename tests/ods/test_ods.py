@@ -176,6 +176,21 @@ def test_a_job_never_gets_the_same_augmented_copy_twice(redis_proc, offset):
     assert min(epoch.values()) >= 2 and len(used) > 100
 
 
+def test_substitutes_include_copies_past_the_end_of_the_used_copies_bitmap(redis_proc):
+    """A job that has used one augmented copy (of sample 3: its used-copies bitmap is one byte
+    long) is still offered every other cached copy: all 10 samples of its batch are hits."""
+    store = make_store(redis_proc, 200, capacity={"augmented": 200})
+    for j in ("a", "b"):
+        store.join(j)
+        store.start_epoch(j, 0)
+    assert store.admit("b", [(i, "augmented", 1, b"") for i in range(100, 200)]) == [1] * 100
+    used = store.keys.job("a")[3]  # a's used-copies bitmap, as serving one copy leaves it
+    redis_proc.client.delete(used)
+    redis_proc.client.setbit(used, 3, 1)
+    d = store.decide("a", 10)
+    assert d.tiers == ["augmented"] * 10 and all(i >= 100 for i in d.indices)
+
+
 def test_lease_expiry_and_leave(redis_proc):
     store = make_store(redis_proc, 50, lease=0.3)
     store.join("a")
