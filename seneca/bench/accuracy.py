@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import random
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +119,6 @@ def _report(kind: str, seed: int, accuracy: float, loader: Any) -> dict[str, Any
         report["crops_from_other_jobs"] = s["augmented"]["hits"] / max(s["samples"], 1)
         report["dataset"] = loader.store.keys.dataset
         report["prefix"] = loader.store.keys.prefix
-        loader.close()
     return report
 
 
@@ -178,6 +178,8 @@ def _train(
         barrier.wait()
         model = fit(loader, epochs)
         out.put(_report(kind, seed, accuracy_of(model, test), loader))
+        if hasattr(loader, "close"):  # a SenecaLoader leaves its job now
+            loader.close()
     except BaseException as e:
         barrier.abort()
         out.put({"error": f"{type(e).__name__}: {e}"})
@@ -185,9 +187,8 @@ def _train(
 
 def summarise(values: list[float]) -> dict[str, float]:
     """Mean, sample standard deviation (0 for one value), min and max of ``values``."""
-    mean = sum(values) / len(values)
-    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1) if len(values) > 1 else 0.0
-    return {"mean": mean, "std": var**0.5, "min": min(values), "max": max(values)}
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return {"mean": statistics.fmean(values), "std": std, "min": min(values), "max": max(values)}
 
 
 def _forget(cache: str, reports: list[dict[str, Any]]) -> None:
@@ -196,9 +197,12 @@ def _forget(cache: str, reports: list[dict[str, Any]]) -> None:
     from seneca.cache.maintenance import clear_datasets
 
     client = CacheClient(cache)
-    for prefix in {r["prefix"] for r in reports}:
-        names = sorted({r["dataset"] for r in reports if r["prefix"] == prefix})
-        clear_datasets(client.redis, names, force=True, prefix=prefix)
+    try:
+        for prefix in {r["prefix"] for r in reports}:
+            names = sorted({r["dataset"] for r in reports if r["prefix"] == prefix})
+            clear_datasets(client.redis, names, force=True, prefix=prefix)
+    finally:
+        client.close()
 
 
 def _run_config(kind: str, data: str, jobs: int, epochs: int, cache: str) -> dict[str, Any]:
