@@ -1,7 +1,11 @@
 -- decide: the next batch of the job's epoch. Arguments: batch, lease (ms), seed, dataset size
--- n, substitute (0/1), policy, epoch ('' for the latest). Misses are replaced by cached samples
--- the job has not seen (the displaced ones stay unserved); hits are pinned. Returns epoch,
--- served, substitutions, samples, tier letters ('' for storage), pin bucket.
+-- n, substitute (0/1), policy, epoch ('' for the latest). With substitution, the batch is
+-- served from C (the cached samples the job may use and has not been served) first, at random,
+-- and the rest from its other unserved samples, at random: the same batches, in distribution,
+-- as picking at random from all unserved samples and replacing each miss by a random member of
+-- C while C lasts (the displaced misses stay unserved), without looking up or putting back the
+-- misses a uniform pick would have drawn. Hits are pinned. Returns epoch, served,
+-- substitutions, samples, tier letters ('' for storage), pin bucket.
 local want, lease, n = tonumber(args[a]), tonumber(args[a + 1]), tonumber(args[a + 3])
 local substitute, policy = args[a + 4] == '1', args[a + 5]
 math.randomseed(tonumber(args[a + 2]))
@@ -15,33 +19,17 @@ if want > left then want = left end
 if want <= 0 or not U or redis.call('EXISTS', U) == 0 then
   return {st.epoch, st.served, 0, {}, {}, bucket}
 end
-local taken = {}
-if substitute then cached_unserved(U) end  -- C, in x:c: what the job may be served from cache
-local picked, cleared = pick(U, want, n, left / n, taken, nil, true)
-local tiers = substitute and tiers_in_c(picked) or usable_tiers(picked)
-local misses = {}
-for k = 1, #picked do
-  if not tiers[k] then misses[#misses + 1] = k end
+local taken, picked, tiers, subs = {}, {}, {}, 0
+if substitute then
+  picked, tiers, subs = from_cache(U, want, n, left, taken)
 end
-local subs, displaced = 0, {}
-if substitute and #misses > 0 then
-  local chosen, found = substitutes(#misses, n, taken)
-  for m, s in ipairs(chosen) do
-    displaced[m] = picked[misses[m]]
-    picked[misses[m]] = s
-    tiers[misses[m]] = found[m]
-  end
-  subs = #chosen
-end
-if substitute then redis.call('DEL', K.xc) end
--- one call: the served samples leave U, the displaced misses come back if pick cleared them
-local bf, back = {}, cleared and displaced or {}
+local rest = pick(U, want - #picked, n, left / n, taken, nil, true)
+for _, i in ipairs(rest) do picked[#picked + 1] = i end
+shuffle_together(picked, tiers)
+-- one call: the served samples leave U
+local bf = {}
 for k, i in ipairs(picked) do
   bf[4 * k - 3], bf[4 * k - 2], bf[4 * k - 1], bf[4 * k] = 'SET', 'u1', str(i), '0'
-end
-for k, i in ipairs(back) do
-  local q = 4 * (#picked + k)
-  bf[q - 3], bf[q - 2], bf[q - 1], bf[q] = 'SET', 'u1', str(i), '1'
 end
 chunked('BITFIELD', U, nil, bf, 4)
 local out_tiers = serve(picked, tiers, policy)

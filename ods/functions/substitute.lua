@@ -2,60 +2,99 @@
 -- the cached samples a job may be served instead of its misses, and draws from it.
 
 -- the samples of C = (encoded | decoded | (augmented & ~used by the job)) & U, from the bitmaps
--- that exist, in the scratch bitmap x:c (whole-bitmap operations: for small bitmaps)
+-- that exist, in the scratch bitmap x:c; returns how many there are and the tiers (letters, in
+-- TIERS order) that hold any
 local function cached_unserved(U)
-  local parts = {}
-  for _, t in ipairs({'e', 'd'}) do
-    if redis.call('EXISTS', K.t[t]) == 1 then parts[#parts + 1] = K.t[t] end
-  end
-  if redis.call('EXISTS', K.t.a) == 1 then
-    if redis.call('EXISTS', K.g) == 1 then
-      -- a & ~g as a ^ (a & g): NOT g would end where g ends (a shorter g than a would hide
-      -- every copy past its end)
-      redis.call('BITOP', 'AND', K.xg, K.t.a, K.g)
-      redis.call('BITOP', 'XOR', K.xg, K.xg, K.t.a)
-    else
-      redis.call('COPY', K.t.a, K.xg, 'REPLACE')
+  local parts, present = {}, {}
+  for _, t in ipairs(TIERS) do
+    if redis.call('EXISTS', K.t[t]) == 1 then
+      present[#present + 1] = t
+      if t == 'a' and redis.call('EXISTS', K.g) == 1 then
+        -- a & ~g as a ^ (a & g): NOT g would end where g ends (a shorter g than a would hide
+        -- every copy past its end)
+        redis.call('BITOP', 'AND', K.xg, K.t.a, K.g)
+        redis.call('BITOP', 'XOR', K.xg, K.xg, K.t.a)
+        parts[#parts + 1] = K.xg
+      else
+        parts[#parts + 1] = K.t[t]
+      end
     end
-    parts[#parts + 1] = K.xg
   end
-  if #parts == 0 then
-    redis.call('DEL', K.xc)
-  elseif #parts == 1 then
+  if #parts == 0 then return 0, present end
+  if #parts == 1 then
     redis.call('BITOP', 'AND', K.xc, parts[1], U)
   else
     redis.call('BITOP', 'OR', K.xc, unpack(parts))
     redis.call('BITOP', 'AND', K.xc, K.xc, U)
   end
   redis.call('DEL', K.xg)
+  return redis.call('BITCOUNT', K.xc), present
 end
 
--- the tier the caller's job can use for each sample of list, all of them in U: only those set
--- in x:c (made by cached_unserved) are looked up in the tiers, the rest are misses
-local function tiers_in_c(list)
-  local inc, hits, where = bits(K.xc, list), {}, {}
-  for k = 1, #list do
-    if inc[k] == 1 then
-      hits[#hits + 1] = list[k]
-      where[#where + 1] = k
+-- the tier the caller's job uses for each sample of list, all of them in C: the first of the
+-- present tiers (TIERS order) that holds it (the augmented one only if the job has not used
+-- that copy); the last present tier holds whatever the others do not, unread
+local function tiers_in_c(list, present)
+  local out, left = {}, {}  -- left: the positions in list still without a tier
+  for k = 1, #list do left[k] = k end
+  for p, t in ipairs(present) do
+    if #left == 0 then break end
+    if p == #present then
+      for _, k in ipairs(left) do out[k] = t end
+      break
     end
+    local some = {}
+    for m, k in ipairs(left) do some[m] = list[k] end
+    local got = bits(K.t[t], some)
+    if t == 'a' and redis.call('EXISTS', K.g) == 1 then
+      local used = bits(K.g, some)
+      for m = 1, #some do
+        if used[m] == 1 then got[m] = 0 end
+      end
+    end
+    local rest = {}
+    for m, k in ipairs(left) do
+      if got[m] == 1 then out[k] = t else rest[#rest + 1] = k end
+    end
+    left = rest
   end
-  local found, out = usable_tiers(hits), {}
-  for m, k in ipairs(where) do out[k] = found[m] end
   return out
 end
 
--- up to count samples of C (in x:c: cached, usable by the job, not served this epoch), none in
--- taken, and the tier of each. When C holds at most twice count samples (the usual case once
--- jobs share the cache: they drain what is cached for them), all of them are listed in one
--- ordered scan and count drawn from the list; else random probes.
-local function substitutes(count, n, taken)
-  local total = redis.call('BITCOUNT', K.xc)
-  local chosen
-  if total <= 2 * count then
-    chosen = draw(listed(K.xc, n, taken), count, taken)
-  else
-    chosen = pick(K.xc, count, n, total / n, taken, nil, true)
+-- how many of want samples drawn at random from u samples without replacement are among the c
+-- of C: the hits a uniform pick would have found (the rest of the hits served replace misses)
+local function natural_hits(want, c, u)
+  local h, random = 0, math.random
+  for k = 0, want - 1 do
+    if c - h <= 0 then break end
+    if random() * (u - k) < c - h then h = h + 1 end
   end
-  return chosen, usable_tiers(chosen)
+  return h
+end
+
+-- up to want samples of C at random, added to taken (all of C when it holds fewer), with the
+-- tier of each and the substitutions they count for. When C holds at most twice want samples
+-- (the usual case once jobs share the cache: they drain what is cached for them) all of them
+-- are listed in one ordered scan and drawn from; else random probes.
+local function from_cache(U, want, n, left, taken)
+  local total, present = cached_unserved(U)
+  if total == 0 then return {}, {}, 0 end
+  local chosen
+  if total <= 2 * want then
+    chosen = draw(listed(K.xc, n, taken), want, taken)
+  else
+    chosen = pick(K.xc, want, n, total / n, taken, nil, true)
+  end
+  redis.call('DEL', K.xc)  -- fewer than want chosen: all of C was (pick clears what it finds)
+  return chosen, tiers_in_c(chosen, present), #chosen - natural_hits(want, total, left)
+end
+
+-- shuffle list and its tiers (a table by position; nil: storage) together
+local function shuffle_together(list, tiers)
+  local random = math.random
+  for k = #list, 2, -1 do
+    local m = random(1, k)
+    list[k], list[m] = list[m], list[k]
+    tiers[k], tiers[m] = tiers[m], tiers[k]
+  end
 end
