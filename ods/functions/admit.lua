@@ -17,23 +17,27 @@ local per_offer, most, pool_max = tonumber(args[c + 1]), tonumber(args[c + 2]), 
 local live = live_declared()
 if not live then return fail('SENECA_JOBS') end
 collect()
-local S, T, Z, offered, by_tier = {}, {}, {}, {}, {}
+local S, T, Z, offered, by_tier = {}, {}, {}, {}, {}  -- offered[tier][sample]
+for _, t in ipairs(TIERS) do offered[t], by_tier[t] = {}, {} end
 for k = c + 4, #args, 3 do
-  local m = #S + 1
-  S[m], T[m], Z[m] = tonumber(args[k]), args[k + 1], tonumber(args[k + 2])
-  offered[T[m] .. S[m]] = true
-  by_tier[T[m]] = by_tier[T[m]] or {}
-  table.insert(by_tier[T[m]], m)
+  local m, i, t = #S + 1, tonumber(args[k]), args[k + 1]
+  S[m], T[m], Z[m] = i, t, tonumber(args[k + 2])
+  STR[i] = args[k]  -- the sample's number as the caller wrote it: not formatted again
+  if by_tier[t] then  -- (an unknown tier letter is left unanswered)
+    offered[t][i] = true
+    table.insert(by_tier[t], m)
+  end
 end
 local result = {}
 for _, t in ipairs(TIERS) do
-  local list = by_tier[t] or {}
+  local list = by_tier[t]
   local samples = {}
   for k, m in ipairs(list) do samples[k] = S[m] end
   local cached = bits(K.t[t], samples)
   local used = tonumber(redis.call('HGET', K.used, F[t]) or '0')
-  local pool, next_c, wants = nil, 1, nil
+  local pool, prepared, wants = nil, false, nil
   local added, sizes, now_in = {}, {}, {}  -- now_in: sample -> size admitted by this call
+  local evicted, freed = {}, 0
   for k, m in ipairs(list) do
     local s, size = samples[k], Z[m]
     local have = now_in[s] or (cached[k] == 1 and (VALUES and t ~= 'a') and size_of(t, s))
@@ -41,16 +45,20 @@ for _, t in ipairs(TIERS) do
       result[m] = (VALUES and t ~= 'a' and have == size) and 3 or 2
     else
       if used + size > cap[t] and policy ~= 'paper' then
-        if not pool then
+        if not prepared then
+          prepared = true
           local jobs = demand_jobs(t, live, most)
           wants = demands(samples, t, jobs)
           pool = eviction_pool(t, math.min(per_offer * #list, pool_max), jobs)
         end
         while used + size > cap[t] do
-          local cand = pool[next_c]
-          if not cand or cand[2] >= wants[k] then break end
-          next_c = next_c + 1
-          if not offered[t .. cand[1]] then used = used - drop(cand[1], t) end
+          local cand = take(pool, wants[k])
+          if not cand then break end
+          if not offered[t][cand] then
+            local units = size_of(t, cand)
+            used, freed = used - units, freed + units
+            evicted[#evicted + 1] = cand
+          end
         end
       end
       result[m] = 0
@@ -60,6 +68,7 @@ for _, t in ipairs(TIERS) do
       end
     end
   end
+  drop_cached(t, evicted, freed)
   admitted(t, added, sizes, live, policy)
 end
 return {result, noted()}

@@ -31,45 +31,88 @@ local function byte_demand(q, mask, rs, gs, need)
   end
 end
 
--- eviction candidates of tier t: its entries not pinned in a random window of its bitmap that
--- holds about count entries, as {sample, demand} (demand over jobs, as demands counts it), the
--- least needed first (equally needed ones in random order). The window of each bitmap is read with one GETRANGE, so a candidate
--- costs a few operations here, not a command per job.
+-- eviction candidates of tier t: the unpinned entries of a random window of its bitmap that
+-- holds about count entries, with their demand over jobs (as demands counts it). The window of
+-- each bitmap is read with one GETRANGE; its bytes are scanned as candidates are taken (take).
 local function eviction_pool(t, count, jobs)
   local key = K.t[t]
   local len = redis.call('STRLEN', key)
   local entries = tonumber(redis.call('HGET', K.used, 'n' .. F[t]) or '0') or 0
-  if len == 0 or entries <= 0 or count <= 0 then return {} end
+  if len == 0 or entries <= 0 or count <= 0 then return nil end
   local width = math.min(len, math.ceil(count * len / entries))
   local from = math.random(0, len - width)
   local to = from + width - 1
-  local s, p0, p1 = range(key, from, to), range(K.pin, from, to), range(K.pin1, from, to)
-  local rs, gs = {}, {}
+  local P = {s = range(key, from, to), p0 = range(K.pin, from, to), p1 = range(K.pin1, from, to),
+             rs = {}, gs = {}, base = 8 * from, q = 0, need = {}, by_need = {}, most = #jobs}
   for m, j in ipairs(jobs) do
-    rs[m] = range(j.r, from, to)
-    gs[m] = t == 'a' and range(j.g, from, to) or ''
+    P.rs[m] = range(j.r, from, to)
+    P.gs[m] = t == 'a' and range(j.g, from, to) or ''
   end
-  local byte, need, by_need = string.byte, {}, {}  -- by_need[d + 1]: the candidates needed d
-  for d = 0, #jobs do by_need[d + 1] = {} end
-  for q = 1, #s do
+  for d = 0, #jobs do P.by_need[d + 1] = {} end
+  return P
+end
+
+-- scan the pool's window on to the next byte with unpinned entries and file them by demand;
+-- false when the window is done
+local function scan_on(P)
+  local byte, s, p0, p1 = string.byte, P.s, P.p0, P.p1
+  local q = P.q
+  while q < #s do
+    q = q + 1
     local free = band(byte(s, q), bnot(bor(byte(p0, q) or 0, byte(p1, q) or 0)))
     if free ~= 0 then
-      byte_demand(q, free, rs, gs, need)
+      P.q = q
+      local need = P.need
+      byte_demand(q, free, P.rs, P.gs, need)
+      local at = P.base + 8 * (q - 1)
       for _, p in ipairs(BYTE_BITS[free]) do
-        local list = by_need[need[p + 1] + 1]
-        list[#list + 1] = {8 * (from + q - 1) + p, need[p + 1]}
+        local list = P.by_need[need[p + 1] + 1]
+        list[#list + 1] = at + p
       end
+      return true
     end
   end
-  local pool, random = {}, math.random
-  for _, list in ipairs(by_need) do  -- equally needed ones in random order
-    for k = #list, 1, -1 do
-      local m = random(1, k)
-      list[k], list[m] = list[m], list[k]
-      pool[#pool + 1] = list[k]
+  P.q = q
+  return false
+end
+
+-- the pool's least needed candidate, if it is needed less than limit (nil: none), taken out
+-- of the pool. Unneeded candidates are taken as soon as the scan finds them, others once the
+-- whole window is scanned; equally needed ones in random order.
+local function take(P, limit)
+  if not P or limit <= 0 then return nil end
+  local zero = P.by_need[1]
+  while #zero == 0 and scan_on(P) do end
+  for d = 0, math.min(P.most, limit - 1) do
+    local list = P.by_need[d + 1]
+    local count = #list
+    if count > 0 then
+      local m = math.random(1, count)
+      local s = list[m]
+      list[m] = list[count]  -- in two statements: Lua assigns a list in no set order
+      list[count] = nil
+      return s
     end
   end
-  return pool
+  return nil
+end
+
+-- forget the entries of list (all cached in tier t, their sizes summing to units) in a few
+-- calls, as drop does one by one (their values are the caller's to delete: EVICTED)
+local function drop_cached(t, list, units)
+  if #list == 0 then return end
+  set_bits(K.t[t], list, 0)
+  redis.call('HINCRBY', K.used, F[t], -units)
+  redis.call('HINCRBY', K.used, 'n' .. F[t], -#list)
+  local gc = DROPPED[t == 'a' and 'a' or 'e']
+  for _, i in ipairs(list) do
+    EVICTED[#EVICTED + 1] = t
+    EVICTED[#EVICTED + 1] = i
+    if VALUES then
+      gc[#gc + 1] = now + GRACE
+      gc[#gc + 1] = t .. str(i)
+    end
+  end
 end
 
 -- BITFIELD arguments setting the field of type kind of each sample of list to values[k] (0

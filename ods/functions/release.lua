@@ -7,7 +7,10 @@ local live = live_declared()
 if not live then return fail('SENECA_JOBS') end
 collect()
 local hits = {}
-for k = a + 2, #args do hits[#hits + 1] = tonumber(args[k]) end
+for k = a + 2, #args do
+  local i = tonumber(args[k])
+  hits[#hits + 1], STR[i] = i, args[k]  -- as the caller wrote it: not formatted again
+end
 if #hits == 0 then return EVICTED end
 local b = math.floor(now / PIN_LEASE)
 if bucket == b then add_pins(K.pin, K.pinc, hits, -1)
