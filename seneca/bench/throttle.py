@@ -27,13 +27,16 @@ class Throttle:
         ctx = context or mp.get_context("spawn")
         self._next = ctx.Value("d", 0.0)  # monotonic time when the link is free again
 
+    def reserve(self, nbytes: int, now: float | None = None) -> float:
+        """Book ``nbytes`` on the shared link at ``now`` (default: ``time.monotonic()``); returns
+        when (on that clock) the transfer is done. A link left idle banks no credit."""
+        with self._next.get_lock():
+            start = max(time.monotonic() if now is None else now, self._next.value)
+            self._next.value = start + nbytes / self.rate
+            return self._next.value
+
     def wait(self, nbytes: int) -> None:
         """Block until ``nbytes`` may have been transferred."""
-        with self._next.get_lock():
-            now = time.monotonic()
-            start = max(now, self._next.value)
-            self._next.value = start + nbytes / self.rate
-            done = self._next.value
-        delay = done - time.monotonic()
+        delay = self.reserve(nbytes) - time.monotonic()
         if delay > 0:
             time.sleep(delay)

@@ -1,7 +1,7 @@
 """``seneca bench`` end to end on a tiny dataset, the baselines' interface and the throttle."""
 
 import json
-import time
+import multiprocessing as mp
 
 import pytest
 import torch
@@ -85,12 +85,25 @@ def test_quiver_takes_cached_samples_first(tiny_dataset, redis_url):
     assert loader.stats()["encoded"]["hits"] == 48
 
 
-def test_throttle_limits_the_rate():
+def _book_in_child(throttle, nbytes, now, out):
+    out.put(throttle.reserve(nbytes, now=now))
+
+
+def test_throttle_books_reads_back_to_back_on_one_clock():
+    """Reads are booked one after another at the rate, across processes; an idle link banks no
+    credit (times on an injected clock: no sleeping, no timing)."""
     throttle = Throttle(1_000_000)  # 1 MB/s
-    start = time.perf_counter()
-    for _ in range(5):
-        throttle.wait(50_000)
-    assert time.perf_counter() - start >= 0.24
+    assert [throttle.reserve(50_000, now=100.0) for _ in range(3)] == pytest.approx(
+        [100.05, 100.10, 100.15]
+    )
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    child = ctx.Process(target=_book_in_child, args=(throttle, 100_000, 100.0, out))
+    child.start()
+    assert out.get(timeout=60) == pytest.approx(100.25)  # after this process's bookings
+    child.join(timeout=60)
+    assert throttle.reserve(50_000, now=100.2) == pytest.approx(100.30)
+    assert throttle.reserve(50_000, now=500.0) == pytest.approx(500.05)  # idle since 100.3
     with pytest.raises(ConfigError, match="storage-mbps"):
         Throttle(0)
 
