@@ -24,8 +24,12 @@ if substitute then
   picked, tiers, subs = from_cache(U, want, n, left, taken)
 end
 local rest = pick(U, want - #picked, n, left / n, taken, nil, true)
-for _, i in ipairs(rest) do picked[#picked + 1] = i end
-shuffle_together(picked, tiers)
+if #rest > 0 and #picked > 0 then  -- (each part alone is in random order already)
+  for _, i in ipairs(rest) do picked[#picked + 1] = i end
+  shuffle_together(picked, tiers)
+elseif #rest > 0 then
+  picked = rest
+end
 -- one call: the served samples leave U
 local bf = {}
 for k, i in ipairs(picked) do
