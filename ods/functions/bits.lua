@@ -110,14 +110,16 @@ local function next_set(key, r, n)
   return p
 end
 
--- every set bit of key in [0, n) not in taken, in order: one BITPOS per bit, each scanning on
--- from the last (a sparse key costs about one call per set bit and one pass over its bytes)
-local function listed(key, n, taken)
+-- every set bit of key in [0, n) not in taken, in order, up to most of them (nil: all): one
+-- BITPOS per bit, each scanning on from the last (a sparse key costs about one call per set
+-- bit and one pass over its bytes)
+local function listed(key, n, taken, most)
   local out, last = {}, str(n - 1)
+  most = most or math.huge
   local p = redis.call('BITPOS', key, 1, 0, last, 'BIT')
   while p ~= -1 do
     if not taken[p] then out[#out + 1] = p end
-    if p >= n - 1 then break end
+    if p >= n - 1 or #out >= most then break end
     p = redis.call('BITPOS', key, 1, str(p + 1), last, 'BIT')
   end
   return out

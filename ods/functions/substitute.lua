@@ -2,8 +2,8 @@
 -- the cached samples a job may be served instead of its misses, and draws from it.
 
 -- the samples of C = (encoded | decoded | (augmented & ~used by the job)) & U, from the bitmaps
--- that exist, in the scratch bitmap x:c; returns how many there are and the tiers (letters, in
--- TIERS order) that hold any
+-- that exist, in the scratch bitmap x:c; returns its length in bytes (0: none) and the tiers
+-- (letters, in TIERS order) that hold any
 local function cached_unserved(U)
   local parts, present = {}, {}
   for _, t in ipairs(TIERS) do
@@ -21,14 +21,30 @@ local function cached_unserved(U)
     end
   end
   if #parts == 0 then return 0, present end
+  local len
   if #parts == 1 then
-    redis.call('BITOP', 'AND', K.xc, parts[1], U)
+    len = redis.call('BITOP', 'AND', K.xc, parts[1], U)
   else
     redis.call('BITOP', 'OR', K.xc, unpack(parts))
-    redis.call('BITOP', 'AND', K.xc, K.xc, U)
+    len = redis.call('BITOP', 'AND', K.xc, K.xc, U)
   end
   redis.call('DEL', K.xg)
-  return redis.call('BITCOUNT', K.xc), present
+  return len, present
+end
+
+-- how many samples x:c (of len bytes) holds and, when that is at most twice want, all of them
+-- in order. A sparse C (the usual case once jobs share the cache: they drain what is cached
+-- for them) is listed, not counted over its whole bitmap; whether it looks sparse is judged
+-- from a random window of 1/64 of its bytes.
+local function count_c(len, n, want)
+  if len == 0 then return 0, nil end
+  local w = math.max(1, math.floor(len / 64))
+  local from = math.random(0, len - w)
+  if redis.call('BITCOUNT', K.xc, from, from + w - 1) * len / w <= 4 * want then
+    local list = listed(K.xc, n, {}, 2 * want + 1)
+    if #list <= 2 * want then return #list, list end
+  end
+  return redis.call('BITCOUNT', K.xc), nil
 end
 
 -- the tier the caller's job uses for each sample of list, all of them in C: the first of the
@@ -74,14 +90,17 @@ end
 
 -- up to want samples of C at random, added to taken (all of C when it holds fewer), with the
 -- tier of each and the substitutions they count for. When C holds at most twice want samples
--- (the usual case once jobs share the cache: they drain what is cached for them) all of them
--- are listed in one ordered scan and drawn from; else random probes.
+-- all of them are listed in one ordered scan and drawn from; else random probes.
 local function from_cache(U, want, n, left, taken)
-  local total, present = cached_unserved(U)
-  if total == 0 then return {}, {}, 0 end
+  local len, present = cached_unserved(U)
+  local total, list = count_c(len, n, want)
+  if total == 0 then
+    redis.call('DEL', K.xc)
+    return {}, {}, 0
+  end
   local chosen
-  if total <= 2 * want then
-    chosen = draw(listed(K.xc, n, taken), want, taken)
+  if list then
+    chosen = draw(list, want, taken)
   else
     chosen = pick(K.xc, want, n, total / n, taken, nil, true)
   end
