@@ -20,6 +20,15 @@ end
 -- the bytes [from, to] of key ('' where it has none)
 local function range(key, from, to) return redis.call('GETRANGE', key, from, to) end
 
+-- the width bytes of key from byte from on, wrapping past the end of a bitmap of len bytes, so
+-- that every byte is as likely to open a window ('' or a short string where key has none)
+local function window(key, from, width, len)
+  local to = from + width - 1
+  if to < len then return range(key, from, to) end
+  local head = range(key, from, len - 1)
+  return head .. string.rep('\0', len - from - #head) .. range(key, 0, to - len)
+end
+
 -- per bit position (1-8) of byte q, the jobs (their r and g bytes in rs, gs) that still need
 -- the entry there, for the set bits of mask
 local function byte_demand(q, mask, rs, gs, need)
@@ -32,21 +41,22 @@ local function byte_demand(q, mask, rs, gs, need)
 end
 
 -- eviction candidates of tier t: the unpinned entries of a random window of its bitmap that
--- holds about count entries, with their demand over jobs (as demands counts it). The window of
--- each bitmap is read with one GETRANGE; its bytes are scanned as candidates are taken (take).
+-- holds about count entries (wrapping past its end), with their demand over jobs (as demands
+-- counts it). The window of each bitmap is read with one or two GETRANGEs; its bytes are
+-- scanned as candidates are taken (take), from the window's random first byte on.
 local function eviction_pool(t, count, jobs)
   local key = K.t[t]
   local len = redis.call('STRLEN', key)
   local entries = tonumber(redis.call('HGET', K.used, 'n' .. F[t]) or '0') or 0
   if len == 0 or entries <= 0 or count <= 0 then return nil end
   local width = math.min(len, math.ceil(count * len / entries))
-  local from = math.random(0, len - width)
-  local to = from + width - 1
-  local P = {s = range(key, from, to), p0 = range(K.pin, from, to), p1 = range(K.pin1, from, to),
-             rs = {}, gs = {}, base = 8 * from, q = 0, need = {}, by_need = {}, most = #jobs}
+  local from = math.random(0, len - 1)
+  local function read(k) return window(k, from, width, len) end
+  local P = {s = read(key), p0 = read(K.pin), p1 = read(K.pin1), rs = {}, gs = {}, from = from,
+             len = len, q = 0, need = {}, by_need = {}, most = #jobs}
   for m, j in ipairs(jobs) do
-    P.rs[m] = range(j.r, from, to)
-    P.gs[m] = t == 'a' and range(j.g, from, to) or ''
+    P.rs[m] = read(j.r)
+    P.gs[m] = t == 'a' and read(j.g) or ''
   end
   for d = 0, #jobs do P.by_need[d + 1] = {} end
   return P
@@ -64,7 +74,7 @@ local function scan_on(P)
       P.q = q
       local need = P.need
       byte_demand(q, free, P.rs, P.gs, need)
-      local at = P.base + 8 * (q - 1)
+      local at = 8 * ((P.from + q - 1) % P.len)
       for _, p in ipairs(BYTE_BITS[free]) do
         local list = P.by_need[need[p + 1] + 1]
         list[#list + 1] = at + p
