@@ -27,6 +27,8 @@ def _execute(path: Path, out: Path | None, timeout: int) -> Path:
     from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
 
+    from seneca.bench.provenance import provenance
+
     start = time.perf_counter()
     book = nbformat.read(path, as_version=4)
     with tempfile.TemporaryDirectory() as sockets:
@@ -36,6 +38,9 @@ def _execute(path: Path, out: Path | None, timeout: int) -> Path:
             book, km=km, timeout=timeout, resources={"metadata": {"path": ROOT}}
         )
         client.execute()
+    size = os.environ.get("SENECA_NOTEBOOK_SIZE", "full")
+    made = provenance(["run_notebooks.py", "--size", size, path.name])
+    book.metadata["seneca"] = {"provenance": made}  # command, date, machine, revision
     target = (out / path.name) if out else path
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(book, target)

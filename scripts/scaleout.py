@@ -24,6 +24,7 @@ import redis
 
 from ods import routing
 from seneca.bench.harness import BenchConfig, run_bench
+from seneca.bench.provenance import provenance
 from seneca.cache.client import CacheClient
 from seneca.cache.cluster import start_cluster
 from seneca.cache.resp import execute
@@ -132,7 +133,11 @@ def main() -> None:
     single = _single(ports[0], 2_000_000_000)
     cluster = start_cluster(ports[1:], 1_000_000_000)
     urls = {"1 node": f"redis://127.0.0.1:{ports[0]}", "3-node cluster": cluster.url}
-    result: dict = {"bench": {name: [] for name in urls}, "per_node": []}
+    result: dict = {
+        "bench": {name: [] for name in urls},
+        "per_node": [],
+        "provenance": provenance(),
+    }
     try:
         for r in range(args.rounds):
             for name, url in urls.items():

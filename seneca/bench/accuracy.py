@@ -26,6 +26,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from seneca.bench.provenance import provenance
 from seneca.bench.spawn import ProcessGroup
 from seneca_base.errors import ConfigError
 
@@ -232,7 +233,7 @@ def run_accuracy(
         from seneca.cache.embedded import acquire_embedded
 
         cache = acquire_embedded(defaults.CACHE_SIZE, name="accuracy")
-    result: dict[str, Any] = {"jobs": jobs, "epochs": epochs}
+    result: dict[str, Any] = {"jobs": jobs, "epochs": epochs, "provenance": provenance()}
     for kind in CONFIGS:
         result[kind] = _run_config(kind, data, jobs, epochs, cache)
     base = result["pytorch"]["mean"]

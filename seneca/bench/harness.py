@@ -225,6 +225,7 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> dict:
     """Run every configuration; write results.json, results.md and plots; return the results."""
     from tqdm import tqdm
 
+    from seneca.bench.provenance import provenance
     from seneca.bench.report import write_reports
     from seneca.pipeline.storage import Storage
 
@@ -254,6 +255,7 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> dict:
             "encoded_bytes": encoded,
             "cache_bytes": cache_size,
         },
+        "provenance": provenance(),
         "runs": runs,
     }
     result["config"]["cache_bytes"] = cache_size

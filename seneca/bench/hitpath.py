@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from seneca.bench.provenance import provenance
 from seneca_base.errors import ConfigError
 
 __all__ = ["format_hit_path", "run_hit_path"]
@@ -150,6 +151,7 @@ def run_hit_path(
         "loader_vs_redis_py": best["loader"] / best["redis-py MGET"],
         "loader_vs_socket": best["loader"] / best["socket MGET"],
         "median_turn_loader_vs_redis_py": statistics.median(ratios),
+        "provenance": provenance(),
     }
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)

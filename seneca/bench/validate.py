@@ -28,6 +28,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from seneca.bench.provenance import provenance
 from seneca_base.errors import ConfigError
 
 __all__ = ["SPLITS", "pearson", "run_validation", "summarise"]
@@ -147,6 +148,7 @@ def run_validation(
         "spec": spec,
         "points": points,
         **summarise(points),
+        "provenance": provenance(),
     }
     Path(out, "points.json").write_text(json.dumps(result, indent=2) + "\n")
     _plot(result, Path(out, "validation.png"))

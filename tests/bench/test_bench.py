@@ -2,6 +2,10 @@
 
 import json
 import multiprocessing as mp
+import os
+import re
+import shlex
+import sys
 
 import pytest
 import torch
@@ -14,13 +18,21 @@ from seneca_base.errors import ConfigError
 
 
 @pytest.mark.slow
-def test_bench_runs_every_loader_side_by_side(tiny_dataset, redis_url, tmp_path, capsys):
+def test_bench_runs_every_loader_side_by_side(
+    tiny_dataset, redis_url, tmp_path, capsys, monkeypatch
+):
     out = tmp_path / "bench"
     argv = ["bench", "--data", str(tiny_dataset), "--jobs", "2", "--epochs", "2"]
     argv += ["--crop", "16", "--batch-size", "8", "--workers", "0", "--cache", redis_url]
     argv += ["--out", str(out), "--split", "40-40-20", "--storage-mbps", "50"]
+    monkeypatch.setattr(sys, "argv", ["/usr/local/bin/seneca", *argv])
     assert main(argv) == 0
     result = json.loads((out / "results.json").read_text())
+    made = result["provenance"]  # what a table's reader needs to trust and repeat it
+    assert made["command"] == "seneca " + shlex.join(argv)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", made["date"])
+    assert made["machine"]["cpus"] == os.cpu_count() and made["machine"]["torch"]
+    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?|seneca-loader .+", made["revision"])
     assert sorted(r["loader"] for r in result["runs"]) == sorted(LOADERS)  # shuffled order
     for run in result["runs"]:
         assert run["jobs"] == 2 and len(run["per_job"]) == 2
