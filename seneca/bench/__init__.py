@@ -11,6 +11,7 @@
 * ``demo``: the two-minute demo (``make demo``);
 * ``synthetic``: synthetic JPEG datasets;
 * ``throttle``: emulated storage bandwidth;
+* ``provenance``: the command, date, machine and revision each result file records;
 * ``spawn``: processes that start together and report once.
 """
 
