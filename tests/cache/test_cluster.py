@@ -179,3 +179,45 @@ def test_a_cluster_that_fails_finishes_every_epoch_from_storage(tiny_dataset, re
 
     _epoch(loaders, kill=fail)
     _epoch(loaders)
+
+
+def _move_slot(cluster, key, dest):
+    """Move the slot of ``key``, with its keys, to the primary on port ``dest`` while clients
+    use it, as an operator's resharding does: SETSLOT IMPORTING/MIGRATING, MIGRATE of the
+    slot's keys, then SETSLOT NODE on every primary. Returns the port it left."""
+    nodes = {p: cluster.node(p) for p in cluster.ports}
+    slot = nodes[dest].execute_command("CLUSTER", "KEYSLOT", key)
+    ids = {p: nodes[p].execute_command("CLUSTER", "MYID") for p in cluster.ports}
+    ids = {p: i.decode() if isinstance(i, bytes) else i for p, i in ids.items()}
+    [src] = [
+        p for p in cluster.ports if nodes[p].execute_command("CLUSTER", "COUNTKEYSINSLOT", slot)
+    ]
+    nodes[dest].execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[src])
+    nodes[src].execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[dest])
+    while keys := nodes[src].execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+        nodes[src].migrate("127.0.0.1", dest, keys, 0, 5000)
+    for p in cluster.ports:
+        nodes[p].execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[dest])
+    return src
+
+
+def test_a_resharded_metadata_slot_is_followed(tiny_dataset, redis_cluster):
+    """The dataset's metadata slot moves to another primary mid-epoch: the loaders follow it
+    (MOVED), every epoch stays exactly once, and the cache keeps serving from the new node."""
+    loaders = _loaders(tiny_dataset, redis_cluster.url)
+    _epoch(loaders)
+    meta = _metadata_port(redis_cluster, loaders[0])
+    dest = next(p for p in redis_cluster.ports if p != meta)
+    moved = []
+    _epoch(
+        loaders,
+        kill=lambda: moved.append(_move_slot(redis_cluster, loaders[0].store.keys.jobs, dest)),
+    )
+    assert moved == [meta] and _metadata_port(redis_cluster, loaders[0]) == dest
+    assert not list(redis_cluster.node(meta).scan_iter("seneca:{*"))  # all of it moved
+    for lo in loaders:
+        lo.reset_stats()
+    _epoch(loaders)
+    stats = [lo.stats() for lo in loaders]
+    assert all(s["cache_errors"] == 0 for s in stats)
+    assert sum(s["decoded"]["hits"] + s["augmented"]["hits"] for s in stats) > 48
