@@ -35,11 +35,12 @@ end
 -- how many samples x:c (of len bytes) holds and, when that is at most twice want, all of them
 -- in order. A sparse C (the usual case once jobs share the cache: they drain what is cached
 -- for them) is listed, not counted over its whole bitmap; whether it looks sparse is judged
--- from a random window of 1/64 of its bytes.
-local function count_c(len, n, want)
+-- from a window of 1/64 of its bytes, placed by how many samples the job has left (left), not
+-- by the random numbers: a seeded job draws the same numbers whatever the cache holds.
+local function count_c(len, n, want, left)
   if len == 0 then return 0, nil end
   local w = math.max(1, math.floor(len / 64))
-  local from = math.random(0, len - w)
+  local from = (left * 40503) % (len - w + 1)
   if redis.call('BITCOUNT', K.xc, from, from + w - 1) * len / w <= 4 * want then
     local list = listed(K.xc, n, {}, 2 * want + 1)
     if #list <= 2 * want then return #list, list end
@@ -93,7 +94,7 @@ end
 -- all of them are listed in one ordered scan and drawn from; else random probes.
 local function from_cache(U, want, n, left, taken)
   local len, present = cached_unserved(U)
-  local total, list = count_c(len, n, want)
+  local total, list = count_c(len, n, want, left)
   if total == 0 then
     redis.call('DEL', K.xc)
     return {}, {}, 0
