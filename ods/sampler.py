@@ -361,7 +361,7 @@ class OdsBatchSampler:
         except (redis.ConnectionError, redis.TimeoutError, OSError) as err:
             if run.prefetch is not None:
                 run.prefetch[0].cancel()
-            if self.backoff is not None and not self.backoff.down():
+            if self.backoff is not None:
                 self.backoff.failed()
             self._joined = False
             done = sum(len(b) for b in self.yielded[epoch])

@@ -9,11 +9,13 @@ The state is per process (a worker started after a failure inherits it when fork
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 __all__ = ["Backoff"]
 
 _UNTIL: dict[str, float] = {}  # cache -> when this process may try it again (monotonic)
+_FAILED: Counter[str] = Counter()  # cache -> calls to it that failed in this process
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,13 @@ class Backoff:
     def failed(self) -> None:
         """A call to the cache failed: read around it for ``retry_after`` seconds."""
         _UNTIL[self.cache] = time.monotonic() + self.retry_after
+        _FAILED[self.cache] += 1
+
+    @property
+    def failures(self) -> int:
+        """How many calls to the cache failed in this process (each a timeout or an error the
+        process waited for)."""
+        return _FAILED[self.cache]
 
     def down(self) -> bool:
         """Whether the cache failed less than ``retry_after`` ago (in this process)."""
