@@ -24,11 +24,13 @@ if substitute then
   picked, tiers, subs = from_cache(U, want, n, left, taken)
 end
 local rest = pick(U, want - #picked, n, left / n, taken, nil, true)
-if #rest > 0 and #picked > 0 then  -- (each part alone is in random order already)
+if not substitute then  -- a uniform pick: each sample's usable tier, if any
+  picked, tiers = rest, usable_tiers(rest)
+elseif #rest > 0 and #picked > 0 then  -- (each part alone is in random order already)
   for _, i in ipairs(rest) do picked[#picked + 1] = i end
   shuffle_together(picked, tiers)
 elseif #rest > 0 then
-  picked = rest
+  picked = rest  -- with substitution, the rest are misses: C held none of them
 end
 -- one call: the served samples leave U
 local bf = {}

@@ -85,6 +85,8 @@ def test_substitution_can_be_turned_off(redis_proc):
     store.admit("a", [(i, "encoded", 1, b"") for i in first.indices])
     plain = store.decide("b", 20, substitute=False)
     assert plain.substitutions == 0 and len(plain.indices) == 20
+    cached = store.cached("encoded", plain.indices)  # a uniform pick: its hits are still hits
+    assert [t == "encoded" for t in plain.tiers] == cached
     swapped = store.decide("b", 20)  # misses are replaced by a's cached samples
     assert swapped.substitutions > 0 and swapped.hits == 20
     assert set(swapped.indices) <= set(first.indices)
