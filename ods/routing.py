@@ -149,6 +149,10 @@ def _read_group(sent: Sent, group: tuple[Any, Any, list[int]], read: Read, out: 
 
 
 def _redirected(reply: Any) -> bool:
+    """A MOVED or ASK reply: as redis-py's parser gives it (MovedError, AskError, without the
+    word) or as our reader does (a ResponseError with it)."""
+    if isinstance(reply, (redis.exceptions.MovedError, redis.exceptions.AskError)):
+        return True
     return isinstance(reply, redis.ResponseError) and str(reply).split(" ", 1)[0] in (
         "MOVED",
         "ASK",

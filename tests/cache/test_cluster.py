@@ -221,3 +221,21 @@ def test_a_resharded_metadata_slot_is_followed(tiny_dataset, redis_cluster):
     stats = [lo.stats() for lo in loaders]
     assert all(s["cache_errors"] == 0 for s in stats)
     assert sum(s["decoded"]["hits"] + s["augmented"]["hits"] for s in stats) > 48
+
+
+def test_commands_follow_a_moved_slot_whatever_parser_reads_the_reply(redis_cluster):
+    """A client whose slot map predates a resharding gets MOVED; redis-py's parser turns it
+    into MovedError (without the word MOVED), ours into a ResponseError with it: both are
+    followed, so the reply is the value, not an error."""
+    from ods import routing
+
+    client = redis.RedisCluster(host="127.0.0.1", port=redis_cluster.ports[0])
+    try:
+        client.set("seneca:v:{moved}", b"value")
+        here = client.get_node_from_key("seneca:v:{moved}").port
+        dest = next(p for p in redis_cluster.ports if p != here)
+        _move_slot(redis_cluster, "seneca:v:{moved}", dest)  # the client's map is stale now
+        assert routing.run(client, [("GET", "seneca:v:{moved}")]) == [b"value"]
+        assert client.get_node_from_key("seneca:v:{moved}").port == dest  # map refreshed
+    finally:
+        client.close()
