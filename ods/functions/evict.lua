@@ -114,15 +114,7 @@ local function drop_cached(t, list, units)
   set_bits(K.t[t], list, 0)
   redis.call('HINCRBY', K.used, F[t], -units)
   redis.call('HINCRBY', K.used, 'n' .. F[t], -#list)
-  local gc = DROPPED[t == 'a' and 'a' or 'e']
-  for _, i in ipairs(list) do
-    EVICTED[#EVICTED + 1] = t
-    EVICTED[#EVICTED + 1] = i
-    if VALUES then
-      gc[#gc + 1] = now + GRACE
-      gc[#gc + 1] = t .. str(i)
-    end
-  end
+  for _, i in ipairs(list) do dropped(i, t) end
 end
 
 -- BITFIELD arguments setting the field of type kind of each sample of list to values[k] (0

@@ -129,6 +129,18 @@ local function size_of(tier, i)
   return redis.call('BITFIELD_RO', K.sz[tier], 'GET', 'u32', '#' .. str(i))[1]
 end
 
+-- note sample i's entry in tier as dropped by this call: its value is the caller's to delete
+-- (EVICTED), and again after the grace (DROPPED, for gc)
+local function dropped(i, tier)
+  EVICTED[#EVICTED + 1] = tier
+  EVICTED[#EVICTED + 1] = i
+  if VALUES then
+    local gc = DROPPED[tier == 'a' and 'a' or 'e']
+    gc[#gc + 1] = now + GRACE
+    gc[#gc + 1] = tier .. str(i)
+  end
+end
+
 -- forget sample i's entry in tier (its value is the caller's to delete: EVICTED); returns the
 -- units it freed (0: not cached)
 local function drop(i, tier)
@@ -137,13 +149,7 @@ local function drop(i, tier)
   redis.call('SETBIT', K.t[tier], i, 0)
   redis.call('HINCRBY', K.used, F[tier], -size)
   redis.call('HINCRBY', K.used, 'n' .. F[tier], -1)
-  EVICTED[#EVICTED + 1] = tier
-  EVICTED[#EVICTED + 1] = i
-  if VALUES then
-    local gc = DROPPED[tier == 'a' and 'a' or 'e']
-    gc[#gc + 1] = now + GRACE
-    gc[#gc + 1] = tier .. str(i)
-  end
+  dropped(i, tier)
   return size
 end
 
@@ -224,35 +230,44 @@ local function add_pins(pk, pc, list, delta)
   set_bits(pk, flip, 0)
 end
 
--- the tier the caller's job can use for each sample of list (nil: none)
-local function usable_tiers(list)
+-- the tier the caller's job can use for each sample of list (nil: none): the first tier (TIERS
+-- order) that holds it, the augmented one only if the job has not used that copy. present:
+-- the tiers that exist, when every sample of list is known to be in one of them (members of C):
+-- the last of them then holds whatever the others do not, unread
+local function usable_tiers(list, present)
+  local tiers = present
+  if not tiers then
+    tiers = {}
+    for _, t in ipairs(TIERS) do
+      if redis.call('EXISTS', K.t[t]) == 1 then tiers[#tiers + 1] = t end
+    end
+  end
   local out, left = {}, {}  -- left: the positions in list still without a tier
   for k = 1, #list do left[k] = k end
-  for _, t in ipairs(TIERS) do
+  for p, t in ipairs(tiers) do
     if #left == 0 then break end
-    if redis.call('EXISTS', K.t[t]) == 1 then
-      local some = {}
-      for m, k in ipairs(left) do some[m] = list[k] end
-      local got, found = bits(K.t[t], some), {}
-      for m, k in ipairs(left) do
-        if got[m] == 1 then found[#found + 1] = k end
-      end
-      if t == 'a' and #found > 0 and redis.call('EXISTS', K.g) == 1 then
-        local copies = {}  -- the job may not use an augmented copy it has used
-        for m, k in ipairs(found) do copies[m] = list[k] end
-        local used, fresh = bits(K.g, copies), {}
-        for m, k in ipairs(found) do
-          if used[m] ~= 1 then fresh[#fresh + 1] = k end
-        end
-        found = fresh
-      end
-      for _, k in ipairs(found) do out[k] = t end
-      local rest = {}
-      for _, k in ipairs(left) do
-        if not out[k] then rest[#rest + 1] = k end
-      end
-      left = rest
+    if present and p == #tiers then
+      for _, k in ipairs(left) do out[k] = t end
+      break
     end
+    local some = {}
+    for m, k in ipairs(left) do some[m] = list[k] end
+    local got = bits(K.t[t], some)
+    if t == 'a' and redis.call('EXISTS', K.g) == 1 then
+      local copies, where = {}, {}  -- the job may not use an augmented copy it has used
+      for m = 1, #some do
+        if got[m] == 1 then copies[#copies + 1], where[#where + 1] = some[m], m end
+      end
+      local used = bits(K.g, copies)
+      for x, m in ipairs(where) do
+        if used[x] == 1 then got[m] = 0 end
+      end
+    end
+    local rest = {}
+    for m, k in ipairs(left) do
+      if got[m] == 1 then out[k] = t else rest[#rest + 1] = k end
+    end
+    left = rest
   end
   return out
 end

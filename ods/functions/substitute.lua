@@ -48,36 +48,6 @@ local function count_c(len, n, want, left)
   return redis.call('BITCOUNT', K.xc), nil
 end
 
--- the tier the caller's job uses for each sample of list, all of them in C: the first of the
--- present tiers (TIERS order) that holds it (the augmented one only if the job has not used
--- that copy); the last present tier holds whatever the others do not, unread
-local function tiers_in_c(list, present)
-  local out, left = {}, {}  -- left: the positions in list still without a tier
-  for k = 1, #list do left[k] = k end
-  for p, t in ipairs(present) do
-    if #left == 0 then break end
-    if p == #present then
-      for _, k in ipairs(left) do out[k] = t end
-      break
-    end
-    local some = {}
-    for m, k in ipairs(left) do some[m] = list[k] end
-    local got = bits(K.t[t], some)
-    if t == 'a' and redis.call('EXISTS', K.g) == 1 then
-      local used = bits(K.g, some)
-      for m = 1, #some do
-        if used[m] == 1 then got[m] = 0 end
-      end
-    end
-    local rest = {}
-    for m, k in ipairs(left) do
-      if got[m] == 1 then out[k] = t else rest[#rest + 1] = k end
-    end
-    left = rest
-  end
-  return out
-end
-
 -- how many of want samples drawn at random from u samples without replacement are among the c
 -- of C: the hits a uniform pick would have found (the rest of the hits served replace misses)
 local function natural_hits(want, c, u)
@@ -106,7 +76,7 @@ local function from_cache(U, want, n, left, taken)
     chosen = pick(K.xc, want, n, total / n, taken, nil, true)
   end
   redis.call('DEL', K.xc)  -- fewer than want chosen: all of C was (pick clears what it finds)
-  return chosen, tiers_in_c(chosen, present), #chosen - natural_hits(want, total, left)
+  return chosen, usable_tiers(chosen, present), #chosen - natural_hits(want, total, left)
 end
 
 -- shuffle list and its tiers (a table by position; nil: storage) together
