@@ -6,7 +6,9 @@ read, and the replies come back in the commands' order. On a cluster, a command 
 span slots (MGET, UNLINK, DEL, EXISTS: values live in slots of their own) is split into one
 command per key, and the replies are merged again (MGET: the list; the others: the sum). A
 function call goes to the node of its first declared key (a dataset's metadata shares one slot).
-A MOVED or ASK reply refreshes the slot map and sends that command again.
+A MOVED reply refreshes the slot map and sends that command again; an ASK reply (a slot being
+migrated, the key already on the importing node) sends ``ASKING`` and the command to the node it
+names, once, leaving the slot map as it is.
 
 Error replies come back in place as exceptions. A node that cannot be reached fails the batch on
 a single server (the exception is raised); on a cluster its commands get the exception in place,
@@ -92,19 +94,22 @@ def send(client: Any, commands: Sequence[Sequence[Any]]) -> Sent:
         for k, command in enumerate(flat):
             node = _node(client, command)
             by_node.setdefault(id(node), (node, []))[1].append(k)
-        targets = list(by_node.values())
+        _write(sent, list(by_node.values()))
     else:
-        targets = [(client, list(range(len(flat))))]
+        _write(sent, [(client, list(range(len(flat))))])
+    return sent
+
+
+def _write(sent: Sent, targets: list[tuple[redis.Redis, list[int]]]) -> None:
     for node, where in targets:
         pool = node.connection_pool
         conn = None
         try:
             conn = pool.get_connection()
-            conn.send_packed_command(conn.pack_commands([flat[k] for k in where]))
+            conn.send_packed_command(conn.pack_commands([sent.commands[k] for k in where]))
             sent.groups.append((pool, conn, where))
         except (redis.RedisError, OSError) as err:
             _fail(sent, pool, conn, where, err)
-    return sent
 
 
 def _fail(sent: Sent, pool: Any, conn: Any, where: list[int], err: BaseException) -> None:
@@ -148,15 +153,21 @@ def _read_group(sent: Sent, group: tuple[Any, Any, list[int]], read: Read, out: 
     pool.release(conn)
 
 
-def _redirected(reply: Any) -> bool:
-    """A MOVED or ASK reply: as redis-py's parser gives it (MovedError, AskError, without the
-    word) or as our reader does (a ResponseError with it)."""
-    if isinstance(reply, (redis.exceptions.MovedError, redis.exceptions.AskError)):
-        return True
-    return isinstance(reply, redis.ResponseError) and str(reply).split(" ", 1)[0] in (
-        "MOVED",
-        "ASK",
-    )
+def _redirect(reply: Any) -> tuple[str, str, int] | None:
+    """``(kind, host, port)`` of a MOVED or ASK reply, as redis-py's parser gives it
+    (MovedError, AskError: the word stripped) or as our reader does (a ResponseError with it);
+    None for any other reply."""
+    if isinstance(reply, redis.exceptions.MovedError):  # (a subclass of AskError)
+        return "MOVED", reply.host, reply.port
+    if isinstance(reply, redis.exceptions.AskError):
+        return "ASK", reply.host, reply.port
+    if not isinstance(reply, redis.ResponseError):
+        return None
+    words = str(reply).split(" ")
+    if len(words) != 3 or words[0] not in ("MOVED", "ASK"):
+        return None
+    host, _, port = words[2].rpartition(":")
+    return words[0], host, int(port)
 
 
 def receive(sent: Sent, read: Read | None = None, depth: int = 0) -> list[Any]:
@@ -168,13 +179,40 @@ def receive(sent: Sent, read: Read | None = None, depth: int = 0) -> list[Any]:
         _read_group(sent, group, read, out)
     for k, err in sent.failed.items():
         out[k] = err
-    moved = [k for k, reply in enumerate(out) if _redirected(reply)]
-    if moved and depth < _REDIRECTS:
-        sent.client.nodes_manager.initialize()  # the slot map changed: read it again
-        again = receive(send(sent.client, [sent.commands[k] for k in moved]), None, depth + 1)
-        for k, reply in zip(moved, again, strict=True):
+    redirects = {k: to for k, reply in enumerate(out) if (to := _redirect(reply))}
+    if redirects and depth < _REDIRECTS:
+        moved = [k for k, to in redirects.items() if to[0] == "MOVED"]
+        if moved:
+            sent.client.nodes_manager.initialize()  # the slot map changed: read it again
+            again = receive(send(sent.client, [sent.commands[k] for k in moved]), None, depth + 1)
+            for k, reply in zip(moved, again, strict=True):
+                out[k] = reply
+        asked = {k: to[1:] for k, to in redirects.items() if to[0] == "ASK"}
+        for k, reply in zip(asked, _ask(sent, asked, depth) if asked else [], strict=True):
             out[k] = reply
     return _merge(out, sent.spans)
+
+
+def _ask(sent: Sent, asked: dict[int, tuple[str, int]], depth: int) -> list[Any]:
+    """The replies of commands ``asked`` sent again, each after ``ASKING``, to the node its
+    ASK reply named (a slot in migration: the slot map is not changed)."""
+    client = sent.client
+    flat: list[tuple] = []
+    by_node: dict[tuple[str, int], list[int]] = {}
+    for k, (host, port) in asked.items():
+        by_node.setdefault((host, port), []).extend((len(flat), len(flat) + 1))
+        flat += [("ASKING",), sent.commands[k]]
+    again = Sent(client, flat, [("", k, 1) for k in range(len(flat))])
+    targets = []
+    for (host, port), where in by_node.items():
+        node = client.get_node(host=host, port=port)
+        if node is None:
+            for k in where:
+                again.failed[k] = redis.ConnectionError(f"ASK to unknown node {host}:{port}")
+            continue
+        targets.append((node.redis_connection or client.get_redis_connection(node), where))
+    _write(again, targets)
+    return receive(again, None, depth + 1)[1::2]
 
 
 def _merge(flat: list[Any], spans: list[tuple[str, int, int]]) -> list[Any]:

@@ -181,10 +181,11 @@ def test_a_cluster_that_fails_finishes_every_epoch_from_storage(tiny_dataset, re
     _epoch(loaders)
 
 
-def _move_slot(cluster, key, dest):
+def _move_slot(cluster, key, dest, keys=None):
     """Move the slot of ``key``, with its keys, to the primary on port ``dest`` while clients
     use it, as an operator's resharding does: SETSLOT IMPORTING/MIGRATING, MIGRATE of the
-    slot's keys, then SETSLOT NODE on every primary. Returns the port it left."""
+    slot's keys, then SETSLOT NODE on every primary. Returns the port it left. With ``keys``
+    given, only those are migrated and the slot is left in migration."""
     nodes = {p: cluster.node(p) for p in cluster.ports}
     slot = nodes[dest].execute_command("CLUSTER", "KEYSLOT", key)
     ids = {p: nodes[p].execute_command("CLUSTER", "MYID") for p in cluster.ports}
@@ -194,6 +195,9 @@ def _move_slot(cluster, key, dest):
     ]
     nodes[dest].execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[src])
     nodes[src].execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[dest])
+    if keys is not None:
+        nodes[src].migrate("127.0.0.1", dest, keys, 0, 5000)
+        return src
     while keys := nodes[src].execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
         nodes[src].migrate("127.0.0.1", dest, keys, 0, 5000)
     for p in cluster.ports:
@@ -237,5 +241,28 @@ def test_commands_follow_a_moved_slot_whatever_parser_reads_the_reply(redis_clus
         _move_slot(redis_cluster, "seneca:v:{moved}", dest)  # the client's map is stale now
         assert routing.run(client, [("GET", "seneca:v:{moved}")]) == [b"value"]
         assert client.get_node_from_key("seneca:v:{moved}").port == dest  # map refreshed
+    finally:
+        client.close()
+
+
+def test_keys_of_a_slot_in_migration_are_read_where_they_are(redis_cluster):
+    """Mid-resharding, a key already migrated gets ASK from its old node: it is read from the
+    importing node after ASKING (whatever parser reads the reply), one not migrated yet from
+    the old node, and the slot map is left as it is (the slot still belongs to the old node)."""
+    from ods import routing
+    from seneca.cache import resp
+
+    client = redis.RedisCluster(host="127.0.0.1", port=redis_cluster.ports[0])
+    try:
+        gone, stays = "seneca:v:{asked}1", "seneca:v:{asked}2"
+        client.set(gone, b"migrated")
+        client.set(stays, b"not yet")
+        here = client.get_node_from_key(gone).port
+        dest = next(p for p in redis_cluster.ports if p != here)
+        _move_slot(redis_cluster, gone, dest, keys=[gone])
+        assert routing.run(client, [("GET", gone), ("GET", stays)]) == [b"migrated", b"not yet"]
+        replies = resp.execute(client, [("MGET", stays, gone)])
+        assert [bytes(v) for v in replies[0]] == [b"not yet", b"migrated"]
+        assert client.get_node_from_key(gone).port == here  # no MOVED: the map stands
     finally:
         client.close()
