@@ -19,11 +19,12 @@ if want > left then want = left end
 if want <= 0 or not U or redis.call('EXISTS', U) == 0 then
   return {st.epoch, st.served, 0, {}, {}, bucket}
 end
-local taken, picked, tiers, subs = {}, {}, {}, 0
-if substitute then
-  picked, tiers, subs = from_cache(U, want, n, left, taken)
+local taken, picked, tiers, subs, exact = {}, {}, {}, 0, false
+if substitute then  -- exact: x:c holds exactly the picked hits, which have left U
+  picked, tiers, subs, exact = from_cache(U, want, n, left, taken)
 end
 local rest = pick(U, want - #picked, n, left / n, taken, nil, true)
+local clear = exact and rest or nil  -- the samples still in U (nil: all picked)
 if not substitute then  -- a uniform pick: each sample's usable tier, if any
   picked, tiers = rest, usable_tiers(rest)
 elseif #rest > 0 and #picked > 0 then  -- (each part alone is in random order already)
@@ -34,11 +35,12 @@ elseif #rest > 0 then
 end
 -- one call: the served samples leave U
 local bf = {}
-for k, i in ipairs(picked) do
+for k, i in ipairs(clear or picked) do
   bf[4 * k - 3], bf[4 * k - 2], bf[4 * k - 1], bf[4 * k] = 'SET', 'u1', str(i), '0'
 end
 chunked('BITFIELD', U, nil, bf, 4)
-local out_tiers = serve(picked, tiers, policy)
+local out_tiers = serve(picked, tiers, policy, exact and K.xc or nil, n)
+if exact then redis.call('DEL', K.xc) end
 redis.call('HINCRBY', K.j, 's' .. string.format('%d', st.epoch), #picked)
 if subs > 0 then redis.call('HINCRBY', K.used, 'subs', subs) end
 return {st.epoch, st.served + #picked, subs, picked, out_tiers, bucket}

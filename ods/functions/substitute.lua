@@ -60,23 +60,31 @@ local function natural_hits(want, c, u)
 end
 
 -- up to want samples of C at random, added to taken (all of C when it holds fewer), with the
--- tier of each and the substitutions they count for. When C holds at most twice want samples
--- all of them are listed in one ordered scan and drawn from; else random probes.
+-- tier of each, the substitutions they count for, and whether x:c holds exactly them (then
+-- they have left U already). When C holds at most twice want samples all of them are listed
+-- in one ordered scan and drawn from, the ones not drawn cleared in x:c, and U loses the drawn
+-- ones in one BITOP (cheaper than a bit each: a BITOP over the bitmap costs about as much as
+-- 30 bits at a million samples); x:c is then left for the caller (to pin them) to delete.
+-- Else random probes.
 local function from_cache(U, want, n, left, taken)
   local len, present = cached_unserved(U)
   local total, list = count_c(len, n, want, left)
   if total == 0 then
     redis.call('DEL', K.xc)
-    return {}, {}, 0
+    return {}, {}, 0, false
   end
-  local chosen
+  local chosen, exact = nil, list ~= nil
   if list then
     chosen = draw(list, want, taken)
+    local others = {}  -- (draw moved the chosen to the front of list)
+    for k = #chosen + 1, #list do others[#others + 1] = list[k] end
+    set_bits(K.xc, others, 0)
+    redis.call('BITOP', 'XOR', U, U, K.xc)  -- (x:c is a subset of U)
   else
     chosen = pick(K.xc, want, n, total / n, taken, nil, true)
+    redis.call('DEL', K.xc)  -- fewer than want chosen: all of C was (pick clears what it finds)
   end
-  redis.call('DEL', K.xc)  -- fewer than want chosen: all of C was (pick clears what it finds)
-  return chosen, usable_tiers(chosen, present), #chosen - natural_hits(want, total, left)
+  return chosen, usable_tiers(chosen, present), #chosen - natural_hits(want, total, left), exact
 end
 
 -- shuffle list and its tiers (a table by position; nil: storage) together
