@@ -1,7 +1,9 @@
 """Admissions: values written next to their own keys, accounted by one call of the engine.
 
 Round trip 1 SETs each value under an expiring staging key in its own slot and calls ``admit``,
-which decides and accounts in the metadata's slot. Round trip 2 renames the admitted values
+which decides and accounts in the metadata's slot (an admission of more than
+``defaults.ADMIT_CHUNK`` values is made in several such calls, one round trip each, so no call
+holds the server for long). Round trip 2 renames the admitted values
 into place and makes them permanent, deletes the refused ones' staging keys and the values of
 entries the admission evicted (or orphans it collected), and forgets an admitted entry whose
 value Redis refused to store (at maxmemory). An offer of an encoded or decoded value already
@@ -67,8 +69,17 @@ def admit(
 ) -> list[int]:
     """``OdsStore.admit``: see the module docstring; ``wait=False`` posts round trip 2 to the
     store's outbox instead of waiting for it."""
-    if not items:
-        return []
+    step = defaults.ADMIT_CHUNK
+    results: list[int] = []
+    for first in range(0, len(items), step):
+        results += _admit(store, job, items[first : first + step], wait)
+    return results
+
+
+def _admit(
+    store: OdsStore, job: str, items: Sequence[tuple[int, str, int, bytes]], wait: bool
+) -> list[int]:
+    """One ``admit`` call's admission (round trips 1 and 2) of at most ADMIT_CHUNK items."""
     token = os.urandom(8).hex()
     staging = _stage(store, items, token)
     set_replies, (results, evicted) = _account(store, job, items, staging)

@@ -27,6 +27,10 @@ ORPHAN_COLLECT = 64
 EVICTION_CANDIDATES = 16
 #: ... and at most this many in one call per tier.
 EVICTION_POOL = 2048
+#: Values (at most) one ``admit`` call accounts: a larger admission is made in several calls,
+#: one round trip each, so that no call holds the server's one thread for long (under eviction
+#: pressure a value costs about 10-15 us of server time).
+ADMIT_CHUNK = 64
 #: Live jobs (at most) over which an admission counts how much a sample is still needed.
 DEMAND_JOBS = 4
 #: Batches the sampler decides per call while the cache covers the job.

@@ -33,7 +33,8 @@ for _, t in ipairs(TIERS) do
   local list = by_tier[t]
   local samples = {}
   for k, m in ipairs(list) do samples[k] = S[m] end
-  local cached = bits(K.t[t], samples)
+  local rd = reads(samples)  -- (read in several bitmaps)
+  local cached = bits(K.t[t], samples, rd)
   local used = tonumber(redis.call('HGET', K.used, F[t]) or '0')
   local pool, prepared, wants = nil, false, nil
   local added, sizes, now_in = {}, {}, {}  -- now_in: sample -> size admitted by this call
@@ -48,7 +49,7 @@ for _, t in ipairs(TIERS) do
         if not prepared then
           prepared = true
           local jobs = demand_jobs(t, live, most)
-          wants = demands(samples, t, jobs)
+          wants = demands(samples, t, jobs, rd)
           pool = eviction_pool(t, math.min(per_offer * #list, pool_max), jobs)
         end
         while used + size > cap[t] do

@@ -128,6 +128,22 @@ def test_lookup_and_admit_take_one_function_call_each(redis_proc):
     assert r.info("commandstats")["cmdstat_fcall"]["calls"] == 2
 
 
+def test_a_large_admission_is_made_in_calls_of_at_most_admit_chunk_values(redis_proc):
+    """No admit call accounts more than ADMIT_CHUNK values (each holds the server's one thread
+    for a bounded time); the answers and the budget are those of one admission."""
+    from ods import defaults
+
+    s, r = _store(redis_proc.client, capacity=dict.fromkeys(CAPACITY, 10**9)), redis_proc.client
+    s.join("a")
+    count = 2 * defaults.ADMIT_CHUNK + 5
+    r.config_resetstat()
+    items = [_item(i, "encoded", b"x" * 10) for i in range(count)]
+    assert s.admit("a", [*items, items[0]]) == [1] * count + [2]
+    assert r.info("commandstats")["cmdstat_fcall"]["calls"] == 3
+    assert s.usage()["encoded"] == count * (10 + OVERHEAD)
+    assert s.lookup("a", list(range(count))).tiers == ["encoded"] * count
+
+
 def test_metadata_shares_one_slot_and_values_spread(redis_proc):
     s = _store(redis_proc.client)
     meta = s.keys.declared("job", 7, ["other"])
