@@ -164,40 +164,75 @@ end
 -- a bitmap this dense is probed by whole random words (one BITFIELD call for many probes; a
 -- word then holds a set bit 64% of the time or more), a sparser one with BITPOS
 local DENSE = 1 / 32
+-- ... and one this dense by random single bits: a probe finds a set bit half the time or more,
+-- and the number it formats is the one the caller writes next (a word costs a number that is
+-- not used again and a pick among its bits)
+local DENSER = 1 / 2
+
+-- up to count distinct set bits of key in [0, n) not in taken, each drawn uniformly, from m
+-- random single-bit probes in one BITFIELD call (taken gains them)
+local function probe_bits(key, m, count, n, taken, out)
+  local at, args, random = {}, {}, math.random
+  for k = 1, m do
+    local i = random(0, n - 1)
+    at[k] = i
+    args[3 * k - 2], args[3 * k - 1], args[3 * k] = 'GET', 'u1', str(i)
+  end
+  local got = chunked('BITFIELD_RO', key, nil, args, 3)
+  for k = 1, m do
+    if #out >= count then break end
+    local i = at[k]
+    if got[k] == 1 and not taken[i] then
+      taken[i] = true
+      out[#out + 1] = i
+    end
+  end
+end
+
+-- up to count distinct set bits of key in [0, n) not in taken, one from each of m random
+-- 32-bit words read in one BITFIELD call (taken gains them)
+local function probe_words(key, m, count, n, taken, out)
+  local ws, args, random, floor = {}, {}, math.random, math.floor
+  for k = 1, m do
+    local w = floor(random(0, n - 1) / 32)  -- the last, partial word less often
+    ws[k] = w
+    args[3 * k - 2], args[3 * k - 1], args[3 * k] = 'GET', 'u32', str(32 * w)
+  end
+  local got = chunked('BITFIELD_RO', key, nil, args, 3)
+  for k = 1, m do
+    if #out >= count then break end
+    local i = got[k] ~= 0 and bit_in_word(got[k], ws[k], n, taken)
+    if i then
+      taken[i] = true
+      out[#out + 1] = i
+    end
+  end
+end
 
 -- up to count distinct set bits of key in [0, n), at random, not in taken (which gains them),
 -- in at most budget probes (nil: until count are found or the key has no more). density:
 -- about the share of [0, n) set. While it is at least DENSE, random 32-bit words are read in
--- one call per round and one set bit taken from each; then (or below DENSE) the next set bit
--- after a random position, per probe. clear: any bit found may be cleared in key (the caller
--- clears the bits it keeps or sets them again; taken bits it finds are not wanted), so no probe
--- finds a bit twice; else key is only read and a probe that finds taken bits moves on a few
--- times, then gives up. Returns the bits found and
+-- one call per round and one set bit taken from each (from DENSER on, random single bits);
+-- then (or below DENSE) the next set bit after a random position, per probe. clear: any bit
+-- found may be cleared in key (the caller clears the bits it keeps or sets them again; taken
+-- bits it finds are not wanted), so no probe finds a bit twice; else key is only read and a
+-- probe that finds taken bits moves on a few times, then gives up. Returns the bits found and
 -- whether any of them was cleared in key (then all were).
 local function pick(key, count, n, density, taken, budget, clear)
   local out = {}
   if count <= 0 or density <= 0 then return out, false end
   budget = budget or math.huge
   if density >= DENSE then
-    local found = 1 - (1 - math.min(density, 1)) ^ 32
+    local bits_only = density >= DENSER
+    local found = bits_only and math.min(density, 1) or 1 - (1 - math.min(density, 1)) ^ 32
     for _ = 1, 3 do
       local m = math.min(budget, math.ceil((count - #out) / found * 1.1) + 4)
       if #out >= count or m <= 0 then break end
       budget = budget - m
-      local ws, args, random, floor = {}, {}, math.random, math.floor
-      for k = 1, m do
-        local w = floor(random(0, n - 1) / 32)  -- the last, partial word less often
-        ws[k] = w
-        args[3 * k - 2], args[3 * k - 1], args[3 * k] = 'GET', 'u32', str(32 * w)
-      end
-      local got = chunked('BITFIELD_RO', key, nil, args, 3)
-      for k = 1, m do
-        if #out >= count then break end
-        local i = got[k] ~= 0 and bit_in_word(got[k], ws[k], n, taken)
-        if i then
-          taken[i] = true
-          out[#out + 1] = i
-        end
+      if bits_only then
+        probe_bits(key, m, count, n, taken, out)
+      else
+        probe_words(key, m, count, n, taken, out)
       end
     end
     if #out >= count or budget <= 0 then return out, false end
