@@ -128,6 +128,25 @@ def test_pinned_samples_are_not_evicted(redis_proc):
     assert store.state()["encoded"]["entries"] == 10
 
 
+def test_a_sample_pinned_by_two_fetches_stays_pinned_until_both_release(redis_proc):
+    """Two jobs are served the same cached samples (their pins set as a whole bitmap): one
+    job's release leaves them pinned by the other's fetch; after both, they may go."""
+    n = 100
+    store = make_store(redis_proc, n, capacity={"encoded": 10})
+    for job in ("a", "b", "c"):
+        store.join(job)
+        store.start_epoch(job, 0)
+    store.admit("a", [(i, "encoded", 1, b"") for i in range(10)])
+    db, dc = store.decide("b", 10), store.decide("c", 10)
+    assert db.hits == dc.hits == 10 and set(db.indices) == set(dc.indices) == set(range(10))
+    while (da := store.decide("a", 10)).indices:  # a needs none of them any more
+        store.release("a", da)
+    store.release("b", db)
+    assert store.admit("a", [(50, "encoded", 1, b"")]) == [0]  # c's fetch still pins them
+    store.release("c", dc)
+    assert store.admit("a", [(50, "encoded", 1, b"")]) == [1]
+
+
 def test_paper_policy_evicts_at_threshold(redis_proc):
     n = 50
     store = make_store(redis_proc, n, policy="paper", capacity={"encoded": 5})
