@@ -79,10 +79,15 @@ def _expand(client: Any, commands: Sequence[Sequence[Any]]) -> tuple[list, list]
     return flat, spans
 
 
+def _connection(client: Any, node: Any) -> redis.Redis:
+    """The client of a cluster ``node`` (made on first use)."""
+    return node.redis_connection or client.get_redis_connection(node)
+
+
 def _node(client: Any, command: Sequence[Any]) -> redis.Redis:
     key = routing_key(command)
     node = client.get_node_from_key(key) if key is not None else client.get_default_node()
-    return node.redis_connection or client.get_redis_connection(node)
+    return _connection(client, node)
 
 
 def send(client: Any, commands: Sequence[Sequence[Any]]) -> Sent:
@@ -210,7 +215,7 @@ def _ask(sent: Sent, asked: dict[int, tuple[str, int]], depth: int) -> list[Any]
             for k in where:
                 again.failed[k] = redis.ConnectionError(f"ASK to unknown node {host}:{port}")
             continue
-        targets.append((node.redis_connection or client.get_redis_connection(node), where))
+        targets.append((_connection(client, node), where))
     _write(again, targets)
     return receive(again, None, depth + 1)[1::2]
 
