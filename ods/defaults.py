@@ -31,6 +31,8 @@ EVICTION_POOL = 2048
 #: one round trip each, so that no call holds the server's one thread for long (under eviction
 #: pressure a value costs about 10-15 us of server time).
 ADMIT_CHUNK = 64
+#: Entries (at most) one ``shrink`` call evicts from a tier above its budget.
+SHRINK_CHUNK = 256
 #: Live jobs (at most) over which an admission counts how much a sample is still needed.
 DEMAND_JOBS = 4
 #: Batches the sampler decides per call while the cache covers the job.

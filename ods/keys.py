@@ -16,6 +16,8 @@ their letter; ``<form>`` below). A job's name in the engine ends with ``|<view>`
     seneca:{<dataset>}:jobs              zset: live jobs -> lease expiry (ms)
     seneca:{<dataset>}:info              hash: what the dataset is, for operators (samples,
                                          about, budget:<form>, seen); no function reads it
+    seneca:{<dataset>}:plan              string: the split the dataset's loaders plan together
+                                         (JSON: split, inputs, version); no function reads it
     seneca:{<dataset>}:ref, :doom        'paper' policy: hits per sample, samples to evict
     seneca:{<dataset>}:x:c, :x:g         scratch bitmaps of one call
     seneca:{<dataset>}:gc, :gc:<view>    zsets: evicted entries -> when their value is collected
@@ -93,6 +95,10 @@ class Keys:
     @property
     def info(self) -> str:
         return f"{self.meta}info"
+
+    @property
+    def plan(self) -> str:
+        return f"{self.meta}plan"
 
     @property
     def jobs(self) -> str:

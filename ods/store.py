@@ -252,6 +252,18 @@ class OdsStore(Engine):
             flat += [LETTER[tier], int(index)]
         return self.unlink_values(self.call("forget", job, *flat))
 
+    def shrink(self, job: str, capacity: Mapping[str, int]) -> dict[str, int]:
+        """Evict entries of the tiers that hold more than ``capacity`` (units per tier), the
+        least needed unpinned ones first, at most ``ods.defaults.SHRINK_CHUNK`` per tier in
+        this call, and delete their values. Returns per tier the units still above its
+        budget (call again while any is left; pinned entries stay until released)."""
+        caps = [int(capacity[t]) for t in TIERS]
+        args = [self.admission_seed(), defaults.SHRINK_CHUNK, defaults.DEMAND_JOBS]
+        args += [defaults.EVICTION_CANDIDATES, defaults.EVICTION_POOL]
+        over, evicted = self.call("shrink", job, *caps, *args, jobs=True)
+        self.unlink_values(evicted)
+        return {t: int(v) for t, v in zip(TIERS, over, strict=True)}
+
     def value_key(self, tier: str, index: int) -> str:
         """The key holding the value of sample ``index`` in ``tier``."""
         return self.keys.value(tier, index)

@@ -35,6 +35,7 @@ COMMANDS = (
     "release",
     "admit",
     "forget",
+    "shrink",
     "state",
 )
 
