@@ -13,6 +13,33 @@ CACHE_SIZE = 1_000_000_000
 #: Fractions of the cache given to the encoded / decoded / augmented tiers when ``split`` is not
 #: given. ``mdp plan`` computes a better split for a given cluster.
 SPLIT = {"encoded": 0.5, "decoded": 0.3, "augmented": 0.2}
+#: ``split="auto"`` (the default): the loader plans its split with MDP from what it measures
+#: (``seneca.autoplan``). Until a value has AUTO_WARMUP_SAMPLES samples behind it, it is taken
+#: from AUTO_DEFAULTS (the CPU rates per process; ImageNet-like JPEGs of ~110 KB, decoded 5.1x
+#: their size, cropped to 224 x 224), the rest from PROFILE_DEFAULTS or the user's spec.
+AUTO_DEFAULTS = {
+    "node.decode_augment_samples_per_s": 400.0,
+    "node.augment_samples_per_s": 1000.0,
+    "cache.bandwidth_gbit_per_s": 10.0,
+    "storage.bandwidth_mbyte_per_s": 500.0,
+    "dataset.sample_kb": 110.0,
+    "dataset.inflation": 5.1,
+    "dataset.augmented_ratio": 0.27,
+}
+AUTO_WARMUP_SAMPLES = 256
+#: The split changes only when the best split's predicted throughput beats the current one's
+#: (both predicted from the same, latest inputs) by more than this fraction ...
+AUTO_REPLAN_GAIN = 0.10
+#: ... and the current plan is at least this old (a plan from defaults is replaced at once).
+AUTO_REPLAN_INTERVAL = 30.0
+#: Seconds between two looks at the shared plan by a loader (between batches).
+AUTO_TICK = 2.0
+#: ``shrink`` calls (each evicting at most ``ods.defaults.SHRINK_CHUNK`` entries per tier) a
+#: loader makes per look while a tier holds more than its budget.
+AUTO_SHRINK_CALLS = 16
+#: Milliseconds the lock a loader takes to change the shared plan lasts at most.
+AUTO_LOCK_MS = 5_000
+
 #: Bytes charged per cached entry on top of its value, for Redis' own per-key overhead.
 ENTRY_OVERHEAD = 96
 

@@ -21,15 +21,19 @@ ALLOWED = {
     "ods": {"seneca_base"},
     "seneca": {"seneca_base"},
     "seneca.pipeline": {"seneca", "seneca_base"},
-    "seneca.cache": {"seneca", "seneca_base", "seneca.pipeline", "ods"},
-    "seneca.loader": {"seneca", "seneca_base", "seneca.pipeline", "seneca.cache", "ods"},
+    "seneca.cache": {"seneca", "seneca_base", "seneca.pipeline", "seneca.autoplan", "ods"},
+    "seneca.autoplan": {"seneca", "seneca_base", "mdp"},
+    "seneca.loader": {
+        *("seneca", "seneca_base", "seneca.pipeline", "seneca.cache", "seneca.autoplan"),
+        *("ods", "mdp"),
+    },
     "seneca.bench": {
         *("seneca", "seneca_base", "seneca.pipeline", "seneca.cache", "seneca.loader"),
-        *("mdp", "ods"),
+        *("seneca.autoplan", "mdp", "ods"),
     },
     "seneca.cli": {
         *("seneca", "seneca_base", "seneca.pipeline", "seneca.cache", "seneca.loader"),
-        *("seneca.bench", "mdp", "ods"),
+        *("seneca.bench", "seneca.autoplan", "mdp", "ods"),
     },
 }
 

@@ -47,7 +47,8 @@ class BenchConfig:
     crop: int = 224
     step_ms: float = 0.0
     storage_mbps: float | None = None
-    split: tuple[float, float, float] = tuple(defaults.SPLIT[t] for t in SPLIT_ORDER)
+    #: E, D, A fractions, or "auto": each job's loader plans the split (SenecaLoader's default)
+    split: tuple[float, float, float] | str = tuple(defaults.SPLIT[t] for t in SPLIT_ORDER)
     cache: str | None = None
     repeats: int = 1  # rounds of every configuration, each round in its own shuffled order
     order_seed: int = 0

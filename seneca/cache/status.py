@@ -15,6 +15,7 @@ from typing import Any
 from ods import defaults as ods_defaults
 from ods import routing
 from ods.keys import Keys, glob_escape
+from seneca.autoplan.record import PlanRecord
 from seneca_base.tiers import LETTER
 
 __all__ = [
@@ -76,6 +77,7 @@ class DatasetStatus:
     served: int
     hits: dict[str, int]  # per tier (augmented: over every view)
     substitutions: int
+    plan: PlanRecord | None = None  # the split its loaders share (split="auto"), if any
 
     @property
     def hit_rate(self) -> float:
@@ -190,6 +192,7 @@ def dataset_status(client: Any, dataset: str, now: int, prefix: str) -> DatasetS
         served=_int(used.get("served")),
         hits=hits,
         substitutions=_int(used.get("subs")),
+        plan=PlanRecord.from_json(client.get(keys.plan)),
     )
 
 

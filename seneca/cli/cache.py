@@ -55,6 +55,8 @@ def _dataset_lines(d: DatasetStatus) -> list[str]:
         + (f" ({per})" if per else "")
         + f", {d.substitutions:,} substitutions"
     )
+    if d.plan is not None:
+        lines += _plan_lines(d.plan)
     lines.append(f"  jobs: {d.live_jobs} live of {len(d.jobs)}")
     for j in d.jobs:
         state = "live" if j.live else f"lease ran out {-j.lease_left_s:,.0f} s ago"
@@ -62,6 +64,35 @@ def _dataset_lines(d: DatasetStatus) -> list[str]:
             f"    {j.name:<40} epoch {j.epoch:>3}  {j.progress:6.1%} of {j.samples:,}"
             f"  hit rate {j.hit_rate:.1%}  {state}"
         )
+    return lines
+
+
+#: The plan's inputs ``seneca cache status`` shows (all are in ``--json``).
+_PLAN_INPUTS = (
+    ("cluster.jobs", "jobs", "{:.0f}"),
+    ("node.decode_augment_samples_per_s", "decode+transform/s", "{:,.0f}"),
+    ("node.augment_samples_per_s", "transform/s", "{:,.0f}"),
+    ("cache.bandwidth_gbit_per_s", "cache Gbit/s", "{:,.2f}"),
+    ("storage.bandwidth_mbyte_per_s", "storage MB/s", "{:,.0f}"),
+    ("dataset.sample_kb", "sample KB", "{:,.1f}"),
+    ("dataset.inflation", "inflation", "{:.2f}"),
+    ("dataset.augmented_ratio", "augmented/decoded", "{:.2f}"),
+)
+
+
+def _plan_lines(p: Any) -> list[str]:
+    """The shared plan and the inputs it was planned from (* measured)."""
+    gain = f", {p.gain:+.0%} over the split before" if p.version > 1 else ""
+    lines = [
+        f"  plan: split {p.split_text()} (E-D-A), version {p.version}, {p.source}, by {p.by}; "
+        f"predicted {p.throughput:,.0f} samples/s{gain}"
+    ]
+    shown = []
+    for name, label, fmt in _PLAN_INPUTS:
+        if name in p.inputs:
+            mark = "*" if name in p.measured else ""
+            shown.append(f"{label} {fmt.format(p.inputs[name])}{mark}")
+    lines.append("    from " + ", ".join(shown) + " (* measured)")
     return lines
 
 

@@ -146,7 +146,11 @@ def _add_bench(sub: Any) -> None:
     b.add_argument("--crop", type=int, default=224, help="RandomResizedCrop size")
     b.add_argument("--step-ms", type=float, default=0.0, help="emulated GPU step per batch")
     b.add_argument("--storage-mbps", type=float, default=None, help="emulated storage MB/s")
-    b.add_argument("--split", default=None, help="E-D-A for mdp and seneca (default 50-30-20)")
+    b.add_argument(
+        "--split",
+        default=None,
+        help="E-D-A for mdp and seneca (default 50-30-20), or auto: the loaders plan it",
+    )
     b.add_argument("--plan", default=None, help="plan.json (mdp plan --out) for mdp and seneca")
     b.add_argument("--cache", default=None, help="Redis URL (default: a private embedded one)")
     b.add_argument(
@@ -266,6 +270,8 @@ def _bench(args: argparse.Namespace) -> None:
     if args.plan:
         chosen = load_plan(args.plan).split
         split = (chosen["encoded"], chosen["decoded"], chosen["augmented"])
+    elif args.split == "auto":
+        split = "auto"  # each job's loader plans the split itself
     elif args.split:
         from mdp.planner import parse_split
 

@@ -11,6 +11,7 @@ process, then reads from storage until the cache answers again.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -23,6 +24,7 @@ from torchvision.transforms.functional import pil_to_tensor
 from ods.sampler import Pick
 from ods.store import OdsStore
 from seneca import defaults
+from seneca.autoplan.record import PlanRecord
 from seneca.loader.fetch import fetch_decided
 from seneca.loader.malloc import tune_malloc
 from seneca.loader.source import Resolved
@@ -38,6 +40,13 @@ log = logging.getLogger("seneca")
 __all__ = ["CachedDataset"]
 
 
+def _image_bytes(image: Any) -> int:
+    """Bytes of a decoded image as the decoded tier stores it (0 when it is no PIL image)."""
+    if isinstance(image, Image.Image):
+        return image.width * image.height * len(image.getbands())
+    return 0
+
+
 class CachedDataset(torch.utils.data.Dataset):
     """The user's dataset read through the cache (``seneca.loader.source`` says which datasets
     can be): item ``i`` is the user's item ``i``.
@@ -49,7 +58,7 @@ class CachedDataset(torch.utils.data.Dataset):
 
     _OWN = frozenset(
         {"dataset", "resolved", "source", "positions", "transform", "target_transform"}
-        | {"counters", "defer_tail", "store", "job", "cache_name"}
+        | {"counters", "defer_tail", "store", "job", "cache_name", "plan_size"}
     )
 
     def __init__(
@@ -71,6 +80,10 @@ class CachedDataset(torch.utils.data.Dataset):
         self.store: OdsStore | None = None
         self.job: str | None = None
         self.cache_name = ""
+        #: with ``split="auto"``: the cache size the shared plan's split applies to (each
+        #: fetch reads the plan and sets the store's budgets; None: a fixed split)
+        self.plan_size: int | None = None
+        self._plan_raw: Any = None
         self.backoff = Backoff("", defaults.CACHE_RETRY_AFTER)
         self._warned = False
         #: a cache failure is raised (CacheError) instead of read around
@@ -89,6 +102,17 @@ class CachedDataset(torch.utils.data.Dataset):
         self.cache_name = name
         #: shared with the sampler and every other reader of this cache in a process
         self.backoff = Backoff(name, defaults.CACHE_RETRY_AFTER)
+
+    def adopt_plan(self, raw: Any) -> None:
+        """Budget the tiers by the shared plan ``raw`` (a ``seneca.autoplan`` record, as read
+        from the cache; anything else leaves the budgets as they are)."""
+        if not isinstance(raw, bytes | bytearray) or raw == self._plan_raw or not self.plan_size:
+            return
+        self._plan_raw = bytes(raw)
+        record = PlanRecord.from_json(self._plan_raw)
+        if record is not None and self.store is not None:
+            split = record.fractions
+            self.store.capacity = {t: int(split[t] * self.plan_size) for t in TIERS}
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in self._OWN:
@@ -220,15 +244,24 @@ class CachedDataset(torch.utils.data.Dataset):
             else:
                 raw = obj
                 if tier is None:
+                    start = time.perf_counter_ns()
                     raw = self.source.read(index)
+                    count["ns_storage"] += time.perf_counter_ns() - start
                     count["storage_reads"] += 1
                     got = len(raw) if raw is not None else self.source.size(index)
                     count["bytes_storage"] += got
+                    count["bytes_encoded"] += got
+                elif raw is not None:
+                    count["bytes_encoded"] += len(raw)
+                start = time.perf_counter_ns()
                 image = self.source.decode(index, raw)
+                count["ns_decode"] += time.perf_counter_ns() - start
                 count["decodes"] += 1
+                count["bytes_decoded"] += _image_bytes(image)
                 if tier is None and not offer(index, "decoded", image) and raw is not None:
                     offer(index, "encoded", raw)
             obj = image
+            start = time.perf_counter_ns()
             if self.transform.head is not None:
                 obj = self.transform.head(obj)
                 count["transforms"] += 1
@@ -237,6 +270,10 @@ class CachedDataset(torch.utils.data.Dataset):
             value = self._tensor_value(obj) if to_tensor else None
             if value is not None:
                 obj, as_tensor = codec.decode(value), True
+                count["bytes_augmented"] += len(value)
+                count["augmented_made"] += 1
+            if self.transform.head is not None:
+                count["ns_transform"] += time.perf_counter_ns() - start
             if aug_ok and self.transform.head is not None:
                 if value is not None:
                     offer(index, "augmented", value, encoded=True)

@@ -14,6 +14,7 @@ offers the new values to the cache (its policy decides what stays).
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -66,8 +67,14 @@ def _read(
     commands += [store.release_command(ds.job, b, hits) for b, hits in releases]
     commands.append(store.used_command())
     commands.append(store.live_command())
+    if ds.plan_size:  # the shared plan's split, which this fetch's admissions follow
+        commands.append(("GET", store.keys.plan))
     place = _placer(rows, picks) if rows is not None and keys else None
+    start = time.perf_counter_ns()
     replies = execute(store.client, commands, raise_on_error=False, place=place)
+    count["ns_cache"] += time.perf_counter_ns() - start
+    if ds.plan_size:
+        ds.adopt_plan(replies.pop())
     first = 1 if keys else 0
     for (bucket, hits), reply in zip(releases, replies[first:], strict=False):
         store.released(ds.job, bucket, hits, reply)

@@ -8,7 +8,7 @@ import os
 import warnings
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
@@ -20,37 +20,26 @@ from seneca.loader.malloc import tune_malloc
 from seneca.loader.options import resolve_batch_tail, resolve_job, resolve_ods, resolve_strict
 from seneca.loader.rows import collate_rows
 from seneca.loader.setup import (
+    auto_planner,
     cache_options,
     cache_store,
     connect,
     leave_job,
+    ods_members,
     ods_sampler,
     seeds_from,
     union_over_ranks,
 )
-from seneca.loader.source import NotCacheable, Resolved, members, resolve
-from seneca.loader.stats import Counters, epoch_summary
+from seneca.loader.source import NotCacheable, Resolved, resolve
+from seneca.loader.stats import Counters, epoch_summary, job_stats
 from seneca_base.errors import ConfigError
-from seneca_base.tiers import TIERS
+
+if TYPE_CHECKING:
+    from seneca.autoplan import AutoPlanner
 
 __all__ = ["SenecaLoader"]
 
 log = logging.getLogger("seneca")
-
-
-def _ods_members(
-    dataset: Any, resolved: Resolved, use_ods: bool, ods: bool | None
-) -> tuple[bool, Sequence[int] | None]:
-    """Whether ODS can serve ``resolved`` (a subset that repeats samples: not, which is an
-    error only when ``ods=True`` asked for it), and the samples it serves (None: all)."""
-    if not use_ods:
-        return False, None
-    try:
-        return True, members(resolved)
-    except NotCacheable as why:
-        if ods:
-            raise ConfigError(f"ods=True: {type(dataset).__name__}: {why}") from None
-        return False, None
 
 
 _T_co = TypeVar("_T_co", covariant=True)
@@ -93,9 +82,14 @@ class SenecaLoader(DataLoader[_T_co]):
         cache_size: bytes the tiers may fill ("2GB", "512MiB" or an int). Default: the
             server's ``maxmemory`` for a URL, ``defaults.CACHE_SIZE`` for the embedded cache.
         split: fractions of ``cache_size`` for the encoded, decoded and augmented tiers, as a
-            mapping or an (e, d, a) tuple summing to 1. Default ``defaults.SPLIT``.
+            mapping or an (e, d, a) tuple summing to 1; or ``"auto"`` (the default): the loader
+            plans the split with MDP from what it measures, shares one plan with every loader
+            of the dataset and re-plans as rates and live jobs move (``docs/autoplan.md``).
         plan: a plan from ``mdp plan SPEC --out plan.json`` (its path, or the loaded JSON):
             its split, and its cache size when ``cache_size`` is not given. Not with ``split``.
+        spec: with ``split="auto"``, a cluster spec (``mdp`` TOML) for what the loader cannot
+            measure (GPU rate, NIC, PCIe, cluster shape, model); default
+            ``defaults.PROFILE_DEFAULTS``.
         job: name of the training job; loaders with the same name count as one job (ranks of
             one data-parallel job use the same name and together see each sample once).
         ods: batches come from the opportunistic sampler (ODS, ``docs/ods.md``): random,
@@ -131,8 +125,9 @@ class SenecaLoader(DataLoader[_T_co]):
         in_order: bool = True,
         cache: str | None = None,
         cache_size: int | str | None = None,
-        split: Mapping[str, float] | Sequence[float] | None = None,
+        split: Mapping[str, float] | Sequence[float] | str | None = None,
         plan: str | os.PathLike | Mapping[str, Any] | None = None,
+        spec: str | os.PathLike | None = None,
         job: str | None = None,
         ods: bool | None = None,
         batch_tail: bool | None = None,
@@ -142,7 +137,7 @@ class SenecaLoader(DataLoader[_T_co]):
         args: dict[str, Any] = {name: given[name] for name in _DATALOADER_ARGS}
         DataLoader(dataset, **args)  # DataLoader's own checks come first, with its errors
         tune_malloc()
-        options = cache_options(cache, cache_size, split, plan)
+        options = cache_options(cache, cache_size, split, plan, spec)
         self.strict = resolve_strict(strict)
         self.job = resolve_job(job)
         self._counters = Counters(
@@ -153,7 +148,9 @@ class SenecaLoader(DataLoader[_T_co]):
         self._batch_tail: Any = None
         self.cache_url: str | None = None
         self.cache_size: int | None = None
-        self.split: dict[str, float] | None = None
+        self._split: dict[str, float] | None = None
+        #: with ``split="auto"``: the planner of this loader's split (None: a fixed split)
+        self.planner: AutoPlanner | None = None
         #: why this loader reads its dataset without a cache (None: it caches)
         self.not_cached: str | None = None
         try:
@@ -162,8 +159,8 @@ class SenecaLoader(DataLoader[_T_co]):
             self._step_aside(dataset, args, str(why), ods, batch_tail)
             return
         use_ods = resolve_ods(ods, shuffle, sampler, batch_sampler, batch_size)
-        use_ods, ods_members = _ods_members(dataset, resolved, use_ods, ods)
-        self._wire(dataset, resolved, args, options, use_ods, ods_members, batch_tail)
+        use_ods, samples = ods_members(dataset, resolved, use_ods, ods)
+        self._wire(dataset, resolved, args, options, use_ods, samples, batch_tail)
         if job is None and not self.job.startswith("ddp:"):
             # a job of its own: its state goes with the loader (a named job may be resumed)
             self._leave = weakref.finalize(self, leave_job, self.store, self.job, os.getpid())
@@ -206,7 +203,12 @@ class SenecaLoader(DataLoader[_T_co]):
         setup = connect(options, self.strict)
         wrapped.strict = self.strict
         store = cache_store(setup, *wrapped.cache_ids(), len(resolved.source), dataset)
-        self.cache_url, self.cache_size, self.split = setup.client.redacted, setup.size, setup.split
+        self.cache_url, self.cache_size = setup.client.redacted, setup.size
+        self._split = setup.split
+        if options.auto:
+            workers, counters = args["num_workers"], self._counters
+            self.planner = auto_planner(setup, store, self.job, counters, workers, options.spec)
+            wrapped.plan_size = setup.size
         batch_size, drop_last = args["batch_size"], args["drop_last"]
         if use_ods and setup.reachable:
             seed = seeds_from(args["generator"])
@@ -262,7 +264,13 @@ class SenecaLoader(DataLoader[_T_co]):
     def _summarised(self, it: Any, before: dict[str, int]) -> Any:
         """Yield the batches of ``it``; log a summary of the epoch at INFO when it ends."""
         subs = self._ods_sampler.substitutions if self._ods_sampler else 0
-        yield from it
+        planner = self.planner
+        if planner is None:
+            yield from it
+        else:
+            for batch in it:
+                planner.tick()  # at most every defaults.AUTO_TICK seconds
+                yield batch
         if log.isEnabledFor(logging.INFO):
             subs = (self._ods_sampler.substitutions if self._ods_sampler else 0) - subs
             epoch = self._ods_sampler.current if self._ods_sampler else None
@@ -350,6 +358,12 @@ class SenecaLoader(DataLoader[_T_co]):
         self._iterator = None  # persistent workers stop with their iterator
 
     @property
+    def split(self) -> dict[str, float] | None:
+        """The fractions of the cache per tier in use now (planned, with ``split="auto"``);
+        None when the loader reads its dataset uncached."""
+        return self.planner.split if self.planner is not None else self._split
+
+    @property
     def ods(self) -> bool:
         """Whether batches come from ODS."""
         return self._ods_sampler is not None
@@ -376,23 +390,8 @@ class SenecaLoader(DataLoader[_T_co]):
         ``substitutions`` (misses replaced by hits) and ``ods_gone`` (decided hits found
         evicted, read from the next tier or storage).
         """
-        c = self._counters.snapshot()
-        out: dict[str, Any] = {"samples": c["samples"]}
-        for t in TIERS:
-            hits, misses = c[f"hits_{t}"], c[f"misses_{t}"]
-            out[t] = {
-                "hits": hits,
-                "misses": misses,
-                "hit_rate": hits / (hits + misses) if hits + misses else 0.0,
-                "admitted": c[f"admitted_{t}"],
-                "full": c[f"full_{t}"],
-            }
-        for name in ("storage_reads", "decodes", "transforms", "bytes_storage", "bytes_cache"):
-            out[name] = c[name]
-        out["cache_errors"] = c["cache_errors"]
-        out["substitutions"] = self._ods_sampler.substitutions if self._ods_sampler else 0
-        out["ods_gone"] = c["ods_gone"]
-        return out
+        subs = self._ods_sampler.substitutions if self._ods_sampler else 0
+        return job_stats(self._counters.snapshot(), subs)
 
     def reset_stats(self) -> None:
         """Set every counter of :meth:`stats` back to zero."""

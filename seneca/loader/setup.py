@@ -10,7 +10,8 @@ import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 import redis
 import torch
@@ -22,19 +23,26 @@ from seneca import defaults
 from seneca.cache.client import CacheClient
 from seneca.cache.embedded import acquire_embedded
 from seneca.loader.options import group_device, load_plan, parse_split
-from seneca_base.errors import CacheUnavailableError, ConfigError, SenecaError
+from seneca.loader.source import NotCacheable, Resolved, members
+from seneca_base.errors import CacheError, CacheUnavailableError, ConfigError, SenecaError
 from seneca_base.tiers import TIERS
 from seneca_base.units import parse_size
+
+if TYPE_CHECKING:
+    from seneca.autoplan import AutoPlanner
 
 __all__ = [
     "CacheOptions",
     "CacheSetup",
+    "auto_planner",
     "cache_options",
     "cache_store",
     "connect",
     "leave_job",
+    "ods_members",
     "ods_sampler",
     "seeds_from",
+    "spec_values",
     "union_over_ranks",
 ]
 
@@ -44,11 +52,14 @@ log = logging.getLogger("seneca")
 @dataclass(frozen=True)
 class CacheOptions:
     """The cache options, validated: the client of a URL (None: the embedded cache), the size
-    asked for or planned (None: the server's), and the split."""
+    asked for or planned (None: the server's), the split (the first one planned, when
+    ``auto``), and for ``auto`` the spec values given for what the loader cannot measure."""
 
     client: CacheClient | None
     size: int | None
     split: dict[str, float]
+    auto: bool = False
+    spec: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -69,20 +80,57 @@ class CacheSetup:
 def cache_options(
     cache: str | None,
     cache_size: int | str | None,
-    split: Mapping[str, float] | Sequence[float] | None,
+    split: Mapping[str, float] | Sequence[float] | str | None,
     plan: str | os.PathLike | Mapping[str, Any] | None,
+    spec: str | os.PathLike | None = None,
 ) -> CacheOptions:
-    """Validate SenecaLoader's ``cache``, ``cache_size``, ``split`` and ``plan``."""
+    """Validate SenecaLoader's ``cache``, ``cache_size``, ``split``, ``plan`` and ``spec``."""
     size = parse_size(cache_size, "cache_size") if cache_size is not None else None
+    auto = plan is None and (split is None or (isinstance(split, str) and split == "auto"))
+    if isinstance(split, str) and not auto:
+        raise ConfigError(f"split: expected 'auto', a mapping or an (e, d, a) tuple, got {split!r}")
+    if spec is not None and not auto:
+        raise ConfigError("spec= is what split='auto' plans with: not with plan= or a split")
+    base = spec_values(spec) if spec is not None else None
     if plan is not None:
         if split is not None:
             raise ConfigError("give either plan= or split=, not both")
         chosen = load_plan(plan)
         fractions, size = chosen.split, size or chosen.cache_bytes
     else:
-        fractions = parse_split(split)
+        fractions = parse_split(None if auto else split)
     client = CacheClient(cache) if cache is not None else None
-    return CacheOptions(client, size, fractions)
+    return CacheOptions(client, size, fractions, auto, base)
+
+
+def spec_values(spec: str | os.PathLike) -> dict[str, Any]:
+    """The values (``section.key``) of a cluster spec file, for what the loader cannot measure."""
+    from mdp.spec import FIELDS, load_spec
+
+    if not isinstance(spec, str | os.PathLike):
+        raise ConfigError(f"spec: expected the path of a cluster spec (TOML), got {spec!r}")
+    loaded = load_spec(spec)
+    return {f.name: loaded.get(f.name) for f in FIELDS}
+
+
+def auto_planner(
+    setup: CacheSetup, store: OdsStore, job: str, counters: Any, workers: int, base: Any
+) -> AutoPlanner:
+    """The planner of a loader with ``split="auto"``, started on the dataset's plan (or the
+    first one) when the cache answers; the store's budgets follow its split."""
+    from seneca.autoplan import AutoPlanner, Setting
+
+    url = setup.client.url
+    local = url.startswith("unix:") or urlparse(url).hostname in ("localhost", "127.0.0.1", "::1")
+    setting = Setting(store.samples, setup.size, max(0, workers), local, dict(base or {}))
+    planner = AutoPlanner(store, job, counters, setting)
+    if setup.reachable:
+        try:
+            planner.start()
+        except (redis.RedisError, OSError, CacheError) as err:
+            log.debug("no plan yet: %s", err)
+    store.capacity = planner.budgets()
+    return planner
 
 
 def _server_maxmemory(client: CacheClient) -> int | None:
@@ -117,6 +165,21 @@ def connect(options: CacheOptions, strict: bool = False) -> CacheSetup:
             stacklevel=3,
         )
     return CacheSetup(client, size or maxmemory or defaults.CACHE_SIZE, options.split, True)
+
+
+def ods_members(
+    dataset: Any, resolved: Resolved, use_ods: bool, ods: bool | None
+) -> tuple[bool, Sequence[int] | None]:
+    """Whether ODS can serve ``resolved`` (a subset that repeats samples: not, which is an
+    error only when ``ods=True`` asked for it), and the samples it serves (None: all)."""
+    if not use_ods:
+        return False, None
+    try:
+        return True, members(resolved)
+    except NotCacheable as why:
+        if ods:
+            raise ConfigError(f"ods=True: {type(dataset).__name__}: {why}") from None
+        return False, None
 
 
 def data_parallel() -> tuple[int, int]:

@@ -13,10 +13,11 @@ import multiprocessing.context
 import os
 import tempfile
 import weakref
+from typing import Any
 
 import numpy as np
 
-__all__ = ["FIELDS", "Counters", "epoch_summary", "process_row"]
+__all__ = ["FIELDS", "Counters", "epoch_summary", "job_stats", "process_row"]
 
 FIELDS = (
     "samples",
@@ -39,6 +40,15 @@ FIELDS = (
     "full_encoded",
     "cache_errors",
     "ods_gone",
+    # what the loader's own plan is made from (seneca.autoplan): time spent (ns) and bytes
+    "ns_storage",
+    "ns_decode",
+    "ns_transform",
+    "ns_cache",
+    "bytes_encoded",
+    "bytes_decoded",
+    "bytes_augmented",
+    "augmented_made",
 )
 _INDEX = {f: i for i, f in enumerate(FIELDS)}
 
@@ -107,6 +117,26 @@ def epoch_summary(job: str, epoch: int | None, before: dict, after: dict, subs: 
         f"augmented/decoded/encoded {hits[0]}/{hits[1]}/{hits[2]} ({rate:.0%}), {subs} "
         f"substitutions, {d['storage_reads']} storage reads, {d['cache_errors']} cache errors"
     )
+
+
+def job_stats(c: dict[str, int], substitutions: int) -> dict[str, Any]:
+    """``SenecaLoader.stats()`` from a :meth:`Counters.snapshot` and the substitutions."""
+    out: dict[str, Any] = {"samples": c["samples"]}
+    for t in ("augmented", "decoded", "encoded"):
+        hits, misses = c[f"hits_{t}"], c[f"misses_{t}"]
+        out[t] = {
+            "hits": hits,
+            "misses": misses,
+            "hit_rate": hits / (hits + misses) if hits + misses else 0.0,
+            "admitted": c[f"admitted_{t}"],
+            "full": c[f"full_{t}"],
+        }
+    for name in ("storage_reads", "decodes", "transforms", "bytes_storage", "bytes_cache"):
+        out[name] = c[name]
+    out["cache_errors"] = c["cache_errors"]
+    out["substitutions"] = substitutions
+    out["ods_gone"] = c["ods_gone"]
+    return out
 
 
 def process_row() -> int:

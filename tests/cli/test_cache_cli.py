@@ -169,3 +169,18 @@ def test_metrics_are_served_over_http(tiny_dataset, redis_url, free_port):
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_status_shows_the_plan_the_loaders_share_and_its_inputs(tiny_dataset, redis_url, capsys):
+    loader = SenecaLoader(indexed(tiny_dataset), batch_size=8, shuffle=True, cache=redis_url)
+    assert len(list(loader)) == 6
+    [d] = _status(capsys, redis_url)["datasets"]
+    plan = d["plan"]
+    assert plan["version"] == 1 and plan["by"] == loader.job and sum(plan["split"]) == 100
+    assert [v / 100 for v in plan["split"]] == list(loader.split.values())
+    assert plan["inputs"]["dataset.samples"] == 48
+    code, text, _ = _run(capsys, "status", redis_url)
+    split = "-".join(str(v) for v in plan["split"])
+    assert code == 0 and f"plan: split {split} (E-D-A), version 1" in text
+    assert "decode+transform/s" in text
+    loader.close()

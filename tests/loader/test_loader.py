@@ -28,7 +28,10 @@ def test_signature_matches_dataloader():
         assert name in ours, name
         assert ours[name].default == p.default and ours[name].kind == p.kind, name
     extra = [n for n in ours if n not in theirs]
-    assert extra == ["cache", "cache_size", "split", "plan", "job", "ods", "batch_tail", "strict"]
+    assert extra == [
+        *("cache", "cache_size", "split", "plan", "spec"),
+        *("job", "ods", "batch_tail", "strict"),
+    ]
     assert all(ours[n].kind is inspect.Parameter.KEYWORD_ONLY for n in extra)
 
 

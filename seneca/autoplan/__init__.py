@@ -1,0 +1,14 @@
+"""The cache plans itself: ``split="auto"`` (SenecaLoader's default) plans the split between
+the encoded, decoded and augmented tiers with MDP from the rates, sizes and live jobs the loader
+measures, shares one plan per dataset in the cache, and re-plans with hysteresis as they move.
+
+* :mod:`seneca.autoplan.inputs`: what is measured, and the spec planned from;
+* :mod:`seneca.autoplan.record`: the shared plan (JSON in the cache);
+* :mod:`seneca.autoplan.planner`: :class:`AutoPlanner`, adopting and changing it.
+"""
+
+from seneca.autoplan.inputs import Setting, measured_inputs, spec_of
+from seneca.autoplan.planner import AutoPlanner
+from seneca.autoplan.record import PlanRecord, percent_split
+
+__all__ = ["AutoPlanner", "PlanRecord", "Setting", "measured_inputs", "percent_split", "spec_of"]

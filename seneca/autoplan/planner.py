@@ -1,0 +1,192 @@
+"""AutoPlanner: the split of a loader's cache, planned with MDP from what the loader measures
+and shared with every loader of the dataset (``seneca.autoplan.record``).
+
+The first loader of a dataset plans from documented defaults (``defaults.AUTO_DEFAULTS``) and
+writes the plan; later loaders start with the plan they find. While they train, each loader
+looks at the plan every ``defaults.AUTO_TICK`` seconds (between batches, in the loader process):
+it adopts a plan another loader wrote, and re-plans from its measurements and the live jobs.
+A new split is written only when its predicted throughput beats the current split's, both
+predicted from the same inputs, by more than ``defaults.AUTO_REPLAN_GAIN``, and the current
+plan is ``defaults.AUTO_REPLAN_INTERVAL`` old (a plan from defaults is replaced by the first
+measured one at once, whatever the gain): the hysteresis that keeps the split from
+oscillating. One loader changes the plan at a time (a short lock). A tier left above its new
+budget shrinks by evicting its least needed unpinned entries (``OdsStore.shrink``), never by a
+flush.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import redis
+
+from mdp import plan, predict
+from mdp.planner import Prediction
+from seneca import defaults
+from seneca.autoplan.inputs import Setting, measured_inputs, spec_of
+from seneca.autoplan.record import PlanRecord
+from seneca_base.errors import CacheError
+from seneca_base.tiers import TIERS
+
+__all__ = ["AutoPlanner"]
+
+log = logging.getLogger("seneca")
+
+_CACHE_ERRORS = (redis.RedisError, OSError, CacheError)
+
+
+class AutoPlanner:
+    """The planned split of ``job``'s loader over ``store`` (an ``ods.store.OdsStore``).
+
+    ``counters``: the loader's counters (``snapshot()``), its measurements; ``setting``: what
+    it knows without measuring. :attr:`record` is the plan in use, :attr:`history` the plans
+    this loader used, oldest first.
+    """
+
+    def __init__(self, store: Any, job: str, counters: Any, setting: Setting) -> None:
+        self.store, self.job, self.counters, self.setting = store, job, counters, setting
+        self.record: PlanRecord | None = None
+        self.history: list[PlanRecord] = []
+        self._next = 0.0
+
+    @property
+    def split(self) -> dict[str, float]:
+        """The split in use, as fractions per tier (the defaults' plan before :meth:`start`)."""
+        if self.record is None:
+            return dict(defaults.SPLIT)
+        return self.record.fractions
+
+    def budgets(self) -> dict[str, int]:
+        """Bytes per tier under the split in use."""
+        split = self.split
+        return {t: int(split[t] * self.setting.cache_bytes) for t in TIERS}
+
+    # -- the shared record -------------------------------------------------------------------
+
+    def _read(self) -> PlanRecord | None:
+        return PlanRecord.from_json(self.store.client.get(self.store.keys.plan))
+
+    def _jobs(self) -> int:
+        return max(1, self.store.same_view(self.store.refresh_jobs()))
+
+    def _record(
+        self, best: Prediction, version: int, gain: float, spec: Any, measured: dict[str, float]
+    ) -> PlanRecord:
+        body = spec.as_toml_dict()
+        inputs = {f"{s}.{k}": v for s, keys in body.items() for k, v in keys.items()}
+        return PlanRecord(
+            split=best.split,
+            version=version,
+            source="measured" if measured else "defaults",
+            throughput=best.throughput,
+            gain=gain,
+            by=self.job,
+            at_ms=self.store.now_ms(),
+            inputs=inputs,
+            measured=tuple(sorted(measured)),
+        )
+
+    def start(self) -> PlanRecord:
+        """Use the dataset's plan, or make the first one from defaults (and whatever this
+        loader measured already)."""
+        record = self._read()
+        if record is None:
+            jobs = self._jobs()
+            measured = measured_inputs(self.counters.snapshot(), jobs, self.setting.workers)
+            spec = spec_of(self.setting, measured, jobs)
+            first = self._record(plan(spec), 1, 0.0, spec, measured)
+            if self.store.client.set(self.store.keys.plan, first.to_json(), nx=True):
+                log.info("planned the cache split %s (%s)", first.split_text(), first.source)
+            record = self._read() or first
+        self._adopt(record)
+        return record
+
+    # -- re-planning -----------------------------------------------------------------------
+
+    def tick(self, force: bool = False) -> None:
+        """Between batches: adopt the shared plan, re-plan when due, shrink tiers above their
+        budget. At most once per ``defaults.AUTO_TICK`` unless ``force``; a cache failure is
+        left to the fetch path, which reports it."""
+        now = time.monotonic()
+        if not force and now < self._next:
+            return
+        self._next = now + defaults.AUTO_TICK
+        try:
+            record = self._read()
+            if record is None:
+                record = self.start()
+            jobs = self._jobs()
+            measured = measured_inputs(self.counters.snapshot(), jobs, self.setting.workers)
+            if measured and self._due(record):
+                record = self._replan(record, measured, jobs)
+            self._adopt(record)
+            self._shrink()
+        except _CACHE_ERRORS as err:
+            log.debug("plan not checked: %s", err)
+
+    def _due(self, record: PlanRecord) -> bool:
+        if record.source == "defaults":
+            return True
+        return self.store.now_ms() - record.at_ms >= defaults.AUTO_REPLAN_INTERVAL * 1000
+
+    def _replan(self, record: PlanRecord, measured: dict[str, float], jobs: int) -> PlanRecord:
+        """The plan after looking at ``measured``: a new one when it gains enough (written
+        under the lock), else ``record`` (marked measured when it was from defaults)."""
+        spec = spec_of(self.setting, measured, jobs)
+        best, current = plan(spec), predict(spec, record.split)
+        gain = best.throughput / current.throughput - 1 if current.throughput > 0 else 0.0
+        enough = gain > defaults.AUTO_REPLAN_GAIN or record.source == "defaults"
+        change = best.split != record.split and enough
+        if not change and record.source != "defaults":
+            return record
+        lock = self.store.keys.plan + ":lock"
+        if not self.store.client.set(lock, self.job, nx=True, px=defaults.AUTO_LOCK_MS):
+            return record  # another loader is changing it
+        try:
+            latest = self._read()
+            if latest is not None and latest.version != record.version:
+                return latest  # changed meanwhile: look again at the next tick
+            if change:
+                new = self._record(best, record.version + 1, gain, spec, measured)
+            else:  # the defaults' split stands; the record now says what it was measured from
+                new = self._record(current, record.version, 0.0, spec, measured)
+            self.store.client.set(self.store.keys.plan, new.to_json())
+        finally:
+            self.store.client.delete(lock)
+        if change:
+            log.info(
+                "cache split %s -> %s: predicted %+.0f%% (%.0f -> %.0f samples/s, %d jobs)",
+                record.split_text(),
+                new.split_text(),
+                100 * gain,
+                current.throughput,
+                best.throughput,
+                jobs,
+            )
+        return new
+
+    def _adopt(self, record: PlanRecord) -> None:
+        if self.record is not None and record == self.record:
+            return
+        changed = self.record is None or record.split != self.record.split
+        self.record = record
+        self.history.append(record)
+        self.store.capacity = self.budgets()
+        if changed:
+            info = {f"budget:{self.store.keys.form(t)}": self.store.capacity[t] for t in TIERS}
+            self.store.client.hset(self.store.keys.info, mapping=info)
+
+    def _shrink(self) -> None:
+        """Evict from tiers above their budget, a few bounded calls per look."""
+        caps = self.store.capacity
+        used = self.store.usage()
+        if all(used[t] <= caps[t] for t in TIERS):
+            return
+        before = None
+        for _ in range(defaults.AUTO_SHRINK_CALLS):
+            over = self.store.shrink(self.job, caps)
+            if not any(over.values()) or over == before:
+                return  # done, or only pinned entries are left above the budget
+            before = over

@@ -1,0 +1,83 @@
+"""The plan a dataset's loaders share: one record next to the dataset's metadata in the cache
+(``ods.keys.Keys.plan``), a JSON document (no pickle) that says the split, the inputs it was
+planned from, its predicted throughput and who made it when."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from seneca_base.tiers import SPLIT_ORDER
+
+__all__ = ["PlanRecord", "percent_split"]
+
+
+def percent_split(fractions: dict[str, float]) -> tuple[int, int, int]:
+    """Fractions per tier as whole percentages (E, D, A) summing to 100."""
+    pct = [round(100 * fractions[t]) for t in SPLIT_ORDER]
+    pct[0] += 100 - sum(pct)
+    return (pct[0], pct[1], pct[2])
+
+
+@dataclass(frozen=True)
+class PlanRecord:
+    """One shared plan.
+
+    ``split``: whole percentages (E, D, A); ``version``: 1 for the first plan of the dataset,
+    one more per change; ``source``: ``"defaults"`` (planned before anything was measured) or
+    ``"measured"``; ``inputs``: the spec values (``section.key``) it was planned from;
+    ``throughput``: the model's prediction for the split (samples/s); ``gain``: the predicted
+    gain over the split it replaced (0 for the first); ``by``: the job that made it; ``at_ms``:
+    when (the server's clock); ``measured``: the inputs measured (the rest are defaults or the
+    user's spec).
+    """
+
+    split: tuple[int, int, int]
+    version: int
+    source: str
+    throughput: float
+    gain: float = 0.0
+    by: str = ""
+    at_ms: int = 0
+    inputs: dict[str, Any] = field(default_factory=dict)
+    measured: tuple[str, ...] = ()
+
+    @property
+    def fractions(self) -> dict[str, float]:
+        """The split as fractions per tier."""
+        return {t: v / 100 for t, v in zip(SPLIT_ORDER, self.split, strict=True)}
+
+    def split_text(self) -> str:
+        """``E-D-A``."""
+        return "-".join(str(v) for v in self.split)
+
+    def to_json(self) -> bytes:
+        data = asdict(self)
+        data["split"], data["measured"] = list(self.split), list(self.measured)
+        return json.dumps(data, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes | str | None) -> PlanRecord | None:
+        """The record in ``raw`` (None when there is none, or it is not a record: a foreign or
+        damaged value is replaced by the next plan)."""
+        if raw is None:
+            return None
+        try:
+            data = json.loads(raw)
+            split = tuple(int(v) for v in data["split"])
+            if len(split) != 3 or sum(split) != 100 or min(split) < 0:
+                return None
+            return cls(
+                split=(split[0], split[1], split[2]),
+                version=int(data["version"]),
+                source=str(data["source"]),
+                throughput=float(data["throughput"]),
+                gain=float(data.get("gain", 0.0)),
+                by=str(data.get("by", "")),
+                at_ms=int(data.get("at_ms", 0)),
+                inputs=dict(data.get("inputs", {})),
+                measured=tuple(str(v) for v in data.get("measured", ())),
+            )
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
