@@ -28,7 +28,7 @@ from seneca import defaults
 from seneca.autoplan.inputs import Setting, measured_inputs, spec_of
 from seneca.autoplan.record import PlanRecord
 from seneca_base.errors import CacheError
-from seneca_base.tiers import TIERS
+from seneca_base.tiers import TIERS, budgets
 
 __all__ = ["AutoPlanner"]
 
@@ -60,8 +60,7 @@ class AutoPlanner:
 
     def budgets(self) -> dict[str, int]:
         """Bytes per tier under the split in use."""
-        split = self.split
-        return {t: int(split[t] * self.setting.cache_bytes) for t in TIERS}
+        return budgets(self.split, self.setting.cache_bytes)
 
     # -- the shared record -------------------------------------------------------------------
 

@@ -174,14 +174,6 @@ def _inflation(paths: list[str], crop: int) -> tuple[float, float]:
     return decoded / encoded, crop * crop * 3 * len(paths) / decoded
 
 
-def _is_local(url: str) -> bool:
-    """Whether the cache at ``url`` runs on this machine (a unix socket or a loopback host)."""
-    from urllib.parse import urlparse
-
-    parsed = urlparse(url)
-    return parsed.scheme == "unix" or parsed.hostname in ("localhost", "127.0.0.1", "::1")
-
-
 def _cache_url(cache: str | None, need: int) -> str:
     if cache is not None:
         return cache
@@ -308,7 +300,7 @@ def _profile_cache(
     """The cache's read bandwidth, where it runs and (for a URL) its maxmemory."""
     client, rate = _cache_reads(chosen, cache, workers, seconds)
     measured("cache.bandwidth_gbit_per_s", round(rate * 8 / 1e9, 4), f"{how}, GETs in pipelines")
-    measured("cache.colocated", _is_local(client.url), f"cache at {client.redacted}")
+    measured("cache.colocated", client.local, f"cache at {client.redacted}")
     maxmemory = client.maxmemory() if cache else 0
     if maxmemory:
         measured("cache.size_gb", maxmemory / 1e9, f"maxmemory of {client.redacted}")

@@ -106,6 +106,13 @@ class CacheClient:
         return redact_url(self.url)
 
     @property
+    def local(self) -> bool:
+        """Whether the cache runs on this machine (a unix socket or a loopback host)."""
+        if self.url.startswith("unix:"):
+            return True
+        return urlsplit(self.url).hostname in ("localhost", "127.0.0.1", "::1")
+
+    @property
     def redis(self) -> redis.Redis:
         """The redis-py client of this process (re-created after a fork): a ``RedisCluster``
         when the server is a node of a Redis Cluster (asked once, with ``INFO cluster``)."""

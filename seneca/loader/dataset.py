@@ -33,7 +33,7 @@ from seneca.pipeline import codec
 from seneca.pipeline.transforms import split_transform
 from seneca_base.backoff import Backoff
 from seneca_base.errors import CacheError, CodecError
-from seneca_base.tiers import TIERS
+from seneca_base.tiers import TIERS, budgets
 
 log = logging.getLogger("seneca")
 
@@ -111,8 +111,7 @@ class CachedDataset(torch.utils.data.Dataset):
         self._plan_raw = bytes(raw)
         record = PlanRecord.from_json(self._plan_raw)
         if record is not None and self.store is not None:
-            split = record.fractions
-            self.store.capacity = {t: int(split[t] * self.plan_size) for t in TIERS}
+            self.store.capacity = budgets(record.fractions, self.plan_size)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in self._OWN:

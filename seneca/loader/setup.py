@@ -11,7 +11,6 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
 
 import redis
 import torch
@@ -25,7 +24,7 @@ from seneca.cache.embedded import acquire_embedded
 from seneca.loader.options import group_device, load_plan, parse_split
 from seneca.loader.source import NotCacheable, Resolved, members
 from seneca_base.errors import CacheError, CacheUnavailableError, ConfigError, SenecaError
-from seneca_base.tiers import TIERS
+from seneca_base.tiers import budgets
 from seneca_base.units import parse_size
 
 if TYPE_CHECKING:
@@ -74,7 +73,7 @@ class CacheSetup:
     @property
     def budgets(self) -> dict[str, int]:
         """Bytes per tier."""
-        return {t: int(self.split[t] * self.size) for t in TIERS}
+        return budgets(self.split, self.size)
 
 
 def cache_options(
@@ -120,8 +119,7 @@ def auto_planner(
     first one) when the cache answers; the store's budgets follow its split."""
     from seneca.autoplan import AutoPlanner, Setting
 
-    url = setup.client.url
-    local = url.startswith("unix:") or urlparse(url).hostname in ("localhost", "127.0.0.1", "::1")
+    local = setup.client.local
     setting = Setting(store.samples, setup.size, max(0, workers), local, dict(base or {}))
     planner = AutoPlanner(store, job, counters, setting)
     if setup.reachable:
