@@ -7,11 +7,12 @@ looks at the plan every ``defaults.AUTO_TICK`` seconds (between batches, in the 
 it adopts a plan another loader wrote, and re-plans from its measurements and the live jobs.
 A new split is written only when its predicted throughput beats the current split's, both
 predicted from the same inputs, by more than ``defaults.AUTO_REPLAN_GAIN``, and the current
-plan is ``defaults.AUTO_REPLAN_INTERVAL`` old (a plan from defaults is replaced by the first
-measured one at once, whatever the gain): the hysteresis that keeps the split from
-oscillating. One loader changes the plan at a time (a short lock). A tier left above its new
-budget shrinks by evicting its least needed unpinned entries (``OdsStore.shrink``), never by a
-flush.
+plan is ``defaults.AUTO_REPLAN_INTERVAL`` old or was planned for another number of live jobs
+(a plan from defaults is replaced by the first measured one at once, whatever the gain, and
+re-planned from defaults when jobs join before anything is measured): the hysteresis that
+keeps the split from oscillating. One loader changes the plan at a time (a short lock). A
+tier left above its new budget shrinks by evicting its least needed unpinned entries
+(``OdsStore.shrink``), never by a flush.
 """
 
 from __future__ import annotations
@@ -118,14 +119,23 @@ class AutoPlanner:
                 record = self.start()
             jobs = self._jobs()
             measured = measured_inputs(self.counters.snapshot(), jobs, self.setting.workers)
-            if measured and self._due(record):
+            if self._due(record, jobs, measured):
                 record = self._replan(record, measured, jobs)
             self._adopt(record)
             self._shrink()
         except _CACHE_ERRORS as err:
             log.debug("plan not checked: %s", err)
 
-    def _due(self, record: PlanRecord) -> bool:
+    def _due(self, record: PlanRecord, jobs: int, measured: dict[str, float]) -> bool:
+        """Whether to look for a better split now: as soon as there are measurements while the
+        plan is from defaults, or the live jobs differ from those it was planned for (a job
+        joined or left: the split that pays depends most on how many jobs share the cache);
+        else once the plan is ``defaults.AUTO_REPLAN_INTERVAL`` old."""
+        planned_for = record.inputs.get("cluster.jobs")
+        if planned_for is not None and jobs != planned_for:
+            return True
+        if not measured:
+            return False
         if record.source == "defaults":
             return True
         return self.store.now_ms() - record.at_ms >= defaults.AUTO_REPLAN_INTERVAL * 1000
@@ -138,7 +148,7 @@ class AutoPlanner:
         gain = best.throughput / current.throughput - 1 if current.throughput > 0 else 0.0
         enough = gain > defaults.AUTO_REPLAN_GAIN or record.source == "defaults"
         change = best.split != record.split and enough
-        if not change and record.source != "defaults":
+        if not change and (record.source != "defaults" or not measured):
             return record
         lock = self.store.keys.plan + ":lock"
         if not self.store.client.set(lock, self.job, nx=True, px=defaults.AUTO_LOCK_MS):

@@ -56,9 +56,10 @@ def _planner(client, job="a", workers=1, samples=1000, measured=True, others=())
     return AutoPlanner(store, job, counters, Setting(samples, SIZE, workers, True, {}))
 
 
-def _put(planner, split, source="measured", age_s=0.0, version=3):
+def _put(planner, split, source="measured", age_s=0.0, version=3, jobs=None):
     at = planner.store.now_ms() - int(age_s * 1000)
-    record = PlanRecord(split, version, source, 1.0, by="elsewhere", at_ms=at)
+    inputs = {} if jobs is None else {"cluster.jobs": jobs}
+    record = PlanRecord(split, version, source, 1.0, by="elsewhere", at_ms=at, inputs=inputs)
     planner.store.client.set(planner.store.keys.plan, record.to_json())
 
 
@@ -117,6 +118,33 @@ def test_a_split_changes_only_for_a_large_enough_gain_and_not_too_often(redis_pr
     _put(p, near, age_s=defaults.AUTO_REPLAN_INTERVAL + 1, version=9)
     p.tick(force=True)
     assert _stored(p).version == 9 and _stored(p).split == near
+
+
+def test_a_job_joining_or_leaving_re_plans_at_once(redis_proc):
+    # planned for 1 job a second ago; 3 live jobs now make another split pay more than 10%
+    p = _planner(redis_proc.client, others=("b", "c"))
+    one = plan(spec_of(p.setting, measured_inputs(MEASURED, 1, 1), 1)).split
+    assert _gain(p, one) > defaults.AUTO_REPLAN_GAIN  # (the inputs make it so)
+    _put(p, one, age_s=1, jobs=1)
+    p.start()
+    p.tick(force=True)
+    assert _stored(p).split != one and _stored(p).inputs["cluster.jobs"] == 3
+    _put(p, one, age_s=1, jobs=3)  # planned for the jobs there are: too recent to change
+    p.tick(force=True)
+    assert _stored(p).split == one
+
+
+def test_a_plan_from_defaults_follows_the_jobs_before_anything_is_measured(redis_proc):
+    p = _planner(redis_proc.client, measured=False)
+    first = p.start()
+    assert first.inputs["cluster.jobs"] == 1
+    for name in ("b", "c"):
+        p.store.join(name)  # two more jobs start before this one has measured anything
+    p.tick(force=True)
+    now = _stored(p)
+    assert now.source == "defaults" and now.inputs["cluster.jobs"] == 3
+    assert now.split == plan(spec_of(p.setting, {}, 3)).split
+    assert now.version == first.version + (now.split != first.split)
 
 
 def test_a_plan_from_defaults_is_replaced_by_the_first_measured_one_at_once(redis_proc):
