@@ -4,6 +4,7 @@
 * ``harness``: concurrent training jobs over one cache, per loader (``seneca bench``);
 * ``baselines``: the loaders compared (DataLoader, MINIO, Quiver, MDP, Seneca);
 * ``report``: the bench's tables and plots;
+* ``splits``: the planned split against fixed ones, from one bench run;
 * ``validate``: the MDP model's predictions against measured throughput;
 * ``accuracy``: a small training run per loader;
 * ``hitpath``: the cache-hit path against raw Redis reads;

@@ -10,6 +10,10 @@
 * ``mdp``: the tiers split by the MDP plan, plain random sampling (no ODS).
 * ``seneca``: MDP's split plus ODS.
 
+``mdp`` and ``seneca`` take the split of ``seneca bench --split`` (or ``--plan``); a name
+``kind@split`` (:func:`variant`) gives one a split of its own, ``E-D-A`` in percent or ``auto``,
+so one run can compare splits side by side (``seneca@auto,seneca@50-30-20,seneca@0-0-100``).
+
 Every loader gets the same dataset, transform, batch size and workers.
 """
 
@@ -29,10 +33,32 @@ from seneca.bench.torch_loaders import Counted, CountedDataLoader, counted_folde
 from seneca.loader import SenecaLoader
 from seneca_base.errors import ConfigError
 
-__all__ = ["LOADERS", "QuiverBatchSampler", "make_loader"]
+__all__ = ["LOADERS", "QuiverBatchSampler", "make_loader", "variant"]
 
 LOADERS = ("pytorch", "pytorch-tuned", "minio", "quiver", "mdp", "seneca")
 _ENCODED_ONLY = (1.0, 0.0, 0.0)
+_SPLIT_LOADERS = ("mdp", "seneca")  # the loaders a split applies to
+
+Split = tuple[float, float, float] | str
+
+
+def variant(name: str, split: Split) -> tuple[str, Split]:
+    """``(kind, split)`` of the loader ``name``: a kind of :data:`LOADERS`, with ``split`` (E, D,
+    A fractions, or ``"auto"``), or ``kind@E-D-A`` / ``kind@auto`` for ``mdp`` and ``seneca``,
+    with the split it names."""
+    kind, at, text = name.partition("@")
+    if not at:
+        return kind, split
+    if kind not in _SPLIT_LOADERS:
+        raise ConfigError(f"--loaders: {name!r}: only {' and '.join(_SPLIT_LOADERS)} take @split")
+    if text == "auto":
+        return kind, "auto"
+    from mdp.planner import parse_split
+
+    try:
+        return kind, tuple(v / 100 for v in parse_split(text))
+    except ConfigError as e:
+        raise ConfigError(f"--loaders: {name!r}: {e}") from None
 
 
 class QuiverBatchSampler:

@@ -1,12 +1,13 @@
 """``seneca bench``: every loader with K concurrent jobs, side by side, in one run.
 
-For each K in ``--jobs`` and each loader in ``--loaders`` (``--repeats`` rounds, each round in
-an order of its own) it warms (or drops) the dataset's page cache, clears the cache node, starts K
-jobs as separate processes that begin together (each: the loader, ``--epochs`` epochs, an
-optional ``--step-ms`` sleep per batch standing in for the GPU step), and records per job the
-first-epoch and stable-epoch samples/s and the loader's counters; per configuration the
-makespan, aggregate samples/s (all samples / makespan) and the machine's CPU utilisation
-(``/proc/stat``). Writes ``results.json``, ``results.md`` and PNG plots to ``--out``.
+For each cache fraction in ``--cache-frac``, each K in ``--jobs`` and each loader in
+``--loaders`` (``--repeats`` rounds, each round in an order of its own) it warms (or drops) the
+dataset's page cache, clears the cache node, starts K jobs as separate processes that begin
+together (each: the loader, ``--epochs`` epochs, an optional ``--step-ms`` sleep per batch
+standing in for the GPU step), and records per job the first-epoch and stable-epoch samples/s,
+the loader's counters and the split it ended with; per configuration the makespan, aggregate
+samples/s (all samples / makespan) and the machine's CPU utilisation (``/proc/stat``). Writes
+``results.json``, ``results.md`` and PNG plots to ``--out``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from ods import defaults as ods_defaults
 from seneca import defaults
-from seneca.bench.baselines import LOADERS
+from seneca.bench.baselines import LOADERS, variant
 from seneca.bench.spawn import ProcessGroup
 from seneca_base.errors import ConfigError
 from seneca_base.tiers import SPLIT_ORDER, TIERS
@@ -40,7 +41,8 @@ class BenchConfig:
     loaders: list[str] = field(
         default_factory=lambda: ["pytorch", "pytorch-tuned", "minio", "quiver", "mdp", "seneca"]
     )
-    cache_frac: float = 0.25
+    #: cache / encoded dataset: one fraction, or several (each a configuration of its own)
+    cache_frac: float | list[float] = 0.25
     epochs: int = 2
     batch_size: int = 32
     workers: int = 0
@@ -54,13 +56,20 @@ class BenchConfig:
     order_seed: int = 0
     page_cache: str = "warm"  # before each configuration: "warm" (read every file) or "drop"
 
+    @property
+    def fractions(self) -> list[float]:
+        """The cache fractions to run, as a list."""
+        return [self.cache_frac] if isinstance(self.cache_frac, (int, float)) else self.cache_frac
+
     def check(self) -> None:
-        bad = [name for name in self.loaders if name not in LOADERS]
-        if bad:
-            raise ConfigError(f"--loaders: unknown {bad[0]!r}; loaders are {', '.join(LOADERS)}")
+        for name in self.loaders:
+            kind, _ = variant(name, self.split)  # raises ConfigError naming --loaders
+            if kind not in LOADERS:
+                raise ConfigError(f"--loaders: unknown {kind!r}; loaders are {', '.join(LOADERS)}")
+        fractions = self.fractions
         for name, value, ok in (
             ("--jobs", self.jobs, self.jobs and all(k >= 1 for k in self.jobs)),
-            ("--cache-frac", self.cache_frac, 0 < self.cache_frac <= 10),
+            ("--cache-frac", fractions, fractions and all(0 < f <= 10 for f in fractions)),
             ("--epochs", self.epochs, self.epochs >= 1),
             ("--batch-size", self.batch_size, self.batch_size >= 1),
             ("--workers", self.workers, self.workers >= 0),
@@ -112,7 +121,15 @@ def _job(spec: dict[str, Any], throttle: Any, barrier: Any, out: Any) -> None:
                     time.sleep(spec["step_ms"] / 1000)
             epochs.append({"samples": n, "seconds": time.perf_counter() - start})
         stats = loader.stats() if hasattr(loader, "stats") else None
-        out.put({"job": spec["job"], "epochs": epochs, "stats": stats, "end": time.time()})
+        split = getattr(loader, "split", None)  # the split in use at the end (auto: planned)
+        planner = getattr(loader, "planner", None)
+        plans = [
+            {"split": p.split_text(), "version": p.version, "source": p.source, "at_ms": p.at_ms,
+             "jobs": p.inputs.get("cluster.jobs"), "throughput": p.throughput, "gain": p.gain}
+            for p in (planner.history if planner else [])
+        ]  # fmt: skip
+        report = {"job": spec["job"], "epochs": epochs, "stats": stats, "split": split}
+        out.put({**report, "plans": plans, "end": time.time()})
     except BaseException as e:  # reported to the parent
         barrier.abort()
         out.put({"job": spec["job"], "error": f"{type(e).__name__}: {e}"})
@@ -132,6 +149,7 @@ def clear_cache(url: str) -> None:
 
 
 def _summary(kind: str, k: int, results: list[dict], makespan: float, cpu: float, n: int) -> dict:
+    """One configuration's figures from its jobs' reports."""
     per_job = []
     decodes = transforms = served = 0
     for r in results:
@@ -150,6 +168,9 @@ def _summary(kind: str, k: int, results: list[dict], makespan: float, cpu: float
         job["decodes"], job["transforms"] = s["decodes"], s["transforms"]
         job["storage_reads"], job["bytes_storage"] = s["storage_reads"], s["bytes_storage"]
         job["substitutions"] = s.get("substitutions", 0)
+        if r.get("split"):
+            job["split"] = "-".join(f"{100 * r['split'][t]:.0f}" for t in SPLIT_ORDER)
+            job["plans"] = r["plans"]  # the plans it used, oldest first (auto)
         # a job never reads augmented copies it made (the engine marks them used by it): its
         # augmented hits are crops another job made
         job["crops_from_other_jobs"] = s["augmented"]["hits"] / max(job["samples"], 1)
@@ -171,38 +192,41 @@ def _summary(kind: str, k: int, results: list[dict], makespan: float, cpu: float
 
 
 def run_configuration(
-    cfg: BenchConfig, kind: str, k: int, url: str, cache_size: int, n: int
+    cfg: BenchConfig, name: str, k: int, url: str, cache_size: int, n: int
 ) -> dict:
-    """Run ``k`` concurrent jobs of loader ``kind`` (a cleared cache is the caller's task)."""
+    """Run ``k`` concurrent jobs of loader ``name`` (a kind of :data:`LOADERS`, or
+    ``kind@split``) with a cache of ``cache_size`` bytes (a cleared cache is the caller's task)."""
     from seneca.bench.throttle import Throttle
 
     ctx = mp.get_context("spawn")
     throttle = Throttle(cfg.storage_mbps * 1e6, ctx) if cfg.storage_mbps else None
+    kind, split = variant(name, cfg.split)
     specs = []
     for j in range(k):
-        spec = {**asdict(cfg), "loader": kind, "job": f"bench-{kind}-{k}-{j}", "cache": url}
+        job = f"bench-{name.replace('@', '-')}-{k}-{j}"
+        spec = {**asdict(cfg), "loader": kind, "split": split, "job": job, "cache": url}
         spec["cache_size"] = cache_size
         specs.append((spec, throttle))
     group = ProcessGroup(_job, specs, parent_waits=True, context=ctx)
     group.start_together(timeout=600)
     busy0, total0 = _cpu_times()
     start = time.time()
-    results = group.reports(3600, f"bench {kind} x{k}")
+    results = group.reports(3600, f"bench {name} x{k}")
     busy1, total1 = _cpu_times()
     makespan = max(r["end"] for r in results) - start
     cpu = (busy1 - busy0) / max(total1 - total0, 1e-9)
-    return _summary(kind, k, results, makespan, cpu, n)
+    return _summary(name, k, results, makespan, cpu, n)
 
 
-def _schedule(cfg: BenchConfig) -> list[tuple[int, int, str]]:
-    """(round, jobs, loader) of every run: each round runs every configuration once, in an
-    order of its own (seeded by ``order_seed``), so no loader always runs first."""
-    configs = [(k, kind) for k in cfg.jobs for kind in cfg.loaders]
+def _schedule(cfg: BenchConfig) -> list[tuple[int, float, int, str]]:
+    """(round, cache fraction, jobs, loader) of every run: each round runs every configuration
+    once, in an order of its own (seeded by ``order_seed``), so no loader always runs first."""
+    configs = [(f, k, kind) for f in cfg.fractions for k in cfg.jobs for kind in cfg.loaders]
     out = []
     for r in range(cfg.repeats):
         order = list(configs)
         random.Random(cfg.order_seed + r).shuffle(order)
-        out += [(r, k, kind) for k, kind in order]
+        out += [(r, *c) for c in order]
     return out
 
 
@@ -228,38 +252,45 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> dict:
 
     from seneca.bench.provenance import provenance
     from seneca.bench.report import write_reports
+    from seneca.bench.splits import compare
+    from seneca.bench.splits import markdown as splits_markdown
     from seneca.pipeline.storage import Storage
 
     cfg.check()
     storage = Storage.from_folder(cfg.data)
     n = len(storage)
     encoded = sum(os.path.getsize(storage.path(i)) for i in range(n))
-    cache_size = max(1, int(cfg.cache_frac * encoded))
+    sizes = {f: max(1, int(f * encoded)) for f in cfg.fractions}
     url = cfg.cache
     if url is None:
         from seneca.cache.embedded import acquire_embedded
 
-        url = acquire_embedded(int(cache_size * 1.5) + 64_000_000, name="bench")
+        url = acquire_embedded(int(max(sizes.values()) * 1.5) + 64_000_000, name="bench")
     Path(cfg.out).mkdir(parents=True, exist_ok=True)
     runs = []
     bar = tqdm(_schedule(cfg), desc="seneca bench", unit="config", disable=not progress)
-    for r, k, kind in bar:
-        bar.set_postfix_str(f"{kind} x{k}, round {r + 1}")
+    for r, f, k, kind in bar:
+        bar.set_postfix_str(f"{kind} x{k}, cache {f:g}, round {r + 1}")
         prepare_page_cache(storage, cfg.page_cache)
         clear_cache(url)
-        runs.append({**run_configuration(cfg, kind, k, url, cache_size, n), "round": r})
+        run = run_configuration(cfg, kind, k, url, sizes[f], n)
+        runs.append({**run, "cache_frac": f, "cache_bytes": sizes[f], "round": r})
     clear_cache(url)
     result: dict[str, Any] = {
         "config": {
             **asdict(cfg),
             "samples": n,
             "encoded_bytes": encoded,
-            "cache_bytes": cache_size,
+            "cache_frac": cfg.fractions[0] if len(sizes) == 1 else cfg.fractions,
+            "cache_bytes": sizes[cfg.fractions[0]] if len(sizes) == 1 else list(sizes.values()),
         },
         "provenance": provenance(),
         "runs": runs,
     }
-    result["config"]["cache_bytes"] = cache_size
     Path(cfg.out, "results.json").write_text(json.dumps(result, indent=2) + "\n")
     write_reports(result, cfg.out)
+    rows = compare(result)
+    if rows:  # a planned split ran beside fixed ones
+        with open(Path(cfg.out, "results.md"), "a") as f:
+            f.write("\nThe planned split against fixed ones:\n\n" + splits_markdown(rows))
     return result

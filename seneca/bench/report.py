@@ -6,38 +6,62 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-__all__ = ["format_targets", "groups", "markdown", "targets", "write_reports"]
+__all__ = ["by_configuration", "format_targets", "groups", "markdown", "targets", "write_reports"]
 
 
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+def _fraction(result: dict[str, Any], run: dict[str, Any]) -> float:
+    """The cache fraction ``run`` ran with (results of one fraction may not record it)."""
+    frac = run.get("cache_frac", result.get("config", {}).get("cache_frac", 0.0))
+    return frac[0] if isinstance(frac, list) else frac
+
+
 def groups(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """The runs of each (jobs, loader): their aggregate throughputs (every round), the median
-    and the run whose throughput is the median (its other figures stand for the group)."""
-    out: dict[tuple[int, str], dict[str, Any]] = {}
+    """The runs of each (cache fraction, jobs, loader): their aggregate throughputs (every
+    round), the median and the run whose throughput is the median (its other figures stand for
+    the group)."""
+    out: dict[tuple[float, int, str], dict[str, Any]] = {}
     for r in result["runs"]:
-        g = out.setdefault((r["jobs"], r["loader"]), {"jobs": r["jobs"], "loader": r["loader"]})
+        frac = _fraction(result, r)
+        key = (frac, r["jobs"], r["loader"])
+        g = out.setdefault(key, {"cache_frac": frac, "jobs": r["jobs"], "loader": r["loader"]})
         g.setdefault("runs", []).append(r)
     for g in out.values():
         ranked = sorted(g["runs"], key=lambda r: r["aggregate_samples_per_s"])
         g["rates"] = [r["aggregate_samples_per_s"] for r in g["runs"]]
         g["median_run"] = ranked[(len(ranked) - 1) // 2]
         g["median"] = statistics.median(g["rates"])
-    return sorted(out.values(), key=lambda g: g["jobs"])
+    return sorted(out.values(), key=lambda g: (g["cache_frac"], g["jobs"]))
 
 
-def _ratio(by: dict[tuple[int, str], dict[str, Any]], g: dict[str, Any], base: str) -> str:
-    """``g``'s median throughput over loader ``base``'s at the same K ("-": not run)."""
-    other = by.get((g["jobs"], base))
+def by_configuration(result: dict[str, Any]) -> dict[tuple[float, int, str], dict[str, Any]]:
+    """:func:`groups` by (cache fraction, jobs, loader)."""
+    return {(g["cache_frac"], g["jobs"], g["loader"]): g for g in groups(result)}
+
+
+def _ratio(by: dict[tuple[float, int, str], dict[str, Any]], g: dict[str, Any], base: str) -> str:
+    """``g``'s median throughput over loader ``base``'s in the same cache and K ("-": not run)."""
+    other = by.get((g["cache_frac"], g["jobs"], base))
     return f"{g['median'] / other['median']:.2f}x" if other else "-"
+
+
+def _cache_text(cfg: dict[str, Any]) -> str:
+    fracs, sizes = (
+        v if isinstance(v, list) else [v] for v in (cfg["cache_frac"], cfg["cache_bytes"])
+    )
+    return (
+        f"cache {' / '.join(f'{f:.0%}' for f in fracs)} of the encoded data "
+        f"({' / '.join(f'{b / 1e6:,.0f}' for b in sizes)} MB)"
+    )
 
 
 def _header(cfg: dict[str, Any]) -> str:
     return (
         f"`seneca bench`: {cfg['samples']:,} images ({cfg['encoded_bytes'] / 1e6:,.0f} MB), "
-        f"cache {cfg['cache_frac']:.0%} of the encoded data ({cfg['cache_bytes'] / 1e6:,.0f} MB), "
+        f"{_cache_text(cfg)}, "
         f"{cfg['epochs']} epochs, batch {cfg['batch_size']}, {cfg['workers']} worker(s) per job, "
         f"crop {cfg['crop']}, step {cfg['step_ms']:g} ms, storage "
         + (f"{cfg['storage_mbps']:g} MB/s (emulated)" if cfg["storage_mbps"] else "local disk")
@@ -52,17 +76,19 @@ def markdown(result: dict[str, Any]) -> str:
     the rounds with its range, ratios of the medians to the DataLoader baselines at the same K
     (``pytorch-tuned``: DataLoader with SenecaLoader's non-cache tricks; ``pytorch``: as is),
     and the median run's other figures."""
+    gs = groups(result)
+    by = by_configuration(result)
+    several = len({g["cache_frac"] for g in gs}) > 1  # a cache column when they differ
     lines = [
         _header(result["config"]),
         "",
-        "| jobs | loader | aggregate samples/s (median, min-max) | vs pytorch-tuned | vs pytorch"
+        ("| cache " if several else "")
+        + "| jobs | loader | aggregate samples/s (median, min-max) | vs pytorch-tuned | vs pytorch"
         " | makespan s | first-epoch samples/s (mean/job) | stable samples/s (mean/job) |"
         " hit aug / dec / enc | crops made by another job (per job) | decodes per sample-epoch"
         " | CPU |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ("|---" if several else "") + "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    gs = groups(result)
-    by = {(g["jobs"], g["loader"]): g for g in gs}
     for g in gs:
         r, jobs = g["median_run"], g["median_run"]["per_job"]
         hit = [_mean([j["hit_rate"][t] for j in jobs]) for t in ("augmented", "decoded", "encoded")]
@@ -70,7 +96,8 @@ def markdown(result: dict[str, Any]) -> str:
         spread = f" ({min(rates):,.1f}-{max(rates):,.1f})" if len(rates) > 1 else ""
         ratios = [_ratio(by, g, base) for base in ("pytorch-tuned", "pytorch")]
         lines.append(
-            f"| {g['jobs']} | {g['loader']} | {g['median']:,.1f}{spread} | "
+            (f"| {g['cache_frac']:.0%} " if several else "")
+            + f"| {g['jobs']} | {g['loader']} | {g['median']:,.1f}{spread} | "
             + " | ".join(ratios)
             + f" | {r['makespan_s']:.1f} | "
             f"{_mean([j['first_epoch_samples_per_s'] for j in jobs]):,.1f} | "
@@ -87,10 +114,10 @@ def targets(result: dict[str, Any], jobs: int = 3) -> list[dict[str, Any]]:
     throughput >= 2.0x ``pytorch-tuned``, >= 2.5x ``pytorch`` and >= 1.5x the better of MINIO
     and Quiver; decodes per sample-epoch (the median run's) <= 1.2. Only those whose loaders
     ran are listed, each with ``target``, ``measured``, ``goal`` and ``met``."""
-    by = {(g["jobs"], g["loader"]): g for g in groups(result)}
+    by = {(k, loader): g for (_, k, loader), g in by_configuration(result).items()}
     seneca = by.get((jobs, "seneca"))
-    if seneca is None:
-        return []
+    if seneca is None or len({g["cache_frac"] for g in groups(result)}) > 1:
+        return []  # stated for one cache size
     out = []
     for name, bases, goal in (
         ("vs pytorch-tuned", ["pytorch-tuned"], 2.0),
@@ -131,20 +158,26 @@ def write_reports(result: dict[str, Any], out: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [g["median_run"] for g in groups(result)]  # the median run of each configuration
-    ks = sorted({r["jobs"] for r in runs})
+    gs = groups(result)  # the median run of each configuration stands for it
+    cells = sorted({(g["cache_frac"], g["jobs"]) for g in gs})
+    several = len({f for f, _ in cells}) > 1
     loaders = list(dict.fromkeys(r["loader"] for r in result["runs"]))
     for name, key, label in (
         ("throughput.png", "aggregate_samples_per_s", "aggregate samples/s"),
         ("decodes.png", "decodes_per_sample_epoch", "decodes per sample-epoch (all jobs)"),
     ):
-        fig, ax = plt.subplots(figsize=(7, 4))
+        fig, ax = plt.subplots(figsize=(max(7, 1.6 * len(cells)), 4))
         width = 0.8 / max(len(loaders), 1)
         for i, loader in enumerate(loaders):
-            values = {r["jobs"]: r[key] for r in runs if r["loader"] == loader}
-            xs = [k + (i - (len(loaders) - 1) / 2) * width for k in ks]
-            ax.bar(xs, [values.get(k, 0) for k in ks], width, label=loader)
-        ax.set_xticks(ks, [f"{k} job{'s' if k > 1 else ''}" for k in ks])
+            values = {(g["cache_frac"], g["jobs"]): g["median_run"][key] for g in gs
+                      if g["loader"] == loader}  # fmt: skip
+            xs = [c + (i - (len(loaders) - 1) / 2) * width for c in range(len(cells))]
+            ax.bar(xs, [values.get(cell, 0) for cell in cells], width, label=loader)
+        ax.set_xticks(
+            range(len(cells)),
+            [f"{k} job{'s' if k > 1 else ''}" + (f"\ncache {f:.0%}" if several else "")
+             for f, k in cells],
+        )  # fmt: skip
         ax.set_ylabel(label)
         ax.legend(fontsize=8)
         fig.tight_layout()

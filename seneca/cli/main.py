@@ -131,9 +131,14 @@ def _add_bench(sub: Any) -> None:
     b.add_argument(
         "--loaders",
         default="pytorch,pytorch-tuned,minio,quiver,mdp,seneca",
-        help="loaders to compare",
+        help="loaders to compare; mdp@E-D-A, seneca@E-D-A or seneca@auto: that loader with a "
+        "split of its own (one run can compare splits)",
     )
-    b.add_argument("--cache-frac", type=float, default=0.25, help="cache / encoded dataset")
+    b.add_argument(
+        "--cache-frac",
+        default="0.25",
+        help="cache / encoded dataset; several, e.g. 0.1,0.25,0.5: each a configuration",
+    )
     b.add_argument("--epochs", type=int, default=2)
     b.add_argument("--batch-size", type=int, default=32)
     b.add_argument(
@@ -259,6 +264,13 @@ def _int_list(text: str, option: str) -> list[int]:
         raise ConfigError(f"{option}: expected integers such as 1,2,3, got {text!r}") from None
 
 
+def _float_list(text: str, option: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"{option}: expected numbers such as 0.1,0.25, got {text!r}") from None
+
+
 def _bench(args: argparse.Namespace) -> None:
     from seneca.bench.harness import BenchConfig, run_bench
     from seneca.bench.report import format_targets, markdown, targets
@@ -281,7 +293,7 @@ def _bench(args: argparse.Namespace) -> None:
         out=args.out,
         jobs=_int_list(args.jobs, "--jobs"),
         loaders=[v.strip() for v in args.loaders.split(",") if v.strip()],
-        cache_frac=args.cache_frac,
+        cache_frac=_float_list(args.cache_frac, "--cache-frac"),
         epochs=args.epochs,
         batch_size=args.batch_size,
         workers=args.workers,
@@ -296,6 +308,11 @@ def _bench(args: argparse.Namespace) -> None:
     )
     result = run_bench(cfg)
     print(markdown(result), end="")
+    from seneca.bench import splits
+
+    rows = splits.compare(result)
+    if rows:
+        print(f"\nthe planned split against fixed ones:\n{splits.markdown(rows)}", end="")
     if targets(result, 3):  # the headline targets are stated for 3 concurrent jobs
         print(f"\ntargets at 3 jobs:\n{format_targets(result, 3)}")
     print(f"\nwrote {args.out}/results.json, results.md, throughput.png, decodes.png")

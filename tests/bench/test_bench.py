@@ -60,6 +60,47 @@ def test_bench_option_errors(tiny_dataset, tmp_path, capsys):
     assert "unknown 'dali'" in capsys.readouterr().err
     assert main([*base, "--jobs", "one"]) == 2
     assert main([*base, "--split", "50-50-0", "--plan", "x.json"]) == 2
+    capsys.readouterr()
+    for loaders, says in (
+        ("pytorch@0-0-100", "only mdp and seneca take @split"),
+        ("seneca@50-50-10", "'seneca@50-50-10': --split: percentages must sum to 100"),
+        ("seneca@fast", "'seneca@fast': --split: expected E-D-A"),
+    ):
+        assert main([*base, "--loaders", loaders]) == 2
+        assert says in capsys.readouterr().err
+    assert main([*base, "--cache-frac", "0.1,lots"]) == 2
+    assert "--cache-frac: expected numbers" in capsys.readouterr().err
+    assert main([*base, "--cache-frac", "0.1,0"]) == 2
+    assert "--cache-frac: out of range" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_one_run_compares_the_planned_split_with_fixed_ones_at_several_cache_sizes(
+    tiny_dataset, redis_url, tmp_path, capsys
+):
+    out = tmp_path / "splits"
+    argv = ["bench", "--data", str(tiny_dataset), "--jobs", "1", "--epochs", "1"]
+    argv += ["--crop", "16", "--batch-size", "8", "--cache", redis_url, "--out", str(out)]
+    argv += ["--loaders", "seneca@auto,seneca@50-30-20,seneca@0-0-100", "--cache-frac", "0.2,0.5"]
+    assert main(argv) == 0
+    result = json.loads((out / "results.json").read_text())
+    ran = sorted((r["cache_frac"], r["loader"]) for r in result["runs"])
+    assert ran == sorted(
+        (f, f"seneca@{s}") for f in (0.2, 0.5) for s in ("auto", "50-30-20", "0-0-100")
+    )
+    sizes = dict(zip(result["config"]["cache_frac"], result["config"]["cache_bytes"], strict=True))
+    for r in result["runs"]:
+        assert r["cache_bytes"] == sizes[r["cache_frac"]]
+        job = r["per_job"][0]
+        if r["loader"] == "seneca@auto":  # the split it planned, and the plans it used
+            assert job["plans"] and job["split"] == job["plans"][-1]["split"]
+        else:
+            assert job["split"] == r["loader"].split("@")[1] and job["plans"] == []
+    assert sizes[0.5] > sizes[0.2] > 0
+    table = (out / "results.md").read_text()
+    assert "| 20% | 1 | seneca@auto |" in table and "| 50% | 1 | seneca@0-0-100 |" in table
+    assert "The planned split against fixed ones" in table
+    assert "| 50% | 1 |" in capsys.readouterr().out.split("fixed ones:")[1]
 
 
 def small_loader(kind, root, url, batch_size, cache_size):
@@ -145,7 +186,8 @@ def test_rounds_run_every_configuration_in_orders_of_their_own():
 
     cfg = BenchConfig(data="d", out="o", jobs=[1, 3], loaders=list(LOADERS), repeats=3)
     schedule = _schedule(cfg)
-    rounds = [[(k, kind) for r, k, kind in schedule if r == n] for n in range(3)]
+    assert {f for _, f, _, _ in schedule} == {0.25}
+    rounds = [[(k, kind) for r, _, k, kind in schedule if r == n] for n in range(3)]
     every = sorted((k, kind) for k in (1, 3) for kind in LOADERS)
     assert all(sorted(r) == every for r in rounds)
     assert len({tuple(r) for r in rounds}) == 3  # a different order each round
@@ -193,6 +235,38 @@ def test_the_targets_say_met_or_missed_from_the_medians():
     assert "minio and quiver: 1.39 (goal >= 1.5): MISSED" in text
     assert "decodes per sample-epoch: 1.00 (goal <= 1.2): met" in text
     assert targets({"runs": runs}, 3) == []  # no seneca run at 3 jobs
+
+
+def _split_run(loader, frac, rate, planned=None):
+    run = _run(loader, rate, 0)
+    run["cache_frac"] = frac
+    run["per_job"] = [{**j, "split": planned or loader.split("@")[1]} for j in run["per_job"]]
+    return run
+
+
+def test_the_planned_split_is_compared_with_the_fixed_default_and_the_best_of_six():
+    from seneca.bench import splits
+
+    assert splits.loaders() == ["seneca@auto", "seneca@50-30-20", *(f"seneca@{s}" for s in
+                                splits.OFFLINE)]  # fmt: skip
+    rates = dict(zip(splits.OFFLINE, (300.0, 320.0, 500.0, 310.0, 420.0, 450.0), strict=True))
+    runs = [_split_run(f"seneca@{s}", 0.25, r) for s, r in rates.items()]
+    runs += [_split_run("seneca@50-30-20", 0.25, 330.0)]
+    runs += [_split_run("seneca@auto", 0.25, 460.0, planned="0-0-100")]  # 0.92 of the best
+    runs += [_split_run("seneca@auto", 0.5, 200.0, planned="0-100-0")]  # nothing to compare
+    rows = splits.compare({"runs": runs})
+    assert [(r["cache_frac"], r["best_split"], r["met"]) for r in rows] == [
+        (0.25, "0-0-100", True),
+        (0.5, None, None),
+    ]
+    assert rows[0]["vs_best"] == pytest.approx(0.92) and rows[0]["vs_fixed"] == pytest.approx(
+        460 / 330
+    )
+    runs[-2] = _split_run("seneca@auto", 0.25, 440.0, planned="0-50-50")  # 0.88 of the best
+    assert splits.compare({"runs": runs})[0]["met"] is False
+    text = splits.markdown(splits.compare({"runs": runs}))
+    assert "| 25% | 2 | 440.0 | 0-50-50 | 330.0 | 500.0 (0-0-100) | 0.88 | 1.33 | MISSED |" in text
+    assert "| 50% | 2 | 200.0 | 0-100-0 | - | - (-) | - | - | - |" in text
 
 
 def test_quiver_serves_each_sample_once_in_a_seeded_order():
