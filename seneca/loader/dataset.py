@@ -25,6 +25,7 @@ from ods.sampler import Pick
 from ods.store import OdsStore
 from seneca import defaults
 from seneca.autoplan.record import PlanRecord
+from seneca.loader.bypass import Tag, Tagged
 from seneca.loader.fetch import fetch_decided
 from seneca.loader.malloc import tune_malloc
 from seneca.loader.source import Resolved
@@ -293,6 +294,10 @@ class CachedDataset(torch.utils.data.Dataset):
 
     def __getitems__(self, indices: Sequence[Any]) -> list[tuple[Any, Any]]:
         tune_malloc()  # once per process (this may be a DataLoader worker)
+        if indices and isinstance(indices[0], Tag):  # a worker's part of a batch (bypass)
+            part = Tagged(fetch_decided(self, indices[1:], evict=True) if len(indices) > 1 else ())
+            part.tag = indices[0].batch
+            return part
         if indices and isinstance(indices[0], Pick):  # decided by ODS
             return fetch_decided(self, indices, evict=True)
         where = self.positions

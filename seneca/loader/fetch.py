@@ -33,14 +33,16 @@ from seneca_base.tiers import TIERS
 __all__ = ["fetch_decided"]
 
 
-def _placer(rows: BatchRows, picks: Sequence[Any]) -> Place:
-    """For element j of the values' MGET: put an augmented tensor's payload in its row."""
-    where = [k for k, p in enumerate(picks) if p.tier is not None]
+def _placer(rows: BatchRows, picks: Sequence[Any], slots: Sequence[int]) -> Place:
+    """For element j of the values' MGET: put an augmented tensor's payload in its row (pick
+    k's row is ``slots[k]``)."""
+    where = [slots[k] for k, p in enumerate(picks) if p.tier is not None]
+    tiers = [p.tier for p in picks if p.tier is not None]
     known: list[Any] = [None, None]  # the last header and total seen, and their layout
 
     def place(j: int, header: bytes, total: int) -> memoryview | None:
         k = where[j]
-        if picks[k].tier != "augmented":
+        if tiers[j] != "augmented":
             return None
         if known[0] != (header, total):  # the values of a batch mostly share one header
             known[:] = [(header, total), codec.tensor_layout(header, total)]
@@ -51,7 +53,7 @@ def _placer(rows: BatchRows, picks: Sequence[Any]) -> Place:
 
 
 def _read(
-    ds: Any, picks: Sequence[Pick], count: Counter, rows: BatchRows | None
+    ds: Any, picks: Sequence[Pick], count: Counter, rows: BatchRows | None, slots: Sequence[int]
 ) -> tuple[list, dict, int]:
     """Values per pick ((tier, bytearray or Placed) or (None, None)), bytes used per tier, live
     jobs of the view; the batch's hits are released in the same round trip (or posted, see
@@ -69,7 +71,7 @@ def _read(
     commands.append(store.live_command())
     if ds.plan_size:  # the shared plan's split, which this fetch's admissions follow
         commands.append(("GET", store.keys.plan))
-    place = _placer(rows, picks) if rows is not None and keys else None
+    place = _placer(rows, picks, slots) if rows is not None and keys else None
     start = time.perf_counter_ns()
     replies = execute(store.client, commands, raise_on_error=False, place=place)
     count["ns_cache"] += time.perf_counter_ns() - start
@@ -102,14 +104,14 @@ def _read(
 
 
 def _values(
-    ds: Any, picks: Sequence[Pick], count: Counter, rows: BatchRows | None
+    ds: Any, picks: Sequence[Pick], count: Counter, rows: BatchRows | None, slots: Sequence[int]
 ) -> tuple[list, dict | None, int]:
     """:func:`_read`, or no values while the cache is down (each miss read from storage)."""
     nothing: list = [(None, None)] * len(picks)
     if ds.cache_down():
         return nothing, None, 0
     try:
-        values, used, live = _read(ds, picks, count, rows)
+        values, used, live = _read(ds, picks, count, rows, slots)
     except (redis.RedisError, OSError, CacheError) as err:
         ds._cache_failed(err, count)
         return nothing, None, 0
@@ -139,22 +141,32 @@ def _admit(ds: Any, admit: list[tuple[int, str, bytes]], count: Counter) -> None
             count[f"full_{t}"] += 1
 
 
-def fetch_decided(ds: Any, picks: Sequence[Pick], evict: bool) -> list[tuple[Any, Any]]:
+def fetch_decided(
+    ds: Any,
+    picks: Sequence[Pick],
+    evict: bool,
+    rows: BatchRows | None = None,
+    slots: Sequence[int] | None = None,
+) -> list[tuple[Any, Any]]:
     """``CachedDataset.__getitems__`` for a batch of ``ods.sampler.Pick``; ``evict``: offer
     values to a full encoded tier too (ODS batches: the policy evicts what live jobs need
-    least; a loader's own order has no demand to evict for)."""
+    least; a loader's own order has no demand to evict for). ``rows`` and ``slots``: the
+    picks are some of a batch whose rows are ``rows``, pick k in row ``slots[k]``
+    (``seneca.loader.bypass``); by default the picks are the batch, in order."""
     count: Counter = Counter(samples=len(picks))
     store = ds.store
     # with the batch tail deferred, augmented hits are read into the rows of the batch tensor
-    rows = BatchRows(len(picks)) if ds.tensor_hits else None
-    values, used, live = _values(ds, picks, count, rows)
+    if rows is None and ds.tensor_hits:
+        rows = BatchRows(len(picks))
+    slots = range(len(picks)) if slots is None else slots
+    values, used, live = _values(ds, picks, count, rows, slots)
     room = {t: store.capacity[t] - used[t] for t in TIERS} if used is not None else {}
     admit: list[tuple[int, str, bytes]] = []
     # unless the split gives the encoded tier nothing: then no value is sent only to be refused
     full_ok = evict and used is not None and store.capacity["encoded"] > 0
     offer = ds._offerer(room, admit, always="encoded" if full_ok else None)
     aug_ok = ds.transform.head is not None and live > 1
-    out = _samples(ds, picks, values, count, rows, offer, aug_ok)
+    out = _samples(ds, picks, values, count, rows, slots, offer, aug_ok)
     if used is not None:
         _admit(ds, admit, count)
     ds.counters.add(process_row(), count)
@@ -167,6 +179,7 @@ def _samples(
     values: list,
     count: Counter,
     rows: BatchRows | None,
+    slots: Sequence[int],
     offer: Any,
     aug_ok: bool,
 ) -> list[tuple[Any, Any]]:
@@ -181,11 +194,11 @@ def _samples(
     for k, (p, (tier, value)) in enumerate(zip(picks, values, strict=True)):
         if isinstance(value, Placed):
             if plain:
-                out.append((views[k], label(p.index)))
+                out.append((views[slots[k]], label(p.index)))
                 placed += 1
                 placed_bytes += value.size
                 continue
-            obj, size = views[k], value.size
+            obj, size = views[slots[k]], value.size
         else:
             obj = ds._cached_value(value, tier, count) if value is not None else None
             size = len(value) if obj is not None else 0
@@ -196,7 +209,7 @@ def _samples(
         ds._count_lookup(tier, count)
         count["bytes_cache"] += size
         sample = ds._finish(p.index, tier, obj, count, offer, aug_ok)
-        out.append(rows.settle(k, sample) if rows is not None else sample)
+        out.append(rows.settle(slots[k], sample) if rows is not None else sample)
     count["hits_augmented"] += placed  # what _count_lookup counts for an augmented hit
     count["bytes_cache"] += placed_bytes
     if bad:

@@ -15,9 +15,16 @@ from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
 from ods.sampler import OdsBatchSampler, OdsSampler
 from ods.store import OdsStore
+from seneca.loader.bypass import HitSplitter, collate_part
 from seneca.loader.dataset import CachedDataset
 from seneca.loader.malloc import tune_malloc
-from seneca.loader.options import resolve_batch_tail, resolve_job, resolve_ods, resolve_strict
+from seneca.loader.options import (
+    DATALOADER_ARGS,
+    resolve_batch_tail,
+    resolve_job,
+    resolve_ods,
+    resolve_strict,
+)
 from seneca.loader.rows import collate_rows
 from seneca.loader.setup import (
     auto_planner,
@@ -43,26 +50,6 @@ log = logging.getLogger("seneca")
 
 
 _T_co = TypeVar("_T_co", covariant=True)
-
-#: DataLoader's arguments after ``dataset``, passed on as given.
-_DATALOADER_ARGS = (
-    "batch_size",
-    "shuffle",
-    "sampler",
-    "batch_sampler",
-    "num_workers",
-    "collate_fn",
-    "pin_memory",
-    "drop_last",
-    "timeout",
-    "worker_init_fn",
-    "multiprocessing_context",
-    "generator",
-    "prefetch_factor",
-    "persistent_workers",
-    "pin_memory_device",
-    "in_order",
-)
 
 
 class SenecaLoader(DataLoader[_T_co]):
@@ -134,7 +121,7 @@ class SenecaLoader(DataLoader[_T_co]):
         strict: bool | None = None,
     ) -> None:
         given = locals()
-        args: dict[str, Any] = {name: given[name] for name in _DATALOADER_ARGS}
+        args: dict[str, Any] = {name: given[name] for name in DATALOADER_ARGS}
         DataLoader(dataset, **args)  # DataLoader's own checks come first, with its errors
         tune_malloc()
         options = cache_options(cache, cache_size, split, plan, spec)
@@ -144,6 +131,7 @@ class SenecaLoader(DataLoader[_T_co]):
             rows=max(0, num_workers if isinstance(num_workers, int) else 0) + 1
         )
         self._ods_sampler: OdsBatchSampler | None = None
+        self._splitter: HitSplitter | None = None  # hits read here, misses in the workers
         self._cached: CachedDataset | None = None
         self._batch_tail: Any = None
         self.cache_url: str | None = None
@@ -217,6 +205,13 @@ class SenecaLoader(DataLoader[_T_co]):
             )
             args.update(batch_size=1, shuffle=None, sampler=None, drop_last=False)
             args["batch_sampler"] = self._ods_sampler
+            if (
+                args["num_workers"] > 0
+                and args["collate_fn"] is collate_rows
+                and wrapped.tensor_hits
+            ):
+                self._splitter = HitSplitter(self._ods_sampler, wrapped)
+                args.update(batch_sampler=self._splitter, collate_fn=collate_part)
         elif args["sampler"] is None and args["batch_sampler"] is None:  # over the user's dataset
             shuffle, args["shuffle"] = args["shuffle"], None
             args["sampler"] = (
@@ -258,6 +253,7 @@ class SenecaLoader(DataLoader[_T_co]):
         self._progress = (self._ods_sampler.next_epoch(), 0)
         self._iteration = object()
         it = super().__iter__()
+        it = it if self._splitter is None else self._splitter.merged(it)
         it = it if self._batch_tail is None else self._finished(it)
         return self._summarised(self._tracked(it, self._iteration), before)
 

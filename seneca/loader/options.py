@@ -17,6 +17,26 @@ from seneca_base.tiers import SPLIT_ORDER, TIERS
 
 _counter = itertools.count()
 
+#: DataLoader's arguments after ``dataset``, passed on as given.
+DATALOADER_ARGS = (
+    "batch_size",
+    "shuffle",
+    "sampler",
+    "batch_sampler",
+    "num_workers",
+    "collate_fn",
+    "pin_memory",
+    "drop_last",
+    "timeout",
+    "worker_init_fn",
+    "multiprocessing_context",
+    "generator",
+    "prefetch_factor",
+    "persistent_workers",
+    "pin_memory_device",
+    "in_order",
+)
+
 
 def parse_split(split: Mapping[str, float] | Sequence[float] | None) -> dict[str, float]:
     """``split`` as {encoded, decoded, augmented} fractions that sum to 1.

@@ -54,6 +54,16 @@ class BatchRows:
         size = self._row_bytes
         return self._bytes[row * size : (row + 1) * size]
 
+    def holds(self, k: int, image: Any) -> bool:
+        """Whether ``image`` is row ``k`` of the rows."""
+        rows = self.rows
+        return (
+            rows is not None
+            and isinstance(image, torch.Tensor)
+            and image._base is rows
+            and image.storage_offset() == k * rows.stride(0)
+        )
+
     def settle(self, k: int, sample: Any) -> Any:
         """``sample`` (an ``(image, target)`` pair) with its image moved into row ``k`` when it
         fits; otherwise as it is."""
@@ -61,9 +71,7 @@ class BatchRows:
         if rows is None or not isinstance(sample, tuple) or len(sample) != 2:
             return sample
         image = sample[0]
-        if not isinstance(image, torch.Tensor):
-            return sample
-        if image._base is rows and image.storage_offset() == k * rows.stride(0):
+        if not isinstance(image, torch.Tensor) or self.holds(k, image):
             return sample
         if image.dtype != rows.dtype or image.shape != rows.shape[1:]:
             return sample

@@ -94,6 +94,11 @@ class Counters:
         total = np.asarray(self._arr).sum(axis=0)
         return {name: int(total[i]) for i, name in enumerate(FIELDS)}
 
+    def row(self, row: int) -> dict[str, int]:
+        """The counters of one process (0: the loader process, k + 1: worker k)."""
+        values = np.asarray(self._arr[row])
+        return {name: int(values[i]) for i, name in enumerate(FIELDS)}
+
     def reset(self) -> None:
         self._arr[:] = 0
 

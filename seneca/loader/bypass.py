@@ -1,0 +1,130 @@
+"""Cache hits that never cross a process boundary: with workers, only misses go to them.
+
+ODS decides each batch in the loader process, so the loader knows which samples are augmented
+hits before any worker sees the batch. An augmented hit needs no CPU work: its bytes go from
+the cache into the batch's rows. :class:`HitSplitter`, the DataLoader's batch sampler, hands
+the workers each batch's other samples (misses, and hits that still need a decode or a
+transform) behind a :class:`Tag` naming the batch, and keeps the hits. Each worker's part
+comes back tagged (:func:`collate_part`); :meth:`HitSplitter.merged` then reads the batch's
+hits in the loader process straight into the rows of the batch tensor (``fetch_decided``: the
+zero-copy reader, pins released, stats counted, a hit found gone read from storage), copies
+the workers' rows into theirs and yields the batch in the decided order, ready for the batch
+tail. Exactly-once, admissions, ``state_dict`` and the batch tail are as without the bypass;
+tags match parts to batches whatever order the workers finish in (``in_order=False``).
+
+Used with workers, ODS, and the default collate with the batch tail deferred (what lets a hit
+be a row of the batch tensor); otherwise every sample goes to the workers as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils.data._utils.collate import default_collate
+
+from ods.sampler import Pick
+from seneca.loader.fetch import fetch_decided
+from seneca.loader.rows import BatchRows, collate_rows
+
+__all__ = ["HitSplitter", "Tag", "Tagged", "collate_part"]
+
+
+@dataclass(frozen=True)
+class Tag:
+    """The first element of a worker's part of a batch: which batch it is."""
+
+    batch: int
+
+
+class Tagged(list):
+    """A worker's samples of batch :attr:`tag` (what ``CachedDataset.__getitems__`` returns for
+    a tagged part)."""
+
+    tag: int = -1
+
+
+def collate_part(data: Any) -> Any:
+    """The DataLoader's ``collate_fn`` with the bypass: a tagged part becomes ``(tag, images,
+    targets)`` (``None, None`` for a part with no samples); anything else as ``collate_rows``."""
+    if isinstance(data, Tagged):
+        if not data:
+            return (data.tag, None, None)
+        images, targets = collate_rows(data)
+        return (data.tag, images, targets)
+    return collate_rows(data)
+
+
+def _bypassed(pick: Pick) -> bool:
+    return pick.tier == "augmented"
+
+
+class HitSplitter:
+    """The batch sampler that runs: ``sampler``'s batches (``ods.sampler.OdsBatchSampler``),
+    each as a tagged part for the workers; the hits stay here until :meth:`merged`."""
+
+    def __init__(self, sampler: Any, dataset: Any) -> None:
+        self.sampler = sampler
+        self.dataset = dataset  # the CachedDataset the loader process reads hits through
+        self._pending: dict[int, list[Pick]] = {}
+        self._next = 0
+        #: batches made of hits read here and samples from a worker
+        self.mixed = 0
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __iter__(self) -> Iterator[list[Any]]:
+        self._pending.clear()  # an abandoned iteration's batches are not coming back
+        for picks in self.sampler:
+            tag = self._next
+            self._next += 1
+            self._pending[tag] = picks
+            yield [Tag(tag), *(p for p in picks if not _bypassed(p))]
+
+    def merged(self, it: Iterator[Any]) -> Iterator[Any]:
+        """The batches of ``it`` (the workers' tagged parts) with their hits read here and put
+        in place, in the order each batch was decided."""
+        for tag, images, targets in it:
+            picks = self._pending.pop(tag)
+            slots = [k for k, p in enumerate(picks) if _bypassed(p)]
+            if not slots:
+                yield [images, targets]
+            else:
+                self.mixed += images is not None
+                yield self._assemble(picks, slots, images, targets)
+
+    def _assemble(
+        self, picks: Sequence[Pick], slots: list[int], images: Any, targets: Any
+    ) -> list[Any]:
+        """Batch ``picks``: the hits at ``slots`` read into their rows, the workers' ``images``
+        and ``targets`` (the other samples, in order) copied into the rest."""
+        rows = BatchRows(len(picks))
+        hits = fetch_decided(self.dataset, [picks[k] for k in slots], True, rows, slots)
+        others = [k for k in range(len(picks)) if k not in set(slots)]
+        fast = rows.rows is not None and all(
+            rows.holds(k, s[0]) for k, s in zip(slots, hits, strict=True)
+        )
+        if fast and images is not None:
+            fast = isinstance(images, torch.Tensor) and images.shape[1:] == rows.rows.shape[1:]
+            fast = fast and images.dtype == rows.rows.dtype and isinstance(targets, torch.Tensor)
+        if fast:
+            assert rows.rows is not None
+            labels = default_collate([s[1] for s in hits])
+            out = torch.empty((len(picks), *labels.shape[1:]), dtype=labels.dtype)
+            out[slots] = labels
+            if images is not None:
+                rows.rows[others] = images
+                out[others] = targets.to(labels.dtype)
+            return [rows.rows, out]
+        # anything else (samples of other shapes, a hit found gone made another way): collate
+        # the samples in their decided order
+        samples: list[Any] = [None] * len(picks)
+        for k, s in zip(slots, hits, strict=True):
+            samples[k] = s
+        if images is not None:
+            for k, image, target in zip(others, images, targets, strict=True):
+                samples[k] = (image, target)
+        return default_collate(samples)

@@ -1,0 +1,100 @@
+"""Cache hits read in the loader process, misses in the workers: batches that mix hits and
+misses keep their decided order, labels, exactly-once and stats with 0, 1 and 2 workers; on a
+real redis-server."""
+
+import pytest
+import torch
+from torch.utils.data import default_collate
+from torchvision.datasets import ImageFolder
+from torchvision.transforms import v2
+
+from seneca import SenecaLoader
+
+DET = v2.Compose(
+    [
+        v2.Resize((20, 28), antialias=True),
+        v2.PILToTensor(),
+        v2.ToDtype(torch.float32, scale=True),
+        v2.Normalize([0.5, 0.5, 0.5], [0.25, 0.25, 0.25]),
+    ]
+)
+HITS = 20  # augmented copies another job made: 2 batches of hits, then one mixed (4 + 4)
+
+
+def _indexed(root):
+    ds = ImageFolder(str(root), transform=DET)
+    ds.samples = [(path, i) for i, (path, _) in enumerate(ds.samples)]
+    return ds
+
+
+def _with_copies(ds, url):
+    """Job ``a`` makes augmented copies of HITS samples while job ``b`` is live (a job makes
+    copies only for others); both stay live."""
+    opts = {"cache": url, "split": (0, 0, 1), "shuffle": True}
+    a = SenecaLoader(ds, batch_size=5, job="a", **opts)
+    b = SenecaLoader(ds, batch_size=8, job="b", **opts)
+    next(iter(b))
+    it = iter(a)
+    for _ in range(HITS // 5):
+        next(it)
+    assert a.stats()["augmented"]["admitted"] == HITS
+    return a, b, it
+
+
+def _check_epoch(ds, loader):
+    seen = []
+    for x, y in loader:
+        want = default_collate([DET(ds.loader(ds.samples[int(i)][0])) for i in y])
+        assert x.dtype == torch.float32 and torch.equal(x, want)  # each row is its label's
+        seen += y.tolist()
+    assert sorted(seen) == list(range(len(ds)))  # every sample once
+    return seen
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2])
+def test_batches_mixing_hits_and_misses(tiny_dataset, redis_proc, workers):
+    ds = _indexed(tiny_dataset)
+    keep = _with_copies(ds, redis_proc.url)
+    c = SenecaLoader(
+        ds, batch_size=8, shuffle=True, job="c", cache=redis_proc.url, split=(0, 0, 1),
+        num_workers=workers, persistent_workers=workers > 0,
+    )  # fmt: skip
+    assert (c._splitter is not None) == (workers > 0)
+    _check_epoch(ds, c)
+    stats = c.stats()
+    assert stats["samples"] == len(ds) and stats["augmented"]["hits"] == HITS
+    assert stats["decodes"] == len(ds) - HITS
+    here = c._counters.row(0)
+    if workers:  # hits in the loader process, every decode in a worker
+        assert here["hits_augmented"] == HITS and here["decodes"] == 0
+        worked = [c._counters.row(k + 1) for k in range(workers)]
+        assert sum(r["decodes"] for r in worked) == len(ds) - HITS
+        assert all(r["hits_augmented"] == 0 for r in worked)
+        assert c._splitter.mixed >= 1  # a batch of hits read here and misses from a worker
+    c.close()
+    del keep
+
+
+def test_hits_and_misses_out_of_order(tiny_dataset, redis_proc):
+    ds = _indexed(tiny_dataset)
+    keep = _with_copies(ds, redis_proc.url)
+    c = SenecaLoader(
+        ds, batch_size=8, shuffle=True, job="c", cache=redis_proc.url, split=(0, 0, 1),
+        num_workers=2, in_order=False, multiprocessing_context="spawn",
+    )  # fmt: skip
+    _check_epoch(ds, c)
+    assert c.stats()["augmented"]["hits"] == HITS
+    del keep
+
+
+def test_a_custom_collate_keeps_every_sample_in_the_workers(tiny_dataset, redis_proc):
+    ds = _indexed(tiny_dataset)
+    keep = _with_copies(ds, redis_proc.url)
+    c = SenecaLoader(
+        ds, batch_size=8, shuffle=True, job="c", cache=redis_proc.url, split=(0, 0, 1),
+        num_workers=1, collate_fn=default_collate,
+    )  # fmt: skip
+    assert c._splitter is None
+    _check_epoch(ds, c)
+    assert c._counters.row(0)["hits_augmented"] == 0 and c.stats()["augmented"]["hits"] == HITS
+    del keep
