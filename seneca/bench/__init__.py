@@ -5,6 +5,7 @@
 * ``baselines``: the loaders compared (DataLoader, MINIO, Quiver, MDP, Seneca);
 * ``report``: the bench's tables and plots;
 * ``splits``: the planned split against fixed ones, from one bench run;
+* ``timeline``: the planned split and throughput as jobs join and leave;
 * ``validate``: the MDP model's predictions against measured throughput;
 * ``accuracy``: a small training run per loader;
 * ``hitpath``: the cache-hit path against raw Redis reads;

@@ -45,7 +45,8 @@ class BenchConfig:
     cache_frac: float | list[float] = 0.25
     epochs: int = 2
     batch_size: int = 32
-    workers: int = 0
+    #: loader workers per job: one count, or several (each a configuration of its own)
+    workers: int | list[int] = 0
     crop: int = 224
     step_ms: float = 0.0
     storage_mbps: float | None = None
@@ -61,6 +62,11 @@ class BenchConfig:
         """The cache fractions to run, as a list."""
         return [self.cache_frac] if isinstance(self.cache_frac, (int, float)) else self.cache_frac
 
+    @property
+    def worker_counts(self) -> list[int]:
+        """The numbers of workers per job to run, as a list."""
+        return [self.workers] if isinstance(self.workers, int) else self.workers
+
     def check(self) -> None:
         for name in self.loaders:
             kind, _ = variant(name, self.split)  # raises ConfigError naming --loaders
@@ -72,7 +78,7 @@ class BenchConfig:
             ("--cache-frac", fractions, fractions and all(0 < f <= 10 for f in fractions)),
             ("--epochs", self.epochs, self.epochs >= 1),
             ("--batch-size", self.batch_size, self.batch_size >= 1),
-            ("--workers", self.workers, self.workers >= 0),
+            ("--workers", self.workers, self.worker_counts and min(self.worker_counts) >= 0),
             ("--repeats", self.repeats, self.repeats >= 1),
             ("--page-cache", self.page_cache, self.page_cache in ("warm", "drop")),
             ("--step-ms", self.step_ms, self.step_ms >= 0),
@@ -112,14 +118,7 @@ def _job(spec: dict[str, Any], throttle: Any, barrier: Any, out: Any) -> None:
             persistent_workers=spec["workers"] > 0,
         )
         barrier.wait()
-        epochs = []
-        for _ in range(spec["epochs"]):
-            start, n = time.perf_counter(), 0
-            for _, y in loader:
-                n += len(y)
-                if spec["step_ms"]:
-                    time.sleep(spec["step_ms"] / 1000)
-            epochs.append({"samples": n, "seconds": time.perf_counter() - start})
+        epochs = [_epoch(loader, spec["step_ms"]) for _ in range(spec["epochs"])]
         stats = loader.stats() if hasattr(loader, "stats") else None
         split = getattr(loader, "split", None)  # the split in use at the end (auto: planned)
         planner = getattr(loader, "planner", None)
@@ -133,6 +132,24 @@ def _job(spec: dict[str, Any], throttle: Any, barrier: Any, out: Any) -> None:
     except BaseException as e:  # reported to the parent
         barrier.abort()
         out.put({"job": spec["job"], "error": f"{type(e).__name__}: {e}"})
+
+
+def _epoch(loader: Any, step_ms: float) -> dict[str, float]:
+    """One epoch: samples, seconds, and the seconds spent waiting for batches (with a step, the
+    time the emulated GPU was idle)."""
+    start, n, waited = time.perf_counter(), 0, 0.0
+    it = iter(loader)
+    while True:
+        asked = time.perf_counter()
+        try:
+            _, y = next(it)
+        except StopIteration:
+            break
+        waited += time.perf_counter() - asked
+        n += len(y)
+        if step_ms:
+            time.sleep(step_ms / 1000)
+    return {"samples": n, "seconds": time.perf_counter() - start, "waited": waited}
 
 
 def clear_cache(url: str) -> None:
@@ -162,6 +179,8 @@ def _summary(kind: str, k: int, results: list[dict], makespan: float, cpu: float
             "stable_samples_per_s": sum(x["samples"] for x in stable)
             / sum(x["seconds"] for x in stable),
             "samples": sum(x["samples"] for x in e),
+            # the share of the run the loop waited for batches (the emulated GPU's idle time)
+            "waiting": sum(x.get("waited", 0.0) for x in e) / sum(x["seconds"] for x in e),
         }
         s = r["stats"]  # every loader counts what it does where it happens
         job["hit_rate"] = {t: s[t]["hit_rate"] for t in TIERS}
@@ -192,10 +211,11 @@ def _summary(kind: str, k: int, results: list[dict], makespan: float, cpu: float
 
 
 def run_configuration(
-    cfg: BenchConfig, name: str, k: int, url: str, cache_size: int, n: int
+    cfg: BenchConfig, name: str, k: int, url: str, cache_size: int, n: int, workers: int = 0
 ) -> dict:
     """Run ``k`` concurrent jobs of loader ``name`` (a kind of :data:`LOADERS`, or
-    ``kind@split``) with a cache of ``cache_size`` bytes (a cleared cache is the caller's task)."""
+    ``kind@split``) with ``workers`` each and a cache of ``cache_size`` bytes (a cleared cache
+    is the caller's task)."""
     from seneca.bench.throttle import Throttle
 
     ctx = mp.get_context("spawn")
@@ -205,7 +225,7 @@ def run_configuration(
     for j in range(k):
         job = f"bench-{name.replace('@', '-')}-{k}-{j}"
         spec = {**asdict(cfg), "loader": kind, "split": split, "job": job, "cache": url}
-        spec["cache_size"] = cache_size
+        spec["cache_size"], spec["workers"] = cache_size, workers
         specs.append((spec, throttle))
     group = ProcessGroup(_job, specs, parent_waits=True, context=ctx)
     group.start_together(timeout=600)
@@ -218,10 +238,17 @@ def run_configuration(
     return _summary(name, k, results, makespan, cpu, n)
 
 
-def _schedule(cfg: BenchConfig) -> list[tuple[int, float, int, str]]:
-    """(round, cache fraction, jobs, loader) of every run: each round runs every configuration
-    once, in an order of its own (seeded by ``order_seed``), so no loader always runs first."""
-    configs = [(f, k, kind) for f in cfg.fractions for k in cfg.jobs for kind in cfg.loaders]
+def _schedule(cfg: BenchConfig) -> list[tuple[int, float, int, int, str]]:
+    """(round, cache fraction, workers, jobs, loader) of every run: each round runs every
+    configuration once, in an order of its own (seeded by ``order_seed``), so no loader always
+    runs first."""
+    configs = [
+        (f, w, k, kind)
+        for f in cfg.fractions
+        for w in cfg.worker_counts
+        for k in cfg.jobs
+        for kind in cfg.loaders
+    ]
     out = []
     for r in range(cfg.repeats):
         order = list(configs)
@@ -269,12 +296,12 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> dict:
     Path(cfg.out).mkdir(parents=True, exist_ok=True)
     runs = []
     bar = tqdm(_schedule(cfg), desc="seneca bench", unit="config", disable=not progress)
-    for r, f, k, kind in bar:
-        bar.set_postfix_str(f"{kind} x{k}, cache {f:g}, round {r + 1}")
+    for r, f, w, k, kind in bar:
+        bar.set_postfix_str(f"{kind} x{k}, {w} workers, cache {f:g}, round {r + 1}")
         prepare_page_cache(storage, cfg.page_cache)
         clear_cache(url)
-        run = run_configuration(cfg, kind, k, url, sizes[f], n)
-        runs.append({**run, "cache_frac": f, "cache_bytes": sizes[f], "round": r})
+        run = run_configuration(cfg, kind, k, url, sizes[f], n, w)
+        runs.append({**run, "cache_frac": f, "cache_bytes": sizes[f], "workers": w, "round": r})
     clear_cache(url)
     result: dict[str, Any] = {
         "config": {

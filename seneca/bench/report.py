@@ -13,39 +13,54 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def _fraction(result: dict[str, Any], run: dict[str, Any]) -> float:
-    """The cache fraction ``run`` ran with (results of one fraction may not record it)."""
-    frac = run.get("cache_frac", result.get("config", {}).get("cache_frac", 0.0))
-    return frac[0] if isinstance(frac, list) else frac
+def _setting(result: dict[str, Any], run: dict[str, Any], name: str) -> Any:
+    """The ``cache_frac`` or ``workers`` ``run`` ran with (results of one value may not record
+    it in the run)."""
+    value = run.get(name, result.get("config", {}).get(name, 0))
+    return value[0] if isinstance(value, list) else value
+
+
+Key = tuple[float, int, int, str]  # cache fraction, workers per job, jobs, loader
 
 
 def groups(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """The runs of each (cache fraction, jobs, loader): their aggregate throughputs (every
-    round), the median and the run whose throughput is the median (its other figures stand for
-    the group)."""
-    out: dict[tuple[float, int, str], dict[str, Any]] = {}
+    """The runs of each (cache fraction, workers, jobs, loader): their aggregate throughputs
+    (every round), the median and the run whose throughput is the median (its other figures
+    stand for the group)."""
+    out: dict[Key, dict[str, Any]] = {}
     for r in result["runs"]:
-        frac = _fraction(result, r)
-        key = (frac, r["jobs"], r["loader"])
-        g = out.setdefault(key, {"cache_frac": frac, "jobs": r["jobs"], "loader": r["loader"]})
+        frac, workers = _setting(result, r, "cache_frac"), _setting(result, r, "workers")
+        key = (frac, workers, r["jobs"], r["loader"])
+        g = out.setdefault(
+            key, dict(zip(("cache_frac", "workers", "jobs", "loader"), key, strict=True))
+        )
         g.setdefault("runs", []).append(r)
     for g in out.values():
         ranked = sorted(g["runs"], key=lambda r: r["aggregate_samples_per_s"])
         g["rates"] = [r["aggregate_samples_per_s"] for r in g["runs"]]
         g["median_run"] = ranked[(len(ranked) - 1) // 2]
         g["median"] = statistics.median(g["rates"])
-    return sorted(out.values(), key=lambda g: (g["cache_frac"], g["jobs"]))
+    return sorted(out.values(), key=lambda g: (g["cache_frac"], g["workers"], g["jobs"]))
 
 
-def by_configuration(result: dict[str, Any]) -> dict[tuple[float, int, str], dict[str, Any]]:
-    """:func:`groups` by (cache fraction, jobs, loader)."""
-    return {(g["cache_frac"], g["jobs"], g["loader"]): g for g in groups(result)}
+def key_of(g: dict[str, Any], loader: str | None = None) -> Key:
+    """The key of group ``g`` (of ``loader`` in the same setting, when given)."""
+    return (g["cache_frac"], g["workers"], g["jobs"], loader or g["loader"])
 
 
-def _ratio(by: dict[tuple[float, int, str], dict[str, Any]], g: dict[str, Any], base: str) -> str:
-    """``g``'s median throughput over loader ``base``'s in the same cache and K ("-": not run)."""
-    other = by.get((g["cache_frac"], g["jobs"], base))
+def by_configuration(result: dict[str, Any]) -> dict[Key, dict[str, Any]]:
+    """:func:`groups` by (cache fraction, workers, jobs, loader)."""
+    return {key_of(g): g for g in groups(result)}
+
+
+def _ratio(by: dict[Key, dict[str, Any]], g: dict[str, Any], base: str) -> str:
+    """``g``'s median throughput over loader ``base``'s in the same setting ("-": not run)."""
+    other = by.get(key_of(g, base))
     return f"{g['median'] / other['median']:.2f}x" if other else "-"
+
+
+def _listed(value: Any) -> str:
+    return " / ".join(str(v) for v in value) if isinstance(value, list) else str(value)
 
 
 def _cache_text(cfg: dict[str, Any]) -> str:
@@ -62,7 +77,8 @@ def _header(cfg: dict[str, Any]) -> str:
     return (
         f"`seneca bench`: {cfg['samples']:,} images ({cfg['encoded_bytes'] / 1e6:,.0f} MB), "
         f"{_cache_text(cfg)}, "
-        f"{cfg['epochs']} epochs, batch {cfg['batch_size']}, {cfg['workers']} worker(s) per job, "
+        f"{cfg['epochs']} epochs, batch {cfg['batch_size']}, "
+        f"{_listed(cfg['workers'])} worker(s) per job, "
         f"crop {cfg['crop']}, step {cfg['step_ms']:g} ms, storage "
         + (f"{cfg['storage_mbps']:g} MB/s (emulated)" if cfg["storage_mbps"] else "local disk")
         + f"; {cfg.get('repeats', 1)} round(s), each in its own shuffled order; page cache "
@@ -78,16 +94,18 @@ def markdown(result: dict[str, Any]) -> str:
     and the median run's other figures."""
     gs = groups(result)
     by = by_configuration(result)
-    several = len({g["cache_frac"] for g in gs}) > 1  # a cache column when they differ
+    # a column for a setting that differs between configurations
+    shown = [n for n in ("cache_frac", "workers") if len({g[n] for g in gs}) > 1]
+    idle = bool(result["config"].get("step_ms"))  # the emulated GPU's idle share
     lines = [
         _header(result["config"]),
         "",
-        ("| cache " if several else "")
+        "".join(f"| {'cache' if n == 'cache_frac' else n} " for n in shown)
         + "| jobs | loader | aggregate samples/s (median, min-max) | vs pytorch-tuned | vs pytorch"
         " | makespan s | first-epoch samples/s (mean/job) | stable samples/s (mean/job) |"
         " hit aug / dec / enc | crops made by another job (per job) | decodes per sample-epoch"
-        " | CPU |",
-        ("|---" if several else "") + "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        " | CPU |" + (" GPU idle (per job) |" if idle else ""),
+        "|---" * (len(shown) + 12 + idle) + "|",
     ]
     for g in gs:
         r, jobs = g["median_run"], g["median_run"]["per_job"]
@@ -95,8 +113,9 @@ def markdown(result: dict[str, Any]) -> str:
         rates = g["rates"]
         spread = f" ({min(rates):,.1f}-{max(rates):,.1f})" if len(rates) > 1 else ""
         ratios = [_ratio(by, g, base) for base in ("pytorch-tuned", "pytorch")]
+        cells = "".join(f"| {g[n]:.0%} " if n == "cache_frac" else f"| {g[n]} " for n in shown)
         lines.append(
-            (f"| {g['cache_frac']:.0%} " if several else "")
+            cells
             + f"| {g['jobs']} | {g['loader']} | {g['median']:,.1f}{spread} | "
             + " | ".join(ratios)
             + f" | {r['makespan_s']:.1f} | "
@@ -105,6 +124,7 @@ def markdown(result: dict[str, Any]) -> str:
             f"{hit[0]:.2f} / {hit[1]:.2f} / {hit[2]:.2f} | "
             + " / ".join(f"{j.get('crops_from_other_jobs', 0.0):.2f}" for j in jobs)
             + f" | {r['decodes_per_sample_epoch']:.2f} | {r['cpu_utilisation']:.0%} |"
+            + (" " + " / ".join(f"{j.get('waiting', 0):.0%}" for j in jobs) + " |" if idle else "")
         )
     return "\n".join(lines) + "\n"
 
@@ -114,10 +134,10 @@ def targets(result: dict[str, Any], jobs: int = 3) -> list[dict[str, Any]]:
     throughput >= 2.0x ``pytorch-tuned``, >= 2.5x ``pytorch`` and >= 1.5x the better of MINIO
     and Quiver; decodes per sample-epoch (the median run's) <= 1.2. Only those whose loaders
     ran are listed, each with ``target``, ``measured``, ``goal`` and ``met``."""
-    by = {(k, loader): g for (_, k, loader), g in by_configuration(result).items()}
+    by = {(k, loader): g for (_, _, k, loader), g in by_configuration(result).items()}
     seneca = by.get((jobs, "seneca"))
-    if seneca is None or len({g["cache_frac"] for g in groups(result)}) > 1:
-        return []  # stated for one cache size
+    if seneca is None or len({key_of(g)[:2] for g in groups(result)}) > 1:
+        return []  # stated for one cache size and one number of workers
     out = []
     for name, bases, goal in (
         ("vs pytorch-tuned", ["pytorch-tuned"], 2.0),
@@ -150,6 +170,15 @@ def format_targets(result: dict[str, Any], jobs: int = 3) -> str:
     )
 
 
+def _cell_label(cell: tuple[float, int, int], several: list[bool]) -> str:
+    frac, workers, k = cell
+    return (
+        f"{k} job{'s' if k > 1 else ''}"
+        + (f"\ncache {frac:.0%}" if several[0] else "")
+        + (f"\n{workers} workers" if several[1] else "")
+    )
+
+
 def write_reports(result: dict[str, Any], out: str) -> None:
     """Write ``results.md``, ``throughput.png`` and ``decodes.png`` to ``out``."""
     Path(out, "results.md").write_text(markdown(result))
@@ -159,8 +188,8 @@ def write_reports(result: dict[str, Any], out: str) -> None:
     import matplotlib.pyplot as plt
 
     gs = groups(result)  # the median run of each configuration stands for it
-    cells = sorted({(g["cache_frac"], g["jobs"]) for g in gs})
-    several = len({f for f, _ in cells}) > 1
+    cells = sorted({key_of(g)[:3] for g in gs})
+    several = [len({c[i] for c in cells}) > 1 for i in range(2)]
     loaders = list(dict.fromkeys(r["loader"] for r in result["runs"]))
     for name, key, label in (
         ("throughput.png", "aggregate_samples_per_s", "aggregate samples/s"),
@@ -169,15 +198,10 @@ def write_reports(result: dict[str, Any], out: str) -> None:
         fig, ax = plt.subplots(figsize=(max(7, 1.6 * len(cells)), 4))
         width = 0.8 / max(len(loaders), 1)
         for i, loader in enumerate(loaders):
-            values = {(g["cache_frac"], g["jobs"]): g["median_run"][key] for g in gs
-                      if g["loader"] == loader}  # fmt: skip
+            values = {key_of(g)[:3]: g["median_run"][key] for g in gs if g["loader"] == loader}
             xs = [c + (i - (len(loaders) - 1) / 2) * width for c in range(len(cells))]
             ax.bar(xs, [values.get(cell, 0) for cell in cells], width, label=loader)
-        ax.set_xticks(
-            range(len(cells)),
-            [f"{k} job{'s' if k > 1 else ''}" + (f"\ncache {f:.0%}" if several else "")
-             for f, k in cells],
-        )  # fmt: skip
+        ax.set_xticks(range(len(cells)), [_cell_label(c, several) for c in cells])
         ax.set_ylabel(label)
         ax.legend(fontsize=8)
         fig.tight_layout()

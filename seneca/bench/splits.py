@@ -39,15 +39,16 @@ def compare(result: dict[str, Any], kind: str = "seneca") -> list[dict[str, Any]
     was met (``None`` where a split it needs did not run)."""
     by = by_configuration(result)
     out = []
-    for (frac, k, loader), g in by.items():
+    for (frac, workers, k, loader), g in by.items():
         if loader != f"{kind}@auto":
             continue
-        fixed = by.get((frac, k, f"{kind}@{FIXED}"))
-        offline = {s: by[(frac, k, f"{kind}@{s}")]["median"] for s in OFFLINE
-                   if (frac, k, f"{kind}@{s}") in by}  # fmt: skip
+        fixed = by.get((frac, workers, k, f"{kind}@{FIXED}"))
+        offline = {s: by[(frac, workers, k, f"{kind}@{s}")]["median"] for s in OFFLINE
+                   if (frac, workers, k, f"{kind}@{s}") in by}  # fmt: skip
         best_split = max(offline, key=offline.__getitem__) if offline else None
         row: dict[str, Any] = {
             "cache_frac": frac,
+            "workers": workers,
             "jobs": k,
             "auto": g["median"],
             "planned": [j.get("split", "?") for j in g["median_run"]["per_job"]],
@@ -60,7 +61,7 @@ def compare(result: dict[str, Any], kind: str = "seneca") -> list[dict[str, Any]
         complete = row["vs_best"] is not None and row["vs_fixed"] is not None
         row["met"] = (row["vs_best"] >= 1 - WITHIN and row["vs_fixed"] > 1) if complete else None
         out.append(row)
-    return sorted(out, key=lambda r: (r["cache_frac"], r["jobs"]))
+    return sorted(out, key=lambda r: (r["cache_frac"], r["workers"], r["jobs"]))
 
 
 def _num(value: float | None, form: str) -> str:

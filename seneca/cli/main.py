@@ -143,10 +143,9 @@ def _add_bench(sub: Any) -> None:
     b.add_argument("--batch-size", type=int, default=32)
     b.add_argument(
         "--workers",
-        type=int,
-        default=0,
-        help="loader workers per job (0, the default: each job loads in its own process, "
-        "the fastest setting for every loader on a 2-core machine)",
+        default="0",
+        help="loader workers per job (0, the default: each job loads in its own process); "
+        "several, e.g. 0,1,2,4: each a configuration",
     )
     b.add_argument("--crop", type=int, default=224, help="RandomResizedCrop size")
     b.add_argument("--step-ms", type=float, default=0.0, help="emulated GPU step per batch")
@@ -169,6 +168,17 @@ def _add_bench(sub: Any) -> None:
         help="before each configuration: read every file (warm) or drop their cached pages",
     )
     b.add_argument("--out", required=True, help="directory for results.json, .md and plots")
+    t = sub.add_parser(
+        "bench-timeline", help="the planned split and throughput as a job joins and one leaves"
+    )
+    t.add_argument("--data", required=True, help="ImageFolder dataset directory")
+    t.add_argument("--epochs", type=int, default=4, help="epochs of each of the two jobs")
+    t.add_argument("--join-at", type=int, default=2, help="the first job's epoch the second joins")
+    t.add_argument("--cache-frac", type=float, default=0.25, help="cache / encoded dataset")
+    t.add_argument("--batch-size", type=int, default=32)
+    t.add_argument("--workers", type=int, default=0, help="loader workers per job")
+    t.add_argument("--cache", default=None, help="Redis URL (default: a private embedded one)")
+    t.add_argument("--out", required=True, help="directory for timeline.json and timeline.png")
 
 
 def _run(args: argparse.Namespace) -> None:
@@ -198,6 +208,15 @@ def _run(args: argparse.Namespace) -> None:
         run_cache(args)
     elif args.command == "bench":
         _bench(args)
+    elif args.command == "bench-timeline":
+        from seneca.bench.timeline import TimelineConfig, run_timeline
+
+        opts = ("data", "out", "epochs", "join_at", "cache_frac", "batch_size", "workers", "cache")
+        r = run_timeline(TimelineConfig(**{k: getattr(args, k) for k in opts}))
+        plans = [e for e in r["events"] if e[0] == "plan"]
+        for e in plans:
+            print(f"{e[2]:7.1f} s  job {e[1]}: split {e[3]} (version {e[4]}, {e[5]}, {e[6]} jobs)")
+        print(f"wrote {args.out}/timeline.json, timeline.png")
     elif args.command == "hit-path":
         from seneca.bench.hitpath import format_hit_path, run_hit_path
 
@@ -296,7 +315,7 @@ def _bench(args: argparse.Namespace) -> None:
         cache_frac=_float_list(args.cache_frac, "--cache-frac"),
         epochs=args.epochs,
         batch_size=args.batch_size,
-        workers=args.workers,
+        workers=_int_list(args.workers, "--workers"),
         crop=args.crop,
         step_ms=args.step_ms,
         storage_mbps=args.storage_mbps,

@@ -186,8 +186,8 @@ def test_rounds_run_every_configuration_in_orders_of_their_own():
 
     cfg = BenchConfig(data="d", out="o", jobs=[1, 3], loaders=list(LOADERS), repeats=3)
     schedule = _schedule(cfg)
-    assert {f for _, f, _, _ in schedule} == {0.25}
-    rounds = [[(k, kind) for r, _, k, kind in schedule if r == n] for n in range(3)]
+    assert {(f, w) for _, f, w, _, _ in schedule} == {(0.25, 0)}
+    rounds = [[(k, kind) for r, _, _, k, kind in schedule if r == n] for n in range(3)]
     every = sorted((k, kind) for k in (1, 3) for kind in LOADERS)
     assert all(sorted(r) == every for r in rounds)
     assert len({tuple(r) for r in rounds}) == 3  # a different order each round
@@ -216,6 +216,26 @@ def test_the_report_gives_medians_ranges_and_ratios_of_medians():
     assert "| 0.50 / 0.00 / 0.00 | 0.25 / 0.25 | 1.00 |" in text  # crops from other jobs
     assert "| 2 | pytorch-tuned | 100.0 (90.0-120.0) | 1.00x | - |" in text
     assert "3 round(s), each in its own shuffled order; page cache warmed" in text
+
+
+def test_the_report_has_a_column_per_setting_that_varies_and_the_gpu_idle_share():
+    from seneca.bench.report import markdown, targets
+
+    config = {"samples": 10, "encoded_bytes": 1e6, "cache_frac": 0.25, "cache_bytes": 2.5e5,
+              "epochs": 2, "batch_size": 8, "workers": [0, 2], "crop": 16, "step_ms": 40,
+              "storage_mbps": None, "repeats": 1, "page_cache": "warm"}  # fmt: skip
+    runs = []
+    for workers, rate in ((0, 300.0), (2, 290.0)):
+        for loader, r in (("pytorch-tuned", rate / 2), ("seneca", rate)):
+            run = _run(loader, r, 0)
+            run["workers"] = workers
+            run["per_job"] = [{**j, "waiting": 0.05 * (1 + workers)} for j in run["per_job"]]
+            runs.append(run)
+    text = markdown({"config": config, "runs": runs})
+    assert "0 / 2 worker(s) per job" in text and "| workers | jobs | loader |" in text
+    assert "| GPU idle (per job) |" in text
+    assert "| 2 | 2 | seneca | 290.0 | 2.00x | - |" in text and text.endswith("| 15% / 15% |\n")
+    assert targets({"config": config, "runs": runs}, 2) == []  # stated for one setting
 
 
 def test_the_targets_say_met_or_missed_from_the_medians():
