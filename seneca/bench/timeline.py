@@ -2,11 +2,12 @@
 
 Job ``a`` starts alone and trains ``epochs`` epochs with ``split="auto"`` (SenecaLoader's
 default); when it starts epoch ``join_at`` (0-based: after ``join_at`` epochs), job ``b`` joins
-and trains ``epochs`` epochs too; ``a`` leaves when its epochs are done (its loader closed), so
-``b`` finishes alone. Each job is a separate process over one cache node; it reports every batch
-(time, samples) and every plan it adopts (split, version, the live jobs it was planned for).
-Writes ``timeline.json`` (with provenance) and ``timeline.png``: the split over time above, each
-job's and the aggregate throughput (1 s bins) below, the join and the leave marked.
+(its process started with ``a``'s and waited, imports done) and trains ``epochs`` epochs too;
+``a`` leaves when its epochs are done (its loader closed), so ``b`` finishes alone. Each job is
+a separate process over one cache node; it reports every batch (time, samples) and every plan
+it adopts (split, version, the live jobs it was planned for). Writes ``timeline.json`` (with
+provenance) and ``timeline.png``: the split over time above, each job's and the aggregate
+throughput (1 s bins) below, the join and the leave marked.
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ class TimelineConfig:
                 raise ConfigError(f"{name}: out of range ({asdict(self)})")
 
 
-def _job(name: str, cfg: dict[str, Any], cache_size: int, url: str, events: Any) -> None:
-    """One job (a separate process): train, reporting batches, epochs and plans."""
+def _job(name: str, cfg: dict[str, Any], cache_size: int, url: str, events: Any, go: Any) -> None:
+    """One job (a separate process): once ``go`` is set (None: at once), train, reporting
+    batches, epochs and plans. Its imports come first, so that it starts when told to."""
     try:
         import torch
 
@@ -59,6 +61,8 @@ def _job(name: str, cfg: dict[str, Any], cache_size: int, url: str, events: Any)
         from seneca.pipeline.transforms import default_train_transform
 
         torch.set_num_threads(1)
+        if go is not None:
+            go.wait()
         loader = make_loader(
             "seneca", cfg["data"], transform=default_train_transform(cfg["crop"]),
             batch_size=cfg["batch_size"], num_workers=cfg["workers"], cache=url,
@@ -83,12 +87,16 @@ def _job(name: str, cfg: dict[str, Any], cache_size: int, url: str, events: Any)
 
 
 def _collect(cfg: TimelineConfig, cache_size: int, url: str) -> list[tuple]:
-    """Run the two jobs (``b`` started when ``a`` starts epoch ``join_at``); every event."""
+    """Run the two jobs (``b`` starts when ``a`` starts epoch ``join_at``); every event."""
     ctx = mp.get_context("spawn")
-    events = ctx.Queue()
+    events, go = ctx.Queue(), ctx.Event()
     body = asdict(cfg)
-    procs = {"a": ctx.Process(target=_job, args=("a", body, cache_size, url, events))}
-    procs["a"].start()
+    procs = {
+        "a": ctx.Process(target=_job, args=("a", body, cache_size, url, events, None)),
+        "b": ctx.Process(target=_job, args=("b", body, cache_size, url, events, go)),
+    }
+    for p in procs.values():
+        p.start()
     out: list[tuple] = []
     done = 0
     try:
@@ -103,9 +111,9 @@ def _collect(cfg: TimelineConfig, cache_size: int, url: str) -> list[tuple]:
                 raise SenecaError(f"bench-timeline: job {name} failed: {event[3]}")
             done += kind == "done"
             if (kind, name) == ("epoch", "a") and event[3] == cfg.join_at:
-                procs["b"] = ctx.Process(target=_job, args=("b", body, cache_size, url, events))
-                procs["b"].start()
+                go.set()
     finally:
+        go.set()  # (b never waits past a failure)
         for p in procs.values():
             p.join(timeout=30)
             if p.is_alive():
