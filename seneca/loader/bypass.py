@@ -103,22 +103,23 @@ class HitSplitter:
         and ``targets`` (the other samples, in order) copied into the rest."""
         rows = BatchRows(len(picks))
         hits = fetch_decided(self.dataset, [picks[k] for k in slots], True, rows, slots)
-        others = [k for k in range(len(picks)) if k not in set(slots)]
-        fast = rows.rows is not None and all(
+        hit = set(slots)
+        others = [k for k in range(len(picks)) if k not in hit]
+        batch = rows.rows
+        fast = batch is not None and all(
             rows.holds(k, s[0]) for k, s in zip(slots, hits, strict=True)
         )
-        if fast and images is not None:
-            fast = isinstance(images, torch.Tensor) and images.shape[1:] == rows.rows.shape[1:]
-            fast = fast and images.dtype == rows.rows.dtype and isinstance(targets, torch.Tensor)
-        if fast:
-            assert rows.rows is not None
+        if batch is not None and fast and images is not None:
+            fast = isinstance(images, torch.Tensor) and images.shape[1:] == batch.shape[1:]
+            fast = fast and images.dtype == batch.dtype and isinstance(targets, torch.Tensor)
+        if batch is not None and fast:
             labels = default_collate([s[1] for s in hits])
             out = torch.empty((len(picks), *labels.shape[1:]), dtype=labels.dtype)
             out[slots] = labels
             if images is not None:
-                rows.rows[others] = images
+                batch[others] = images
                 out[others] = targets.to(labels.dtype)
-            return [rows.rows, out]
+            return [batch, out]
         # anything else (samples of other shapes, a hit found gone made another way): collate
         # the samples in their decided order
         samples: list[Any] = [None] * len(picks)
