@@ -82,6 +82,7 @@ def test_one_run_compares_the_planned_split_with_fixed_ones_at_several_cache_siz
     argv = ["bench", "--data", str(tiny_dataset), "--jobs", "1", "--epochs", "1"]
     argv += ["--crop", "16", "--batch-size", "8", "--cache", redis_url, "--out", str(out)]
     argv += ["--loaders", "seneca@auto,seneca@50-30-20,seneca@0-0-100", "--cache-frac", "0.2,0.5"]
+    argv += ["--step-ms", "20"]  # 6 batches an epoch: 0.12 s of emulated GPU per job
     assert main(argv) == 0
     result = json.loads((out / "results.json").read_text())
     ran = sorted((r["cache_frac"], r["loader"]) for r in result["runs"])
@@ -92,6 +93,8 @@ def test_one_run_compares_the_planned_split_with_fixed_ones_at_several_cache_siz
     for r in result["runs"]:
         assert r["cache_bytes"] == sizes[r["cache_frac"]]
         job = r["per_job"][0]
+        seconds = job["samples"] / job["first_epoch_samples_per_s"]  # its one epoch
+        assert job["gpu_idle"] == pytest.approx(1 - 6 * 0.02 / seconds)
         if r["loader"] == "seneca@auto":  # the split it planned, and the plans it used
             assert job["plans"] and job["split"] == job["plans"][-1]["split"]
         else:
@@ -99,7 +102,7 @@ def test_one_run_compares_the_planned_split_with_fixed_ones_at_several_cache_siz
     assert sizes[0.5] > sizes[0.2] > 0
     table = (out / "results.md").read_text()
     assert "| 20% | 1 | seneca@auto |" in table and "| 50% | 1 | seneca@0-0-100 |" in table
-    assert "The planned split against fixed ones" in table
+    assert "The planned split against fixed ones" in table and "GPU idle (per job)" in table
     assert "| 50% | 1 |" in capsys.readouterr().out.split("fixed ones:")[1]
 
 
@@ -229,7 +232,7 @@ def test_the_report_has_a_column_per_setting_that_varies_and_the_gpu_idle_share(
         for loader, r in (("pytorch-tuned", rate / 2), ("seneca", rate)):
             run = _run(loader, r, 0)
             run["workers"] = workers
-            run["per_job"] = [{**j, "waiting": 0.05 * (1 + workers)} for j in run["per_job"]]
+            run["per_job"] = [{**j, "gpu_idle": 0.05 * (1 + workers)} for j in run["per_job"]]
             runs.append(run)
     text = markdown({"config": config, "runs": runs})
     assert "0 / 2 worker(s) per job" in text and "| workers | jobs | loader |" in text
