@@ -41,6 +41,14 @@ def _with_copies(ds, url):
     return a, b, it
 
 
+def _reader(ds, url, workers, **kwargs):
+    """Job c over the cache at ``url``: batches of 8 from ODS, augmented tier only."""
+    return SenecaLoader(
+        ds, batch_size=8, shuffle=True, job="c", cache=url, split=(0, 0, 1),
+        num_workers=workers, **kwargs,
+    )  # fmt: skip
+
+
 def _check_epoch(ds, loader):
     seen = []
     for x, y in loader:
@@ -55,10 +63,7 @@ def _check_epoch(ds, loader):
 def test_batches_mixing_hits_and_misses(tiny_dataset, redis_proc, workers):
     ds = _indexed(tiny_dataset)
     keep = _with_copies(ds, redis_proc.url)
-    c = SenecaLoader(
-        ds, batch_size=8, shuffle=True, job="c", cache=redis_proc.url, split=(0, 0, 1),
-        num_workers=workers, persistent_workers=workers > 0,
-    )  # fmt: skip
+    c = _reader(ds, redis_proc.url, workers, persistent_workers=workers > 0)
     assert (c._splitter is not None) == (workers > 0)
     _check_epoch(ds, c)
     stats = c.stats()
@@ -78,10 +83,7 @@ def test_batches_mixing_hits_and_misses(tiny_dataset, redis_proc, workers):
 def test_hits_and_misses_out_of_order(tiny_dataset, redis_proc):
     ds = _indexed(tiny_dataset)
     keep = _with_copies(ds, redis_proc.url)
-    c = SenecaLoader(
-        ds, batch_size=8, shuffle=True, job="c", cache=redis_proc.url, split=(0, 0, 1),
-        num_workers=2, in_order=False, multiprocessing_context="spawn",
-    )  # fmt: skip
+    c = _reader(ds, redis_proc.url, 2, in_order=False, multiprocessing_context="spawn")
     _check_epoch(ds, c)
     assert c.stats()["augmented"]["hits"] == HITS
     del keep
@@ -90,10 +92,7 @@ def test_hits_and_misses_out_of_order(tiny_dataset, redis_proc):
 def test_a_custom_collate_keeps_every_sample_in_the_workers(tiny_dataset, redis_proc):
     ds = _indexed(tiny_dataset)
     keep = _with_copies(ds, redis_proc.url)
-    c = SenecaLoader(
-        ds, batch_size=8, shuffle=True, job="c", cache=redis_proc.url, split=(0, 0, 1),
-        num_workers=1, collate_fn=default_collate,
-    )  # fmt: skip
+    c = _reader(ds, redis_proc.url, 1, collate_fn=default_collate)
     assert c._splitter is None
     _check_epoch(ds, c)
     assert c._counters.row(0)["hits_augmented"] == 0 and c.stats()["augmented"]["hits"] == HITS
