@@ -14,10 +14,13 @@ from typing import Any
 
 from seneca import defaults
 from seneca.bench.report import by_configuration
-from seneca.bench.validate import SPLITS
 from seneca_base.tiers import SPLIT_ORDER
 
-__all__ = ["FIXED", "OFFLINE", "compare", "loaders", "markdown"]
+__all__ = ["FIXED", "OFFLINE", "SPLITS", "compare", "loaders", "markdown"]
+
+#: The six splits (E, D, A in percent) of the paper's model validation
+#: (``seneca.bench.validate``): each tier alone and the three 50/50 pairs.
+SPLITS = ((100, 0, 0), (0, 100, 0), (0, 0, 100), (50, 50, 0), (50, 0, 50), (0, 50, 50))
 
 #: The fixed split that was the default before the loader planned its own.
 FIXED = "-".join(f"{100 * defaults.SPLIT[t]:.0f}" for t in SPLIT_ORDER)

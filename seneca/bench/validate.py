@@ -29,12 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from seneca.bench.provenance import provenance
+from seneca.bench.splits import SPLITS
 from seneca_base.errors import ConfigError
 
 __all__ = ["SPLITS", "pearson", "run_validation", "summarise"]
 
-#: The six splits (E, D, A in percent) of the paper's validation.
-SPLITS = ((100, 0, 0), (0, 100, 0), (0, 0, 100), (50, 50, 0), (50, 0, 50), (0, 50, 50))
 _MODELS = ("paper", "shared")
 #: What the measured jobs do not pass through: no GPU step, no NIC (a local cache), no PCIe.
 _ABSENT = {
