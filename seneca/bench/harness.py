@@ -174,9 +174,11 @@ def _summary(
             "stable_samples_per_s": sum(x["samples"] for x in stable)
             / sum(x["seconds"] for x in stable),
             "samples": sum(x["samples"] for x in e),
-            # the emulated GPU's idle share: its steps' nominal time against the wall time (a
-            # sleep that overruns on a busy machine is not time a GPU would be busy)
-            "gpu_idle": 1 - sum(x["batches"] for x in e) * step_s / sum(x["seconds"] for x in e),
+            # with a step, the emulated GPU's idle share: its steps' nominal time against the wall
+            # time (a sleep that overruns on a busy machine is not time a GPU would be busy)
+            "gpu_idle": 1 - sum(x["batches"] for x in e) * step_s / sum(x["seconds"] for x in e)
+            if step_s
+            else None,
         }
         s = r["stats"]  # every loader counts what it does where it happens
         job["hit_rate"] = {t: s[t]["hit_rate"] for t in TIERS}
@@ -207,11 +209,19 @@ def _summary(
 
 
 def run_configuration(
-    cfg: BenchConfig, name: str, k: int, url: str, cache_size: int, n: int, workers: int = 0
+    cfg: BenchConfig,
+    name: str,
+    k: int,
+    url: str,
+    cache_size: int,
+    n: int,
+    workers: int | None = None,
 ) -> dict:
     """Run ``k`` concurrent jobs of loader ``name`` (a kind of :data:`LOADERS`, or
-    ``kind@split``) with ``workers`` each and a cache of ``cache_size`` bytes (a cleared cache
-    is the caller's task)."""
+    ``kind@split``) with ``workers`` each (default: the config's first count) and a cache of
+    ``cache_size`` bytes (a cleared cache is the caller's task)."""
+    if workers is None:
+        workers = cfg.worker_counts[0]
     from seneca.bench.throttle import Throttle
 
     ctx = mp.get_context("spawn")

@@ -124,7 +124,11 @@ def markdown(result: dict[str, Any]) -> str:
             f"{hit[0]:.2f} / {hit[1]:.2f} / {hit[2]:.2f} | "
             + " / ".join(f"{j.get('crops_from_other_jobs', 0.0):.2f}" for j in jobs)
             + f" | {r['decodes_per_sample_epoch']:.2f} | {r['cpu_utilisation']:.0%} |"
-            + (" " + " / ".join(f"{j.get('gpu_idle', 0):.0%}" for j in jobs) + " |" if idle else "")
+            + (
+                " " + " / ".join(f"{j.get('gpu_idle') or 0:.0%}" for j in jobs) + " |"
+                if idle
+                else ""
+            )
         )
     return "\n".join(lines) + "\n"
 

@@ -40,6 +40,7 @@ def test_bench_runs_every_loader_side_by_side(
         for job in run["per_job"]:
             assert job["samples"] == 2 * 48  # 2 epochs of every sample
             assert job["first_epoch_samples_per_s"] > 0 and job["stable_samples_per_s"] > 0
+            assert job["gpu_idle"] is None  # no emulated step
     by = {r["loader"]: r for r in result["runs"]}
     for base in ("pytorch", "pytorch-tuned"):  # counted where it happens: 2 jobs, no cache
         assert by[base]["decodes_per_sample_epoch"] == 2.0
