@@ -170,23 +170,34 @@ local DENSE = 1 / 32
 local DENSER = 1 / 2
 
 -- up to count distinct set bits of key in [0, n) not in taken, each drawn uniformly, from m
--- random single-bit probes in one BITFIELD call (taken gains them)
-local function probe_bits(key, m, count, n, taken, out)
-  local at, args, random = {}, {}, math.random
+-- random single-bit probes in one BITFIELD call (taken gains them). clear: the probes clear the
+-- bits they find (SET to 0 answers the old bit), so the caller need not clear the ones kept;
+-- found bits not kept and not taken are set again
+local function probe_bits(key, m, count, n, taken, out, clear)
+  local at, args, random, width = {}, {}, math.random, clear and 4 or 3
   for k = 1, m do
     local i = random(0, n - 1)
     at[k] = i
-    args[3 * k - 2], args[3 * k - 1], args[3 * k] = 'GET', 'u1', str(i)
-  end
-  local got = chunked('BITFIELD_RO', key, nil, args, 3)
-  for k = 1, m do
-    if #out >= count then break end
-    local i = at[k]
-    if got[k] == 1 and not taken[i] then
-      taken[i] = true
-      out[#out + 1] = i
+    if clear then
+      args[4 * k - 3], args[4 * k - 2], args[4 * k - 1], args[4 * k] = 'SET', 'u1', str(i), '0'
+    else
+      args[3 * k - 2], args[3 * k - 1], args[3 * k] = 'GET', 'u1', str(i)
     end
   end
+  local got = chunked(clear and 'BITFIELD' or 'BITFIELD_RO', key, nil, args, width)
+  local back = {}
+  for k = 1, m do
+    local i = at[k]
+    if got[k] == 1 and not taken[i] then
+      if #out < count then
+        taken[i] = true
+        out[#out + 1] = i
+      elseif clear then
+        back[#back + 1] = i
+      end
+    end
+  end
+  set_bits(key, back, 1)
 end
 
 -- up to count distinct set bits of key in [0, n) not in taken, one from each of m random
@@ -213,11 +224,13 @@ end
 -- in at most budget probes (nil: until count are found or the key has no more). density:
 -- about the share of [0, n) set. While it is at least DENSE, random 32-bit words are read in
 -- one call per round and one set bit taken from each (from DENSER on, random single bits);
--- then (or below DENSE) the next set bit after a random position, per probe. clear: any bit
--- found may be cleared in key (the caller clears the bits it keeps or sets them again; taken
--- bits it finds are not wanted), so no probe finds a bit twice; else key is only read and a
--- probe that finds taken bits moves on a few times, then gives up. Returns the bits found and
--- whether any of them was cleared in key (then all were).
+-- then (or below DENSE) the next set bit after a random position, per probe; a probe that
+-- finds taken bits moves on a few times, then gives up. clear: the bits returned are cleared
+-- in key, and so may be taken bits found (the caller does not want them); single-bit probes
+-- clear as they read, and the next-set-bit probes clear each bit as they find it (no probe
+-- finds it again) unless the key holds at least 4 times count (then together). Returns
+-- the bits found and whether they were cleared in key (when clear: always, except after
+-- word probes, which only read).
 local function pick(key, count, n, density, taken, budget, clear)
   local out = {}
   if count <= 0 or density <= 0 then return out, false end
@@ -230,28 +243,42 @@ local function pick(key, count, n, density, taken, budget, clear)
       if #out >= count or m <= 0 then break end
       budget = budget - m
       if bits_only then
-        probe_bits(key, m, count, n, taken, out)
+        probe_bits(key, m, count, n, taken, out, clear)
       else
         probe_words(key, m, count, n, taken, out)
       end
     end
-    if #out >= count or budget <= 0 then return out, false end
-    if clear then set_bits(key, out, 0) end
+    local gone = clear and bits_only or false  -- (single-bit probes cleared what they kept)
+    if #out >= count or budget <= 0 then return out, gone end
+    if clear and not gone then set_bits(key, out, 0) end
+  end
+  -- few bits to find among many: the bits found are cleared together, in one call, once the
+  -- probes end or one finds only taken bits; else (and from then on) each as it is found, and
+  -- taken bits found too, so no probe finds a bit twice and an exhausted key ends the probes
+  local later, first = clear and density * n >= 4 * count, #out + 1
+  local function clear_found()
+    local found = {}
+    for k = first, #out do found[#found + 1] = out[k] end
+    set_bits(key, found, 0)
+    later = false
   end
   while #out < count and budget > 0 do
     budget = budget - 1
     local p = next_set(key, math.random(0, n - 1), n)
     for _ = 1, 8 do
       if p == -1 or not taken[p] then break end
-      if clear then redis.call('SETBIT', key, p, 0) end  -- not wanted here: never again
+      if clear and not later then redis.call('SETBIT', key, p, 0) end  -- not wanted: never again
       p = next_set(key, (p + 1) % n, n)
     end
     if p == -1 then break end
     if not taken[p] then
       taken[p] = true
       out[#out + 1] = p
-      if clear then redis.call('SETBIT', key, p, 0) end
+      if clear and not later then redis.call('SETBIT', key, p, 0) end
+    elseif later then
+      clear_found()
     end
   end
+  if later then clear_found() end
   return out, clear and true or false
 end

@@ -23,8 +23,17 @@ local taken, picked, tiers, subs, exact = {}, {}, {}, 0, false
 if substitute then  -- exact: x:c holds exactly the picked hits, which have left U
   picked, tiers, subs, exact = from_cache(U, want, n, left, taken)
 end
-local rest = pick(U, want - #picked, n, left / n, taken, nil, true)
-local clear = exact and rest or nil  -- the samples still in U (nil: all picked)
+local still = exact and left - #picked or left  -- (in U)
+local rest, gone = pick(U, want - #picked, n, still / n, taken, nil, true)
+-- the samples still in U: C's unless they left it with a BITOP (exact), the rest's unless the
+-- pick cleared them already
+local clear = {}
+if not exact then
+  for k, i in ipairs(picked) do clear[k] = i end
+end
+if not gone then
+  for _, i in ipairs(rest) do clear[#clear + 1] = i end
+end
 if not substitute then  -- a uniform pick: each sample's usable tier, if any
   picked, tiers = rest, usable_tiers(rest)
 elseif #rest > 0 and #picked > 0 then  -- (each part alone is in random order already)
@@ -33,9 +42,9 @@ elseif #rest > 0 and #picked > 0 then  -- (each part alone is in random order al
 elseif #rest > 0 then
   picked = rest  -- with substitution, the rest are misses: C held none of them
 end
--- one call: the served samples leave U
+-- one call: the served samples still there leave U
 local bf = {}
-for k, i in ipairs(clear or picked) do
+for k, i in ipairs(clear) do
   bf[4 * k - 3], bf[4 * k - 2], bf[4 * k - 1], bf[4 * k] = 'SET', 'u1', str(i), '0'
 end
 chunked('BITFIELD', U, nil, bf, 4)
