@@ -9,6 +9,11 @@ Ties (splits whose predicted throughput is within a relative 1e-9 of the best, o
 1. the split that caches the most samples (more of the dataset off storage);
 2. the least augmented, then the least decoded percentage, i.e. the most encoded: the compact,
    epoch-independent form is preferred when the model sees no gain from preprocessing.
+
+With ``min_gain``, caching must pay for filling the cache, which the model does not charge
+(values encoded and written on misses): unless the best split beats the split that caches the
+fewest samples by more than ``min_gain`` (relative), the plan is that split. For a lone job that
+is the augmented tier, which a job fills only for other jobs: nothing is cached.
 """
 
 from __future__ import annotations
@@ -188,20 +193,37 @@ def _best_index(thr: np.ndarray, cached: np.ndarray, tolerance: float) -> int:
     return int(np.flatnonzero(candidates)[0])  # grid order: least augmented, least decoded
 
 
+def _least_cached(cached: np.ndarray) -> int:
+    """The split that caches the fewest samples (first in grid order among equals)."""
+    return int(np.flatnonzero(cached <= cached.min() * (1 + TIE_TOLERANCE) + 1e-9)[0])
+
+
 def plan(
-    spec: Spec, model: str = DEFAULT_MODEL, step: int = 1, tolerance: float = 0.0
+    spec: Spec,
+    model: str = DEFAULT_MODEL,
+    step: int = 1,
+    tolerance: float = 0.0,
+    min_gain: float = 0.0,
 ) -> Prediction:
     """The best split on the ``step``% grid.
 
     Splits whose throughput is within the relative ``tolerance`` of the best (default: only
-    float-equal ones) are ties, broken as the module docstring says.
+    float-equal ones) are ties, broken as the module docstring says. ``min_gain``: the split
+    that caches the fewest samples, unless the best beats it by more than this (relative).
     """
     if not 0 <= tolerance < 1:
         raise ConfigError(f"--tolerance: expected a fraction in [0, 1), got {tolerance!r}")
+    if not 0 <= min_gain < 1:
+        raise ConfigError(f"--min-gain: expected a fraction in [0, 1), got {min_gain!r}")
     p = Params.from_spec(spec)
     grid = split_grid(step)
     thr, n, _ = evaluate(p, grid, model)
-    return _pick(p, model, grid, _best_index(thr, p.n_total - n["storage"], tolerance))
+    cached = p.n_total - n["storage"]
+    best = _best_index(thr, cached, tolerance)
+    least = _least_cached(cached)
+    if min_gain > 0 and thr[best] <= thr[least] * (1 + min_gain):
+        best = least
+    return _pick(p, model, grid, best)
 
 
 def sweep(

@@ -27,6 +27,12 @@ AUTO_DEFAULTS = {
     "dataset.augmented_ratio": 0.27,
 }
 AUTO_WARMUP_SAMPLES = 256
+#: A split that caches more than the fewest samples is planned only when it is predicted to
+#: beat that split by more than this fraction (about the model's error): filling a cache
+#: (encoding and writing values on misses) costs what the model does not charge. A lone job
+#: whose storage keeps up then caches nothing (it fills the augmented tier only for other
+#: jobs).
+AUTO_MIN_GAIN = 0.02
 #: The split changes only when the best split's predicted throughput beats the current one's
 #: (both predicted from the same, latest inputs) by more than this fraction ...
 AUTO_REPLAN_GAIN = 0.10

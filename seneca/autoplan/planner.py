@@ -38,6 +38,11 @@ log = logging.getLogger("seneca")
 _CACHE_ERRORS = (redis.RedisError, OSError, CacheError)
 
 
+def _plan(spec: Any) -> Prediction:
+    """MDP's plan for ``spec``, caching only what is predicted to pay for its filling."""
+    return plan(spec, min_gain=defaults.AUTO_MIN_GAIN)
+
+
 class AutoPlanner:
     """The planned split of ``job``'s loader over ``store`` (an ``ods.store.OdsStore``).
 
@@ -96,7 +101,7 @@ class AutoPlanner:
             jobs = self._jobs()
             measured = measured_inputs(self.counters.snapshot(), jobs, self.setting.workers)
             spec = spec_of(self.setting, measured, jobs)
-            first = self._record(plan(spec), 1, 0.0, spec, measured)
+            first = self._record(_plan(spec), 1, 0.0, spec, measured)
             if self.store.client.set(self.store.keys.plan, first.to_json(), nx=True):
                 log.info("planned the cache split %s (%s)", first.split_text(), first.source)
             record = self._read() or first
@@ -144,7 +149,7 @@ class AutoPlanner:
         """The plan after looking at ``measured``: a new one when it gains enough (written
         under the lock), else ``record`` (marked measured when it was from defaults)."""
         spec = spec_of(self.setting, measured, jobs)
-        best, current = plan(spec), predict(spec, record.split)
+        best, current = _plan(spec), predict(spec, record.split)
         gain = best.throughput / current.throughput - 1 if current.throughput > 0 else 0.0
         enough = gain > defaults.AUTO_REPLAN_GAIN or record.source == "defaults"
         change = best.split != record.split and enough

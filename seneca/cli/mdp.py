@@ -48,6 +48,13 @@ def _parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="the best split for a cluster spec")
     pl.add_argument("spec", help=spec_help)
     _add_model(pl)
+    pl.add_argument(
+        "--min-gain",
+        type=float,
+        default=0.0,
+        help="cache more than the fewest samples only when that is predicted to gain more "
+        "than this fraction (filling a cache costs what the model does not charge); default 0",
+    )
     pl.add_argument("--json", action="store_true", help="print JSON instead of the table")
     pl.add_argument("--out", help="also write the plan as JSON here (for SenecaLoader(plan=...))")
 
@@ -137,7 +144,7 @@ def _run(args: argparse.Namespace) -> None:
         return
     spec = load_spec(args.spec)
     if args.command == "plan":
-        pred = plan(spec, args.model, tolerance=args.tolerance)
+        pred = plan(spec, args.model, tolerance=args.tolerance, min_gain=args.min_gain)
         _emit(args, pred, spec, f"mdp plan {args.spec}")
     elif args.command == "predict":
         pred = predict(spec, args.split, args.model)

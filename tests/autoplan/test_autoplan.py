@@ -46,14 +46,19 @@ def test_inputs_are_measured_from_the_counters_once_there_are_enough():
     assert measured_inputs(few, jobs=1, workers=0) == {}
 
 
-def _planner(client, job="a", workers=1, samples=1000, measured=True, others=()):
+def _planner(client, job="a", workers=1, samples=1000, measured=True, others=(), size=SIZE):
     store = OdsStore(client, "ds1", samples, values=True, overhead=96, seed=1, view="v")
     for name in (*others, job):
         store.join(name)
     counters = Counters(rows=1)
     if measured:
         counters.add(0, MEASURED)
-    return AutoPlanner(store, job, counters, Setting(samples, SIZE, workers, True, {}))
+    return AutoPlanner(store, job, counters, Setting(samples, size, workers, True, {}))
+
+
+def _best(spec):
+    """What the loader plans for ``spec``."""
+    return plan(spec, min_gain=defaults.AUTO_MIN_GAIN)
 
 
 def _put(planner, split, source="measured", age_s=0.0, version=3, jobs=None):
@@ -72,9 +77,21 @@ def test_the_first_loader_plans_from_defaults_and_stores_the_plan(redis_proc):
     record = p.start()
     assert _stored(p) == record and record.version == 1 and record.source == "defaults"
     spec = spec_of(p.setting, {}, 1)
-    assert record.split == plan(spec).split  # what MDP plans for the defaults
+    assert record.split == _best(spec).split  # what MDP plans for the defaults
     assert p.store.capacity == {t: int(f * SIZE) for t, f in record.fractions.items()}
     assert record.inputs["dataset.samples"] == 1000 and record.measured == ()
+
+
+def test_a_lone_job_caches_only_what_pays_for_filling_the_cache(redis_proc):
+    p = _planner(redis_proc.client, measured=False, size=SIZE // 25)  # 2% of the dataset
+    spec = spec_of(p.setting, {}, 1)
+    best, nothing = plan(spec), predict(spec, (0, 0, 100))  # (a lone job makes no crops)
+    assert best.split != (0, 0, 100) and best.throughput > nothing.throughput
+    assert best.throughput <= nothing.throughput * (1 + defaults.AUTO_MIN_GAIN)
+    assert p.start().split == (0, 0, 100)
+    p.store.join("b")  # with another job the crops are read: the best split on its merits
+    p.tick(force=True)
+    assert _stored(p).split == plan(spec_of(p.setting, {}, 2)).split == (0, 0, 100)
 
 
 def test_jobs_agree_on_the_stored_plan_and_follow_its_changes(redis_proc):
@@ -90,7 +107,7 @@ def test_jobs_agree_on_the_stored_plan_and_follow_its_changes(redis_proc):
 
 def _gain(planner, split, jobs=3):
     spec = spec_of(planner.setting, measured_inputs(MEASURED, jobs, 1), jobs)
-    return plan(spec).throughput / predict(spec, split).throughput - 1
+    return _best(spec).throughput / predict(spec, split).throughput - 1
 
 
 def test_a_split_changes_only_for_a_large_enough_gain_and_not_too_often(redis_proc, caplog):
@@ -123,7 +140,7 @@ def test_a_split_changes_only_for_a_large_enough_gain_and_not_too_often(redis_pr
 def test_a_job_joining_or_leaving_re_plans_at_once(redis_proc):
     # planned for 1 job a second ago; 3 live jobs now make another split pay more than 10%
     p = _planner(redis_proc.client, others=("b", "c"))
-    one = plan(spec_of(p.setting, measured_inputs(MEASURED, 1, 1), 1)).split
+    one = _best(spec_of(p.setting, measured_inputs(MEASURED, 1, 1), 1)).split
     assert _gain(p, one) > defaults.AUTO_REPLAN_GAIN  # (the inputs make it so)
     _put(p, one, age_s=1, jobs=1)
     p.start()
@@ -143,7 +160,7 @@ def test_a_plan_from_defaults_follows_the_jobs_before_anything_is_measured(redis
     p.tick(force=True)
     now = _stored(p)
     assert now.source == "defaults" and now.inputs["cluster.jobs"] == 3
-    assert now.split == plan(spec_of(p.setting, {}, 3)).split
+    assert now.split == _best(spec_of(p.setting, {}, 3)).split
     assert now.version == first.version + (now.split != first.split)
 
 

@@ -154,6 +154,19 @@ def test_tolerance_turns_near_ties_into_ties():
         plan(inhouse, tolerance=1.5)
 
 
+def test_min_gain_caches_only_what_beats_caching_least_by_that_much():
+    gpu_bound = ref_spec(node__gpu_samples_per_s=1.0)  # no split gains anything
+    assert plan(gpu_bound, "shared").split == (100, 0, 0)
+    assert plan(gpu_bound, "shared", min_gain=0.02).split == (0, 0, 100)  # a lone job: none
+    inhouse = load_spec("inhouse")  # decoded samples gain 4.2% over caching none
+    gain = plan(inhouse).throughput / predict(inhouse, "0-0-100").throughput - 1
+    assert 0.03 < gain < 0.05
+    assert plan(inhouse, min_gain=0.03).split == plan(inhouse).split == (0, 100, 0)
+    assert plan(inhouse, min_gain=0.05).split == (0, 0, 100)
+    with pytest.raises(ConfigError, match="min-gain"):
+        plan(inhouse, min_gain=-0.1)
+
+
 def test_small_dataset_goes_to_the_fastest_form():
     # 1000 samples fit as tensors in 40% of the cache; augmenting on the CPU is slow (T_A =
     # 500/s per node), so the augmented tier wins: DSI_A 2500 > DSI_D 1000 > DSI_E 2000 x 0.
