@@ -8,7 +8,15 @@ measures, shares one plan per dataset in the cache, and re-plans with hysteresis
 """
 
 from seneca.autoplan.inputs import Setting, measured_inputs, spec_of
-from seneca.autoplan.planner import AutoPlanner
+from seneca.autoplan.planner import AutoPlanner, plan_for
 from seneca.autoplan.record import PlanRecord, percent_split
 
-__all__ = ["AutoPlanner", "PlanRecord", "Setting", "measured_inputs", "percent_split", "spec_of"]
+__all__ = [
+    "AutoPlanner",
+    "PlanRecord",
+    "Setting",
+    "measured_inputs",
+    "percent_split",
+    "plan_for",
+    "spec_of",
+]

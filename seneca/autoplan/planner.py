@@ -31,15 +31,17 @@ from seneca.autoplan.record import PlanRecord
 from seneca_base.errors import CacheError
 from seneca_base.tiers import TIERS, budgets
 
-__all__ = ["AutoPlanner"]
+__all__ = ["AutoPlanner", "plan_for"]
 
 log = logging.getLogger("seneca")
 
 _CACHE_ERRORS = (redis.RedisError, OSError, CacheError)
 
 
-def _plan(spec: Any) -> Prediction:
-    """MDP's plan for ``spec``, caching only what is predicted to pay for its filling."""
+def plan_for(spec: Any) -> Prediction:
+    """The split the loader plans for ``spec``: MDP's plan, caching more than the fewest
+    samples only when that is predicted to pay for filling the cache
+    (``defaults.AUTO_MIN_GAIN``)."""
     return plan(spec, min_gain=defaults.AUTO_MIN_GAIN)
 
 
@@ -101,7 +103,7 @@ class AutoPlanner:
             jobs = self._jobs()
             measured = measured_inputs(self.counters.snapshot(), jobs, self.setting.workers)
             spec = spec_of(self.setting, measured, jobs)
-            first = self._record(_plan(spec), 1, 0.0, spec, measured)
+            first = self._record(plan_for(spec), 1, 0.0, spec, measured)
             if self.store.client.set(self.store.keys.plan, first.to_json(), nx=True):
                 log.info("planned the cache split %s (%s)", first.split_text(), first.source)
             record = self._read() or first
@@ -149,7 +151,7 @@ class AutoPlanner:
         """The plan after looking at ``measured``: a new one when it gains enough (written
         under the lock), else ``record`` (marked measured when it was from defaults)."""
         spec = spec_of(self.setting, measured, jobs)
-        best, current = _plan(spec), predict(spec, record.split)
+        best, current = plan_for(spec), predict(spec, record.split)
         gain = best.throughput / current.throughput - 1 if current.throughput > 0 else 0.0
         enough = gain > defaults.AUTO_REPLAN_GAIN or record.source == "defaults"
         change = best.split != record.split and enough

@@ -9,7 +9,14 @@ import pytest
 from mdp import plan, predict
 from ods.store import OdsStore
 from seneca import defaults
-from seneca.autoplan import AutoPlanner, PlanRecord, Setting, measured_inputs, spec_of
+from seneca.autoplan import (
+    AutoPlanner,
+    PlanRecord,
+    Setting,
+    measured_inputs,
+    plan_for,
+    spec_of,
+)
 from seneca.loader.stats import Counters
 
 SIZE = 50_000_000  # half of the 1,000 samples below (100 KB each)
@@ -56,11 +63,6 @@ def _planner(client, job="a", workers=1, samples=1000, measured=True, others=(),
     return AutoPlanner(store, job, counters, Setting(samples, size, workers, True, {}))
 
 
-def _best(spec):
-    """What the loader plans for ``spec``."""
-    return plan(spec, min_gain=defaults.AUTO_MIN_GAIN)
-
-
 def _put(planner, split, source="measured", age_s=0.0, version=3, jobs=None):
     at = planner.store.now_ms() - int(age_s * 1000)
     inputs = {} if jobs is None else {"cluster.jobs": jobs}
@@ -77,7 +79,7 @@ def test_the_first_loader_plans_from_defaults_and_stores_the_plan(redis_proc):
     record = p.start()
     assert _stored(p) == record and record.version == 1 and record.source == "defaults"
     spec = spec_of(p.setting, {}, 1)
-    assert record.split == _best(spec).split  # what MDP plans for the defaults
+    assert record.split == plan_for(spec).split  # what MDP plans for the defaults
     assert p.store.capacity == {t: int(f * SIZE) for t, f in record.fractions.items()}
     assert record.inputs["dataset.samples"] == 1000 and record.measured == ()
 
@@ -107,7 +109,7 @@ def test_jobs_agree_on_the_stored_plan_and_follow_its_changes(redis_proc):
 
 def _gain(planner, split, jobs=3):
     spec = spec_of(planner.setting, measured_inputs(MEASURED, jobs, 1), jobs)
-    return _best(spec).throughput / predict(spec, split).throughput - 1
+    return plan_for(spec).throughput / predict(spec, split).throughput - 1
 
 
 def test_a_split_changes_only_for_a_large_enough_gain_and_not_too_often(redis_proc, caplog):
@@ -140,7 +142,7 @@ def test_a_split_changes_only_for_a_large_enough_gain_and_not_too_often(redis_pr
 def test_a_job_joining_or_leaving_re_plans_at_once(redis_proc):
     # planned for 1 job a second ago; 3 live jobs now make another split pay more than 10%
     p = _planner(redis_proc.client, others=("b", "c"))
-    one = _best(spec_of(p.setting, measured_inputs(MEASURED, 1, 1), 1)).split
+    one = plan_for(spec_of(p.setting, measured_inputs(MEASURED, 1, 1), 1)).split
     assert _gain(p, one) > defaults.AUTO_REPLAN_GAIN  # (the inputs make it so)
     _put(p, one, age_s=1, jobs=1)
     p.start()
@@ -160,7 +162,7 @@ def test_a_plan_from_defaults_follows_the_jobs_before_anything_is_measured(redis
     p.tick(force=True)
     now = _stored(p)
     assert now.source == "defaults" and now.inputs["cluster.jobs"] == 3
-    assert now.split == _best(spec_of(p.setting, {}, 3)).split
+    assert now.split == plan_for(spec_of(p.setting, {}, 3)).split
     assert now.version == first.version + (now.split != first.split)
 
 
