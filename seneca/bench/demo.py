@@ -11,13 +11,13 @@ each round with its median and range.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
 from seneca import defaults
+from seneca.bench.spawn import job_context
 from seneca_base.errors import ConfigError
 
 __all__ = ["order_of", "run_demo"]
@@ -112,7 +112,7 @@ def _job(kind: str, rank: int, data: str, iterations: int, cache_url: str | None
 
 
 def _run(kind: str, data: str, iterations: int, cache_url: str, jobs: int = 2) -> list[dict]:
-    ctx = mp.get_context("spawn")
+    ctx = job_context()
     out = ctx.Queue()
     procs = [
         ctx.Process(target=_job, args=(kind, r, data, iterations, cache_url, out))

@@ -13,7 +13,6 @@ samples/s (all samples / makespan) and the machine's CPU utilisation (``/proc/st
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import random
 import time
@@ -24,7 +23,7 @@ from typing import Any
 from ods import defaults as ods_defaults
 from seneca import defaults
 from seneca.bench.baselines import LOADERS, variant
-from seneca.bench.spawn import ProcessGroup
+from seneca.bench.spawn import ProcessGroup, job_context
 from seneca_base.errors import ConfigError
 from seneca_base.tiers import SPLIT_ORDER, TIERS
 
@@ -224,7 +223,7 @@ def run_configuration(
         workers = cfg.worker_counts[0]
     from seneca.bench.throttle import Throttle
 
-    ctx = mp.get_context("spawn")
+    ctx = job_context()
     throttle = Throttle(cfg.storage_mbps * 1e6, ctx) if cfg.storage_mbps else None
     kind, split = variant(name, cfg.split)
     specs = []

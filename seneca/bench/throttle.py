@@ -8,10 +8,10 @@ together read at most ``rate`` bytes per second. This is an emulation for ``sene
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import time
 from typing import Any
 
+from seneca.bench.spawn import job_context
 from seneca_base.errors import ConfigError
 
 __all__ = ["Throttle"]
@@ -24,7 +24,7 @@ class Throttle:
         if not rate > 0:
             raise ConfigError(f"--storage-mbps: must be positive, got {rate!r}")
         self.rate = float(rate)
-        ctx = context or mp.get_context("spawn")
+        ctx = context or job_context()
         self._next = ctx.Value("d", 0.0)  # monotonic time when the link is free again
 
     def reserve(self, nbytes: int, now: float | None = None) -> float:

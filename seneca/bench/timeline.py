@@ -13,13 +13,13 @@ throughput (1 s bins) below, the join and the leave marked.
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import queue
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from seneca.bench.spawn import job_context
 from seneca_base.errors import ConfigError, SenecaError
 
 __all__ = ["TimelineConfig", "plot_timeline", "run_timeline", "throughput_bins"]
@@ -88,7 +88,7 @@ def _job(name: str, cfg: dict[str, Any], cache_size: int, url: str, events: Any,
 
 def _collect(cfg: TimelineConfig, cache_size: int, url: str) -> list[tuple]:
     """Run the two jobs (``b`` starts when ``a`` starts epoch ``join_at``); every event."""
-    ctx = mp.get_context("spawn")
+    ctx = job_context()
     events, go = ctx.Queue(), ctx.Event()
     body = asdict(cfg)
     procs = {
