@@ -24,7 +24,9 @@ _PRELOAD = ["torch", "torchvision", "PIL.Image", "redis", "seneca.loader", "sene
 def job_context() -> Any:
     """The context benchmark processes start in: fresh processes like ``spawn`` (none inherits
     the caller's state: connections, caches, threads), forked from a server process that has
-    imported the heavy modules once."""
+    imported the heavy modules once (spawned where there is no forkserver)."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(_PRELOAD)
     return ctx

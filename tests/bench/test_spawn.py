@@ -1,0 +1,49 @@
+"""Benchmark processes start fresh (none of the caller's state) and together, and report once."""
+
+import os
+import sys
+
+import pytest
+
+from seneca.bench import spawn
+from seneca_base.errors import SenecaError
+
+_CALLER_STATE: list[str] = []
+
+
+def _report(tag, barrier, out):
+    barrier.wait(timeout=60)
+    out.put(
+        {
+            "tag": tag,
+            "pid": os.getpid(),
+            "caller_state": list(_CALLER_STATE),
+            "torch_loaded": "torch" in sys.modules,
+        }
+    )
+
+
+def _fail(tag, barrier, out):
+    barrier.abort()
+    out.put({"error": f"{tag} failed"})
+
+
+def test_processes_start_fresh_from_a_server_that_imported_torch():
+    _CALLER_STATE.append("set in the caller only")
+    try:
+        group = spawn.ProcessGroup(_report, [("a",), ("b",)], parent_waits=True)
+        group.start_together(timeout=60)
+        reports = sorted(group.reports(60, "test"), key=lambda r: r["tag"])
+    finally:
+        _CALLER_STATE.clear()
+    assert [r["tag"] for r in reports] == ["a", "b"]
+    assert len({r["pid"] for r in reports} | {os.getpid()}) == 3
+    assert all(r["caller_state"] == [] for r in reports)  # not forked from the caller
+    assert all(r["torch_loaded"] for r in reports)  # preloaded by the forkserver
+    assert spawn.job_context().get_start_method() == "forkserver"
+
+
+def test_a_failed_process_is_an_error_naming_the_work():
+    group = spawn.ProcessGroup(_fail, [("x",)])
+    with pytest.raises(SenecaError, match="x failed"):
+        group.reports(60, "test")
