@@ -24,7 +24,10 @@ USER = textwrap.dedent(
         pass
     pid = loader.store.client.info()["process_id"]
     print(pid, flush=True)
-    time.sleep(float(sys.argv[2]))
+    if sys.argv[2] == "-":  # a user until told to go (a line on stdin)
+        sys.stdin.readline()
+    else:
+        time.sleep(float(sys.argv[2]))
     """
 )
 
@@ -48,22 +51,33 @@ def _wait_gone(runtime_dir, timeout=10.0):
 
 
 def _user(dataset, hold):
+    """A process that trains an epoch through the default embedded cache, prints the
+    redis-server's pid, and stays a user ``hold`` seconds ("-": until a line on its stdin)."""
     return subprocess.Popen(
         [sys.executable, "-c", USER, str(dataset), str(hold)],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         env=os.environ.copy(),
     )
 
 
+def _go(user):
+    user.stdin.write("\n")
+    user.stdin.flush()
+
+
 @pytest.mark.slow
 def test_jobs_share_one_server_and_it_stops_after_the_last(tiny_dataset, runtime_dir):
-    a = _user(tiny_dataset, 2.0)
-    b = _user(tiny_dataset, 0.5)
+    a = _user(tiny_dataset, "-")
+    b = _user(tiny_dataset, "-")  # (each stays a user until told to go, however late it starts)
     pid_a, pid_b = a.stdout.readline().strip(), b.stdout.readline().strip()
     assert pid_a == pid_b  # one shared redis-server
+    _go(b)
     assert b.wait(timeout=60) == 0
+    time.sleep(1.0)  # (longer than the watchdog's poll)
     assert psutil.pid_exists(int(pid_a))  # a still uses it
+    _go(a)
     assert a.wait(timeout=60) == 0
     assert _wait_gone(runtime_dir), "embedded server or watchdog leaked"
     assert not (runtime_dir / "embedded-default" / "redis.sock").exists()
