@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import redis
 
-from ods.servertime import ServerTimes, summarize
+from ods.servertime import NOISE_NAME, ServerTimes, summarize
 from ods.store import OdsStore
 from seneca_base.errors import ConfigError
 
@@ -147,7 +147,8 @@ def simulate_ods(client: redis.Redis, cfg: SimConfig) -> dict:
         "batches": len(ms),
     }
     out["metadata_bytes"] = memory
-    out["server_ms"] = summarize(server.ms, store.commands) if server.ms else {}
+    calls = {**store.commands, NOISE_NAME: server.noise_calls}
+    out["server_ms"] = summarize(server.ms, calls) if server.ms else {}
     return out
 
 
@@ -168,6 +169,7 @@ def _run(
         store.start_epoch(job.name, 0)
     for count, job in enumerate(_schedule(jobs, cfg.max_batches)):
         if count % 16 == 15:
+            server.noise()
             server.drain()
         start = time.perf_counter()
         d = store.decide(job.name, cfg.batch)

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from ods.servertime import NOISE_NAME
 from ods.simulate import SimConfig, simulate_baseline
 from seneca.cli.ods import main
 from seneca_base.errors import ConfigError
@@ -18,6 +19,10 @@ def test_simulate_json_with_compare(redis_url, capsys):
     assert [r["loader"] for r in data["compare"]] == ["random", "minio", "quiver"]
     assert data["decision_ms"]["p99"] >= data["decision_ms"]["p50"] > 0
     assert data["metadata_bytes"] > 0
+    server = data["server_ms"]
+    assert list(server)[-1] == NOISE_NAME  # the host's own spread, last
+    assert server[NOISE_NAME]["calls"] == data["decision_ms"]["batches"] // 16
+    assert server[NOISE_NAME]["max"] >= server[NOISE_NAME]["p50"] > 0
     # ODS shares what one job loads; a static cache serves only what it holds (~20%)
     assert data["hit_rate"] >= max(r["hit_rate"] for r in data["compare"])
     minio = next(r for r in data["compare"] if r["loader"] == "minio")
