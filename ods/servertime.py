@@ -95,11 +95,10 @@ class ServerTimes:
 
 
 def summarize(ms: dict[str, list[float]], calls: Mapping[str, int]) -> dict[str, dict]:
-    """Per command of ``calls`` (by name, the constant-work script last): calls, p50, p99 and
-    max server time (ms); the calls missing from ``ms`` took less than the threshold and count
-    as 0."""
+    """Per command of ``calls``: calls, p50, p99 and max server time (ms); the calls missing
+    from ``ms`` took less than the threshold and count as 0."""
     out = {}
-    for cmd, count in sorted(calls.items(), key=lambda kv: (kv[0] == NOISE_NAME, kv[0])):
+    for cmd, count in sorted(calls.items()):
         v = sorted(ms.get(cmd, []))
         v = [0.0] * max(0, count - len(v)) + v
         if not v:

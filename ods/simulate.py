@@ -147,8 +147,10 @@ def simulate_ods(client: redis.Redis, cfg: SimConfig) -> dict:
         "batches": len(ms),
     }
     out["metadata_bytes"] = memory
-    calls = {**store.commands, NOISE_NAME: server.noise_calls}
-    out["server_ms"] = summarize(server.ms, calls) if server.ms else {}
+    out["server_ms"] = {}
+    if server.ms:  # the engine's calls by name, then the constant-work script's
+        noise = {NOISE_NAME: server.noise_calls}
+        out["server_ms"] = summarize(server.ms, store.commands) | summarize(server.ms, noise)
     return out
 
 
