@@ -6,17 +6,24 @@ side; :func:`compare` then gives, per cache fraction and number of jobs, the pla
 median throughput against the fixed default's and against the best of the six (the best split
 one could have picked offline by measuring all six). The goal: within 10% of the best and above
 the fixed default in every cell.
+
+The best of six medians measured in the same rounds overstates what that split runs at: where
+the six run alike, the largest of six noisy medians is the luckiest, not the best split. So the
+planned split is also compared with the best split held out: for each round, the split with the
+best median over the other rounds, measured in that round, beside the planned split in the same
+round; the median of those ratios. With two rounds or more the goal is judged on it.
 """
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from seneca import defaults
 from seneca.bench.report import by_configuration
 from seneca_base.tiers import SPLIT_ORDER
 
-__all__ = ["FIXED", "OFFLINE", "SPLITS", "compare", "loaders", "markdown"]
+__all__ = ["FIXED", "OFFLINE", "SPLITS", "compare", "held_out", "loaders", "markdown"]
 
 #: The six splits (E, D, A in percent) of the paper's model validation
 #: (``seneca.bench.validate``): each tier alone and the three 50/50 pairs.
@@ -35,19 +42,41 @@ def loaders(kind: str = "seneca") -> list[str]:
     return [f"{kind}@{s}" for s in ("auto", FIXED, *OFFLINE)]
 
 
+def _rounds(group: dict[str, Any]) -> dict[int, float]:
+    return {r.get("round", 0): r["aggregate_samples_per_s"] for r in group["runs"]}
+
+
+def held_out(auto: dict[int, float], offline: dict[str, dict[int, float]]) -> float | None:
+    """The planned split's throughput over the best offline split's, held out: per round
+    (``auto`` and each of ``offline`` map rounds to throughputs), the ratio to the split with
+    the best median over the other rounds, in that round; their median. None with fewer than
+    two rounds that every split ran."""
+    rounds = set(auto).intersection(*offline.values()) if offline else set()
+    if len(rounds) < 2:
+        return None
+    ratios = []
+    for h in sorted(rounds):
+        others = rounds - {h}
+        best = max(offline, key=lambda s: statistics.median(offline[s][r] for r in others))
+        ratios.append(auto[h] / offline[best][h])
+    return statistics.median(ratios)
+
+
 def compare(result: dict[str, Any], kind: str = "seneca") -> list[dict[str, Any]]:
     """Per (cache fraction, jobs) where ``kind@auto`` ran: its median throughput (``auto``),
     the splits it ended with (each job's), the fixed split's median (``fixed``) and the best
-    offline split with its median (``best_split``, ``best``), the ratios, and whether the goal
-    was met (``None`` where a split it needs did not run)."""
+    offline split with its median (``best_split``, ``best``), the ratios (``vs_best``,
+    ``vs_fixed``, ``vs_held_out``: see :func:`held_out`), and whether the goal was met
+    (``None`` where a split it needs did not run)."""
     by = by_configuration(result)
     out = []
     for (frac, workers, k, loader), g in by.items():
         if loader != f"{kind}@auto":
             continue
         fixed = by.get((frac, workers, k, f"{kind}@{FIXED}"))
-        offline = {s: by[(frac, workers, k, f"{kind}@{s}")]["median"] for s in OFFLINE
-                   if (frac, workers, k, f"{kind}@{s}") in by}  # fmt: skip
+        groups = {s: by[(frac, workers, k, f"{kind}@{s}")] for s in OFFLINE
+                  if (frac, workers, k, f"{kind}@{s}") in by}  # fmt: skip
+        offline = {s: group["median"] for s, group in groups.items()}
         best_split = max(offline, key=offline.__getitem__) if offline else None
         row: dict[str, Any] = {
             "cache_frac": frac,
@@ -61,8 +90,10 @@ def compare(result: dict[str, Any], kind: str = "seneca") -> list[dict[str, Any]
         }
         row["vs_best"] = row["auto"] / row["best"] if row["best"] else None
         row["vs_fixed"] = row["auto"] / row["fixed"] if row["fixed"] else None
-        complete = row["vs_best"] is not None and row["vs_fixed"] is not None
-        row["met"] = (row["vs_best"] >= 1 - WITHIN and row["vs_fixed"] > 1) if complete else None
+        row["vs_held_out"] = held_out(_rounds(g), {s: _rounds(x) for s, x in groups.items()})
+        vs = row["vs_held_out"] if row["vs_held_out"] is not None else row["vs_best"]
+        complete = vs is not None and row["vs_fixed"] is not None
+        row["met"] = (vs >= 1 - WITHIN and row["vs_fixed"] > 1) if complete else None
         out.append(row)
     return sorted(out, key=lambda r: (r["cache_frac"], r["workers"], r["jobs"]))
 
@@ -76,8 +107,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| cache | jobs | auto samples/s | split planned (at the end) | fixed "
         + FIXED
-        + " | best of the six (split) | auto / best | auto / fixed | goal |",
-        "|---|---|---|---|---|---|---|---|---|",
+        + " | best of the six (split) | auto / best | auto / best, held out | auto / fixed"
+        + " | goal |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         goal = {True: "met", False: "MISSED", None: "-"}[r["met"]]
@@ -85,6 +117,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             f"| {r['cache_frac']:.0%} | {r['jobs']} | {r['auto']:,.1f} | "
             f"{', '.join(dict.fromkeys(r['planned']))} | {_num(r['fixed'], ',.1f')} | "
             f"{_num(r['best'], ',.1f')} ({r['best_split'] or '-'}) | "
-            f"{_num(r['vs_best'], '.2f')} | {_num(r['vs_fixed'], '.2f')} | {goal} |"
+            f"{_num(r['vs_best'], '.2f')} | {_num(r.get('vs_held_out'), '.2f')} | "
+            f"{_num(r['vs_fixed'], '.2f')} | {goal} |"
         )
     return "\n".join(lines) + "\n"
