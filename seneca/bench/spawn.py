@@ -18,13 +18,23 @@ __all__ = ["ProcessGroup", "job_context"]
 
 #: Modules every benchmark process imports: the forkserver imports them once and each process
 #: forks from it, where a spawned process imports torch again (2-3 s of CPU each on 2 cores).
-_PRELOAD = ["torch", "torchvision", "PIL.Image", "redis", "seneca.loader", "seneca.bench.harness"]
+#: The last gives each forked process fresh seeds for torch and numpy, as a spawned one has.
+_PRELOAD = [
+    "torch",
+    "torchvision",
+    "PIL.Image",
+    "redis",
+    "seneca.loader",
+    "seneca.bench.harness",
+    "seneca.bench._fresh_seeds",
+]
 
 
 def job_context() -> Any:
     """The context benchmark processes start in: fresh processes like ``spawn`` (none inherits
-    the caller's state: connections, caches, threads), forked from a server process that has
-    imported the heavy modules once (spawned where there is no forkserver)."""
+    the caller's state: connections, caches, threads; each seeds its generators), forked from
+    a server process that has imported the heavy modules once (spawned where there is no
+    forkserver)."""
     if "forkserver" not in mp.get_all_start_methods():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")

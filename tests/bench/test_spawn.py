@@ -19,8 +19,16 @@ def _report(tag, barrier, out):
             "pid": os.getpid(),
             "caller_state": list(_CALLER_STATE),
             "torch_loaded": "torch" in sys.modules,
+            "draws": _draws(),
         }
     )
+
+
+def _draws():
+    import numpy
+    import torch
+
+    return torch.initial_seed(), torch.randint(0, 2**62, ()).item(), numpy.random.randint(2**62)
 
 
 def _fail(tag, barrier, out):
@@ -40,6 +48,10 @@ def test_processes_start_fresh_from_a_server_that_imported_torch():
     assert len({r["pid"] for r in reports} | {os.getpid()}) == 3
     assert all(r["caller_state"] == [] for r in reports)  # not forked from the caller
     assert all(r["torch_loaded"] for r in reports)  # preloaded by the forkserver
+    # each seeds torch and numpy afresh (forked, they would draw the forkserver's numbers:
+    # concurrent benchmark jobs in one order)
+    draws = [r["draws"] for r in reports]
+    assert all(x != y for x, y in zip(*draws, strict=True))
     assert spawn.job_context().get_start_method() == "forkserver"
 
 
