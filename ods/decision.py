@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ods.functions import error_of
 from seneca_base.tiers import tier_of_letter
 
-__all__ = ["Decision", "parse_decision"]
+__all__ = ["Decision", "merge_decisions", "parse_decision"]
 
 
 @dataclass(frozen=True)
@@ -46,4 +48,22 @@ def _decision(reply: object) -> Decision:
         indices=[int(i) for i in picked],
         tiers=[tier_of_letter(t) for t in tiers],
         pin_bucket=int(bucket),
+    )
+
+
+def merge_decisions(parts: Sequence[Decision], rng: random.Random) -> Decision:
+    """One decision of ``parts``, the calls one batch was decided in (one after another, made
+    at one server time: one pin bucket), their samples shuffled together: the first parts
+    drew the cached samples first, and a batch's hits are not bunched at its front."""
+    pairs = [(i, t) for d in parts for i, t in zip(d.indices, d.tiers, strict=True)]
+    rng.shuffle(pairs)
+    if len({d.pin_bucket for d in parts}) > 1:
+        raise ValueError("decisions of one batch were made in different pin buckets")
+    return Decision(
+        epoch=parts[-1].epoch,
+        served=parts[-1].served,
+        substitutions=sum(d.substitutions for d in parts),
+        indices=[i for i, _ in pairs],
+        tiers=[t for _, t in pairs],
+        pin_bucket=parts[0].pin_bucket,
     )

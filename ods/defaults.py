@@ -31,6 +31,13 @@ EVICTION_POOL = 2048
 #: one round trip each, so that no call holds the server's one thread for long (under eviction
 #: pressure a value costs about 10-15 us of server time).
 ADMIT_CHUNK = 64
+#: Samples (at least) one ``decide`` call may serve: a larger batch is decided in several calls,
+#: one round trip each, so that no call holds the server's one thread for long (a call costs
+#: about 2-4 us of server time per sample, plus its operations over whole bitmaps) ...
+DECIDE_CHUNK = 128
+#: ... and one sample more per this many samples of the dataset, so that a call's work per
+#: sample stays about that of its whole-bitmap operations (which grow with the dataset).
+DECIDE_CHUNK_SAMPLES = 12_500
 #: Entries (at most) one ``shrink`` call evicts from a tier above its budget.
 SHRINK_CHUNK = 256
 #: Live jobs (at most) over which an admission counts how much a sample is still needed.

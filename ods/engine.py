@@ -129,10 +129,13 @@ class Engine:
         self._forked()
         return self._admissions.randrange(1, 2**31)
 
-    def command(self, cmd: str, job: str, *args: object, jobs: bool = False) -> tuple:
+    def command(
+        self, cmd: str, job: str, *args: object, jobs: bool = False, at: int | None = None
+    ) -> tuple:
         """The FCALL of ``cmd`` for ``job``, to send in a pipeline (``jobs``: declare the live
-        jobs as last seen; a StaleJobsError reply means: call it through :meth:`call`)."""
-        now = self.now_ms()
+        jobs as last seen; a StaleJobsError reply means: call it through :meth:`call`), made
+        at the server time ``at`` (ms; default: now)."""
+        now = self.now_ms() if at is None else int(at)
         declared = self._jobs if jobs else []
         job = self.keys.job_name(job)
         keys = self.keys.declared(job, now // self.pin_lease_ms, declared)
@@ -169,12 +172,15 @@ class Engine:
             return False
         return True
 
-    def call(self, cmd: str, job: str, *args: object, jobs: bool = False) -> Any:
-        """Run ``cmd`` now (loading the functions or refreshing the live jobs as needed); an
-        error reply is raised as its typed exception."""
+    def call(
+        self, cmd: str, job: str, *args: object, jobs: bool = False, at: int | None = None
+    ) -> Any:
+        """Run ``cmd`` now (loading the functions or refreshing the live jobs as needed), as
+        made at the server time ``at`` when given; an error reply is raised as its typed
+        exception."""
         for attempt in range(defaults.CALL_RETRIES + 1):
             try:
-                return self._execute(self.command(cmd, job, *args, jobs=jobs))
+                return self._execute(self.command(cmd, job, *args, jobs=jobs, at=at))
             except redis.ResponseError as err:
                 if attempt == defaults.CALL_RETRIES or not self.recover(err):
                     raise error_of(err) from None

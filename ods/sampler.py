@@ -97,8 +97,9 @@ class OdsBatchSampler:
             the store's own random stream).
         lookahead: batches decided per call to Redis while the cache covers the job (a
             decision all hits without substitutions): one round trip and one script run serve
-            several batches, whose hits stay pinned until fetched. Otherwise it decides one
-            batch at a time, so that misses can be replaced by what other jobs cache meanwhile.
+            several batches (at most ``store.decide_chunk`` samples a call), whose hits stay
+            pinned until fetched. Otherwise it decides one batch at a time, so that misses can
+            be replaced by what other jobs cache meanwhile.
     """
 
     def __init__(
@@ -269,14 +270,15 @@ class OdsBatchSampler:
             set_bit(bits, p.index)
         self.store.restore(self.job, epoch, bytes(bits))
 
-    def _refill(self, run: _Run) -> None:
-        """Decide more of the epoch into ``run.ahead`` (the posted decision, if any)."""
+    def _refill(self, run: _Run, span: int | None = None) -> None:
+        """Decide more of the epoch into ``run.ahead``: the posted decision, if any, else
+        ``span`` batches (default: the run's) less what is ahead."""
         self._check_backoff()
         if run.prefetch is not None:
             (call, ask), run.prefetch = run.prefetch, None
             d = self._collect(run.epoch, call, ask, run.ahead)
         else:
-            ask = self._ask(run.span, len(run.ahead), run.left)
+            ask = self._ask(run.span if span is None else span, len(run.ahead), run.left)
             d = self._decide(run.epoch, ask, run.ahead)
         run.ahead += [Pick(i, t, d.pin_bucket) for i, t in zip(d.indices, d.tiers, strict=True)]
         self.substitutions += d.substitutions
@@ -297,7 +299,8 @@ class OdsBatchSampler:
         near = len(run.ahead) < 2 * self.batch_size
         if run.span > 1 and not run.drained and run.prefetch is None and near:
             keep = max(0, len(run.ahead) - self.batch_size)
-            ask = self._ask(run.span, len(run.ahead), run.left, keep)
+            # one call's worth: a posted decision is sent in one write
+            ask = min(self._ask(run.span, len(run.ahead), run.left, keep), self.store.decide_chunk)
             if ask > 0 and (run.left is None or run.left > len(run.ahead)):
                 call = self.store.decide_later(self.job, ask, self.substitute, run.epoch)
                 run.prefetch = (call, ask)
@@ -310,6 +313,8 @@ class OdsBatchSampler:
                 break
             if len(run.ahead) < want and not run.drained:
                 self._refill(run)
+            while len(run.ahead) < want and not run.drained:  # a posted decision fell short
+                self._refill(run, span=1)
             picks, run.ahead = run.ahead[:want], run.ahead[want:]
             if run.left is None:
                 if not picks:

@@ -1,8 +1,10 @@
 """OdsStore: the cache engine of one dataset: its metadata in Redis and the calls that read and
 change it, for ODS's sampler and for loaders with their own order alike.
 
-Every decision and every budget check is one call (``FCALL``) of the engine's functions
-(``ods.functions``), so it is atomic and takes one round trip; values never pass through them.
+Every decision and every budget check is made by calls (``FCALL``) of the engine's functions
+(``ods.functions``), each atomic and one round trip: one per batch, or several of bounded size
+for a large batch or admission, so that no call holds the server's one thread for long; values
+never pass through them.
 Per sample the store keeps which forms are cached (three bitmaps) and the bytes each is charged;
 per job a lease, its unserved samples this epoch and last, the augmented copies it used and,
 optionally, the samples it trains on.
@@ -29,6 +31,7 @@ Policies:
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 
 import redis
@@ -36,7 +39,7 @@ import redis
 from ods import defaults
 from ods.admission import admit
 from ods.bitmaps import set_bit
-from ods.decision import Decision, parse_decision
+from ods.decision import Decision, merge_decisions, parse_decision
 from ods.engine import Engine
 from ods.functions import error_of
 from ods.keys import Keys
@@ -180,19 +183,42 @@ class OdsStore(Engine):
 
         Misses are replaced by cached samples the job has not seen (unless ``substitute`` is
         False); the displaced misses stay unseen and come in a later batch. Hits are pinned
-        until :meth:`release`. An empty batch means the epoch is complete.
+        until :meth:`release`. An empty batch means the epoch is complete. A batch larger
+        than :attr:`decide_chunk` is decided in several calls, one round trip each, so that
+        no call holds the server for long; they are made at one server time (their hits
+        share one pin bucket) and their samples shuffled together.
         """
-        return parse_decision(
-            self.call("decide", job, *self._decide_args(batch, substitute, epoch))
-        )
+        chunk = self.decide_chunk
+        if batch <= chunk:
+            return parse_decision(
+                self.call("decide", job, *self._decide_args(batch, substitute, epoch))
+            )
+        at, parts, left = self.now_ms(), [], batch
+        while left > 0:
+            want = min(left, chunk)
+            args = self._decide_args(want, substitute, epoch)
+            parts.append(parse_decision(self.call("decide", job, *args, at=at)))
+            epoch, got = parts[-1].epoch, len(parts[-1].indices)
+            left -= got
+            if got < want:  # the epoch has no more
+                break
+        return merge_decisions(parts, random.Random(self._seed()))
+
+    @property
+    def decide_chunk(self) -> int:
+        """The samples one ``decide`` call serves at most (``ods.defaults.DECIDE_CHUNK``,
+        more for a large dataset)."""
+        return max(defaults.DECIDE_CHUNK, self.samples // defaults.DECIDE_CHUNK_SAMPLES)
 
     def decide_later(
         self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
     ) -> Call:
-        """:meth:`decide`, posted to this process's :attr:`outbox`: sent at the next flush
-        (after the current batch's values were read), or at once when no fetch here flushes.
-        ``parse_decision(call.result())`` gives the Decision; an error reply means: call
-        :meth:`decide`."""
+        """:meth:`decide` of at most :attr:`decide_chunk` samples (one call), posted to this
+        process's :attr:`outbox`: sent at the next flush (after the current batch's values
+        were read), or at once when no fetch here flushes. ``parse_decision(call.result())``
+        gives the Decision; an error reply means: call :meth:`decide`."""
+        if batch > self.decide_chunk:
+            raise ValueError(f"decide_later: {batch} samples is more than one call decides")
         args = self._decide_args(batch, substitute, epoch)
         return self.outbox.post(self.command("decide", job, *args))
 
