@@ -43,6 +43,22 @@ def test_values_misses_integers_and_big_replies(redis_proc):
     assert r.get("s1") == small[1]
 
 
+def test_large_values_in_a_row_then_many_small_ones(redis_proc):
+    """After a large value the reader asks the socket for little (the next value's header):
+    large values back to back, and a long reply of small values after them, arrive whole."""
+    r = redis_proc.client
+    values = [os.urandom(65_536 + 997 * k) for k in range(40)]
+    for k, v in enumerate(values):
+        r.set(f"v{k}", v)
+    items = [f"item-{k}".encode() for k in range(3_000)]
+    r.rpush("l", *items)
+    got, small, last = execute(
+        r, [("MGET", *(f"v{k}" for k in range(40))), ("LRANGE", "l", 0, -1), ("GET", "v39")]
+    )
+    assert [bytes(v) for v in got] == values and bytes(last) == values[39]
+    assert [bytes(v) for v in small] == items
+
+
 def test_error_reply_raises_after_reading_every_reply(redis_proc):
     r = redis_proc.client
     r.set("s", b"v")
