@@ -24,7 +24,7 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-__all__ = ["Sent", "is_cluster", "receive", "run", "send"]
+__all__ = ["Sent", "abandon", "is_cluster", "receive", "run", "send"]
 
 _KEYLESS = {"TIME", "PING", "INFO", "SLOWLOG", "FUNCTION", "CONFIG", "CLUSTER", "MEMORY"}
 _SPLIT = {"MGET": "GET", "UNLINK": "UNLINK", "DEL": "DEL", "EXISTS": "EXISTS"}
@@ -156,6 +156,15 @@ def _read_group(sent: Sent, group: tuple[Any, Any, list[int]], read: Read, out: 
         pool.release(conn)
         raise
     pool.release(conn)
+
+
+def abandon(sent: Sent) -> None:
+    """Drop the replies of ``sent`` unread: each connection they would arrive on is closed and
+    given back to its pool (a new one is made when it is next used)."""
+    for pool, conn, _ in sent.groups:
+        conn.disconnect()
+        pool.release(conn)
+    sent.groups.clear()
 
 
 def _redirect(reply: Any) -> tuple[str, str, int] | None:

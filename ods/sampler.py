@@ -145,6 +145,7 @@ class OdsBatchSampler:
         self.backoff: Backoff | None = None
         #: (epoch, samples this rank consumed before a resume): its share of that epoch shrinks
         self.resumed: tuple[int, int] | None = None
+        self._run: _Run | None = None  # the latest iteration's, while it runs
 
     def join(self) -> None:
         """Register the job with the store (once; again after its lease lapsed)."""
@@ -347,7 +348,7 @@ class OdsBatchSampler:
         left = self._quota()
         if left is not None and self.resumed is not None and self.resumed[0] == epoch:
             left = max(0, left - self.resumed[1])
-        run = _Run(epoch, left)
+        run = self._run = _Run(epoch, left)
         try:
             self._check_backoff()
             self.join()
@@ -368,9 +369,23 @@ class OdsBatchSampler:
                 run.prefetch[0].cancel()
             if self.backoff is not None:
                 self.backoff.failed()
-            self._joined = False
+            self._joined, self._run = False, None
             done = sum(len(b) for b in self.yielded[epoch])
             yield from self._fallback(epoch, err, None if left is None else left - done)
+        finally:
+            if self._run is run:
+                self._run = None
+
+    def upcoming(self) -> list[Pick] | None:
+        """The latest iteration's next batch when it is decided already, else None: what a
+        fetch may read ahead while the loader works on the batch before."""
+        run = self._run
+        if run is None:
+            return None
+        want = self.batch_size if run.left is None else min(self.batch_size, run.left)
+        if want <= 0 or len(run.ahead) < want or (self.drop_last and want < self.batch_size):
+            return None
+        return run.ahead[:want]
 
 
 class OdsSampler:

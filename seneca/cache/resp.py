@@ -24,7 +24,7 @@ import redis
 from ods import routing
 from seneca.pipeline import codec
 
-__all__ = ["Place", "Placed", "execute"]
+__all__ = ["Pending", "Place", "Placed", "execute", "post"]
 
 _CHUNK = 1 << 16
 
@@ -129,6 +129,51 @@ class _Reader:
         raise redis.ConnectionError(f"unexpected reply from the cache: {line[:40]!r}")
 
 
+class Pending:
+    """Commands sent by :func:`post` whose replies are not read yet: the server works on them
+    while the caller does something else. Read them once with :meth:`replies`, or
+    :meth:`abandon` them (their connections are closed, not read to the end)."""
+
+    def __init__(self, client: Any, commands: Sequence[Sequence[Any]]) -> None:
+        self.sent = routing.send(client, commands)
+        self.done = False
+
+    def replies(self, raise_on_error: bool = True, place: Place | None = None) -> list[Any]:
+        """The replies, as :func:`execute` returns them."""
+        if self.done:
+            raise RuntimeError("the replies of these commands were read already")
+        self.done = True
+        sent = self.sent
+        readers: dict[int, _Reader] = {}
+        name, first, count = sent.spans[0] if sent.spans else ("", 0, 0)
+
+        def read(conn: Any, k: int) -> Any:
+            reader = readers.get(id(conn))
+            if reader is None:
+                reader = readers[id(conn)] = _Reader(conn._sock)
+            if place is None or not first <= k < first + count:
+                return reader.reply()
+            return reader.reply(place, k - first) if name == "MGET" else reader.reply(place)
+
+        replies = routing.receive(sent, read)
+        if raise_on_error:
+            for r in replies:
+                if isinstance(r, redis.RedisError):
+                    raise r
+        return replies
+
+    def abandon(self) -> None:
+        """Drop the replies unread: the connections they would arrive on are closed."""
+        if not self.done:
+            self.done = True
+            routing.abandon(self.sent)
+
+
+def post(client: Any, commands: Sequence[Sequence[Any]]) -> Pending:
+    """Send ``commands`` as :func:`execute` does, and return without reading the replies."""
+    return Pending(client, commands)
+
+
 def execute(
     client: Any,
     commands: Sequence[Sequence[Any]],
@@ -145,21 +190,4 @@ def execute(
     ``place`` (for the first command's array reply) is called for element k that is a TENSOR
     value with k, its header and its total size; the memoryview it returns gets the payload (a
     :class:`Placed` stands in the reply), None reads the value as usual."""
-    sent = routing.send(client, commands)
-    readers: dict[int, _Reader] = {}
-    name, first, count = sent.spans[0] if sent.spans else ("", 0, 0)
-
-    def read(conn: Any, k: int) -> Any:
-        reader = readers.get(id(conn))
-        if reader is None:
-            reader = readers[id(conn)] = _Reader(conn._sock)
-        if place is None or not first <= k < first + count:
-            return reader.reply()
-        return reader.reply(place, k - first) if name == "MGET" else reader.reply(place)
-
-    replies = routing.receive(sent, read)
-    if raise_on_error:
-        for r in replies:
-            if isinstance(r, redis.RedisError):
-                raise r
-    return replies
+    return post(client, commands).replies(raise_on_error, place)

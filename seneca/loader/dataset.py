@@ -89,6 +89,10 @@ class CachedDataset(torch.utils.data.Dataset):
         self._warned = False
         #: a cache failure is raised (CacheError) instead of read around
         self.strict = False
+        #: in the loader process without workers: the sampler's next batch when it is decided
+        #: (``OdsBatchSampler.upcoming``), and the reads of it sent ahead (``loader.fetch``)
+        self._upcoming: Any = None
+        self._ahead: Any = None
 
     def cache_ids(self) -> tuple[str, str]:
         """(dataset, view) as the cache names them: the dataset is the source's samples and how

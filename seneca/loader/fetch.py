@@ -14,6 +14,7 @@ offers the new values to the cache (its policy decides what stays).
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -23,14 +24,14 @@ import redis
 from torch.utils.data import get_worker_info
 
 from ods.sampler import Pick, hits_by_bucket
-from seneca.cache.resp import Place, Placed, execute
+from seneca.cache.resp import Pending, Place, Placed, post
 from seneca.loader.rows import BatchRows
 from seneca.loader.stats import process_row
 from seneca.pipeline import codec
 from seneca_base.errors import CacheError
 from seneca_base.tiers import TIERS
 
-__all__ = ["fetch_decided"]
+__all__ = ["drop_ahead", "fetch_decided"]
 
 
 def _placer(rows: BatchRows, picks: Sequence[Any], slots: Sequence[int]) -> Place:
@@ -52,6 +53,51 @@ def _placer(rows: BatchRows, picks: Sequence[Any], slots: Sequence[int]) -> Plac
     return place
 
 
+def _keys(ds: Any, picks: Sequence[Pick]) -> list[str]:
+    return [ds.store.value_key(p.tier, p.index) for p in picks if p.tier is not None]
+
+
+def _reads(ds: Any, keys: Sequence[str], releases: Sequence[tuple[int, list[int]]]) -> list:
+    """A fetch's round trip: the values, the releases riding in it, the tiers' usage, the live
+    jobs and, with a shared plan, the plan."""
+    store = ds.store
+    commands: list[tuple] = [("MGET", *keys)] if keys else []
+    commands += [store.release_command(ds.job, b, hits) for b, hits in releases]
+    commands.append(store.used_command())
+    commands.append(store.live_command())
+    if ds.plan_size:  # the shared plan's split, which this fetch's admissions follow
+        commands.append(("GET", store.keys.plan))
+    return commands
+
+
+def _read_next(ds: Any) -> None:
+    """Send the reads of the sampler's next batch when it is decided already (the loader
+    process, without workers): the server works on them while this batch is made, and the
+    next fetch reads their replies (into that batch's rows) if the batch is that one."""
+    upcoming = ds._upcoming() if ds._upcoming is not None else None
+    if upcoming:
+        keys = _keys(ds, upcoming)
+        pending = post(ds.store.client, _reads(ds, keys, ()))
+        ds._ahead = (tuple(keys), bool(ds.plan_size), os.getpid(), pending)
+
+
+def drop_ahead(ds: Any) -> None:
+    """Abandon the reads sent ahead, if any (their batch did not come)."""
+    ahead, ds._ahead = ds._ahead, None
+    if ahead is not None:
+        ahead[-1].abandon()
+
+
+def _sent_ahead(ds: Any, keys: Sequence[str]) -> Pending | None:
+    """The reads of ``keys`` sent ahead by the fetch before, if those were this batch's."""
+    ahead = ds._ahead
+    if ahead is not None and ahead[:3] == (tuple(keys), bool(ds.plan_size), os.getpid()):
+        ds._ahead = None
+        return ahead[-1]
+    drop_ahead(ds)
+    return None
+
+
 def _read(
     ds: Any, picks: Sequence[Pick], count: Counter, rows: BatchRows | None, slots: Sequence[int]
 ) -> tuple[list, dict, int]:
@@ -59,21 +105,18 @@ def _read(
     jobs of the view; the batch's hits are released in the same round trip (or posted, see
     above)."""
     store = ds.store
-    keys = [store.value_key(p.tier, p.index) for p in picks if p.tier is not None]
+    keys = _keys(ds, picks)
     releases = list(hits_by_bucket(picks).items())
-    commands: list[tuple] = [("MGET", *keys)] if keys else []
     if get_worker_info() is None:  # released after the read, replies read at the next fetch
         later, releases = releases, []
     else:  # a worker may exit after this batch: the release rides in this round trip
         later = []
-    commands += [store.release_command(ds.job, b, hits) for b, hits in releases]
-    commands.append(store.used_command())
-    commands.append(store.live_command())
-    if ds.plan_size:  # the shared plan's split, which this fetch's admissions follow
-        commands.append(("GET", store.keys.plan))
+    pending = None if releases else _sent_ahead(ds, keys)
     place = _placer(rows, picks, slots) if rows is not None and keys else None
     start = time.perf_counter_ns()
-    replies = execute(store.client, commands, raise_on_error=False, place=place)
+    if pending is None:
+        pending = post(store.client, _reads(ds, keys, releases))
+    replies = pending.replies(raise_on_error=False, place=place)
     count["ns_cache"] += time.perf_counter_ns() - start
     if ds.plan_size:
         ds.adopt_plan(replies.pop())
@@ -109,13 +152,15 @@ def _values(
     """:func:`_read`, or no values while the cache is down (each miss read from storage)."""
     nothing: list = [(None, None)] * len(picks)
     if ds.cache_down():
+        drop_ahead(ds)
         return nothing, None, 0
     try:
         values, used, live = _read(ds, picks, count, rows, slots)
     except (redis.RedisError, OSError, CacheError) as err:
         ds._cache_failed(err, count)
         return nothing, None, 0
-    try:  # the releases and the sampler's next decision run while this batch is made
+    try:  # the next batch's reads, the releases and the sampler's next decision run while
+        _read_next(ds)  # this batch is made
         ds.store.outbox.flush()
     except (redis.RedisError, OSError, CacheError) as err:
         ds._cache_failed(err, count)

@@ -17,6 +17,7 @@ from ods.sampler import OdsBatchSampler, OdsSampler
 from ods.store import OdsStore
 from seneca.loader.bypass import HitSplitter, collate_part
 from seneca.loader.dataset import CachedDataset
+from seneca.loader.fetch import drop_ahead
 from seneca.loader.malloc import tune_malloc
 from seneca.loader.options import (
     DATALOADER_ARGS,
@@ -205,6 +206,8 @@ class SenecaLoader(DataLoader[_T_co]):
             )
             args.update(batch_size=1, shuffle=None, sampler=None, drop_last=False)
             args["batch_sampler"] = self._ods_sampler
+            if args["num_workers"] == 0:  # fetches read the next batch's values ahead
+                wrapped._upcoming = self._ods_sampler.upcoming
             if (
                 args["num_workers"] > 0
                 and args["collate_fn"] is collate_rows
@@ -352,6 +355,8 @@ class SenecaLoader(DataLoader[_T_co]):
         elif self.store is not None:
             leave_job(self.store, self.job, os.getpid())
         self._iterator = None  # persistent workers stop with their iterator
+        if self._cached is not None:
+            drop_ahead(self._cached)
 
     @property
     def split(self) -> dict[str, float] | None:

@@ -1,6 +1,6 @@
 """Cache hits read in the loader process, misses in the workers: batches that mix hits and
-misses keep their decided order, labels, exactly-once and stats with 0, 1 and 2 workers; on a
-real redis-server."""
+misses keep their decided order, labels, exactly-once and stats with 0, 1 and 2 workers; without
+workers, the next batch's hits are read ahead; on a real redis-server."""
 
 import pytest
 import torch
@@ -96,4 +96,49 @@ def test_a_custom_collate_keeps_every_sample_in_the_workers(tiny_dataset, redis_
     assert c._splitter is None
     _check_epoch(ds, c)
     assert c._counters.row(0)["hits_augmented"] == 0 and c.stats()["augmented"]["hits"] == HITS
+    del keep
+
+
+def _all_copied(ds, url):
+    """Augmented copies of every sample, made by job ``a`` while ``b`` is live."""
+    a, b, it = _with_copies(ds, url)
+    for _ in it:
+        pass
+    assert a.stats()["augmented"]["admitted"] == len(ds)
+    return a, b
+
+
+def test_without_workers_the_next_batchs_hits_are_read_ahead(tiny_dataset, redis_proc):
+    """A job the cache covers knows its next batch while it makes one: the server has read
+    that batch's values (MGET) before the batch is asked for, and every batch is as read."""
+    ds = _indexed(tiny_dataset)
+    keep = _all_copied(ds, redis_proc.url)
+    c = _reader(ds, redis_proc.url, 0)
+    redis_proc.client.config_resetstat()
+    ahead, seen = [], []
+    for k, (x, y) in enumerate(c):
+        mget = redis_proc.client.info("commandstats").get("cmdstat_mget", {}).get("calls", 0)
+        ahead.append(mget - (k + 1))  # the reads sent beyond the batches received
+        want = default_collate([DET(ds.loader(ds.samples[int(i)][0])) for i in y])
+        assert torch.equal(x, want)
+        seen += y.tolist()
+    assert sorted(seen) == list(range(len(ds))) and c.stats()["augmented"]["hits"] == len(ds)
+    assert max(ahead) == 1 and ahead.count(1) >= len(ahead) // 2 and ahead[-1] == 0
+    c.close()
+    del keep
+
+
+def test_reads_ahead_whose_batch_does_not_come_are_dropped(tiny_dataset, redis_proc):
+    ds = _indexed(tiny_dataset)
+    keep = _all_copied(ds, redis_proc.url)
+    c = _reader(ds, redis_proc.url, 0)
+    for k, _ in enumerate(c):  # a loop cut short with the next batch's values read ahead
+        if k == 1:
+            break
+    assert c._cached._ahead is not None
+    _check_epoch(ds, c)  # a new epoch: every sample once, each batch as read
+    assert c._cached._ahead is None
+    pool = c.store.client.connection_pool
+    assert not pool._in_use_connections  # every connection went back to the pool
+    c.close()
     del keep
