@@ -28,6 +28,9 @@ def test_rates_side_by_side(tiny_dataset, redis_url, tmp_path):
     turns = zip(r["rounds"]["loader"], r["rounds"]["redis-py MGET"], strict=True)
     ratios = sorted(x / y for x, y in turns)
     assert r["median_turn_loader_vs_redis_py"] == pytest.approx((ratios[1] + ratios[2]) / 2)
+    turns = zip(r["rounds"]["loader"], r["rounds"]["socket MGET"], strict=True)
+    ratios = sorted(x / y for x, y in turns)
+    assert r["median_turn_loader_vs_socket"] == pytest.approx((ratios[1] + ratios[2]) / 2)
     assert r["loader_vs_redis_py"] == pytest.approx(
         r["best_bytes_per_s"]["loader"] / r["best_bytes_per_s"]["redis-py MGET"]
     )
