@@ -57,8 +57,6 @@ def merge_decisions(parts: Sequence[Decision], rng: random.Random) -> Decision:
     drew the cached samples first, and a batch's hits are not bunched at its front."""
     pairs = [(i, t) for d in parts for i, t in zip(d.indices, d.tiers, strict=True)]
     rng.shuffle(pairs)
-    if len({d.pin_bucket for d in parts}) > 1:
-        raise ValueError("decisions of one batch were made in different pin buckets")
     return Decision(
         epoch=parts[-1].epoch,
         served=parts[-1].served,

@@ -218,7 +218,7 @@ class OdsStore(Engine):
         were read), or at once when no fetch here flushes. ``parse_decision(call.result())``
         gives the Decision; an error reply means: call :meth:`decide`."""
         if batch > self.decide_chunk:
-            raise ValueError(f"decide_later: {batch} samples is more than one call decides")
+            raise ConfigError(f"batch: {batch} is more than one call decides ({self.decide_chunk})")
         args = self._decide_args(batch, substitute, epoch)
         return self.outbox.post(self.command("decide", job, *args))
 
