@@ -73,27 +73,32 @@ def _reads(ds: Any, keys: Sequence[str], releases: Sequence[tuple[int, list[int]
 def _read_next(ds: Any) -> None:
     """Send the reads of the sampler's next batch when it is decided already (the loader
     process, without workers): the server works on them while this batch is made, and the
-    next fetch reads their replies (into that batch's rows) if the batch is that one."""
+    next fetch reads their replies (into that batch's rows) if the batch is that one. Its
+    tiers' usage and live jobs are then those of this batch's time."""
     upcoming = ds._upcoming() if ds._upcoming is not None else None
     if upcoming:
-        keys = _keys(ds, upcoming)
-        pending = post(ds.store.client, _reads(ds, keys, ()))
-        ds._ahead = (tuple(keys), bool(ds.plan_size), os.getpid(), pending)
+        pending = post(ds.store.client, _reads(ds, _keys(ds, upcoming), ()))
+        ds._ahead = (_ahead_of(ds, upcoming), pending)
+
+
+def _ahead_of(ds: Any, picks: Sequence[Pick]) -> tuple:
+    """What reads sent ahead must have been sent for to serve a fetch of ``picks`` here."""
+    return tuple(picks), bool(ds.plan_size), os.getpid()
 
 
 def drop_ahead(ds: Any) -> None:
     """Abandon the reads sent ahead, if any (their batch did not come)."""
     ahead, ds._ahead = ds._ahead, None
     if ahead is not None:
-        ahead[-1].abandon()
+        ahead[1].abandon()
 
 
-def _sent_ahead(ds: Any, keys: Sequence[str]) -> Pending | None:
-    """The reads of ``keys`` sent ahead by the fetch before, if those were this batch's."""
+def _sent_ahead(ds: Any, picks: Sequence[Pick]) -> Pending | None:
+    """The reads of ``picks`` sent ahead by the fetch before, if those were this batch's."""
     ahead = ds._ahead
-    if ahead is not None and ahead[:3] == (tuple(keys), bool(ds.plan_size), os.getpid()):
+    if ahead is not None and ahead[0] == _ahead_of(ds, picks):
         ds._ahead = None
-        return ahead[-1]
+        return ahead[1]
     drop_ahead(ds)
     return None
 
@@ -105,22 +110,22 @@ def _read(
     jobs of the view; the batch's hits are released in the same round trip (or posted, see
     above)."""
     store = ds.store
-    keys = _keys(ds, picks)
+    hits = any(p.tier is not None for p in picks)
     releases = list(hits_by_bucket(picks).items())
     if get_worker_info() is None:  # released after the read, replies read at the next fetch
         later, releases = releases, []
     else:  # a worker may exit after this batch: the release rides in this round trip
         later = []
-    pending = None if releases else _sent_ahead(ds, keys)
-    place = _placer(rows, picks, slots) if rows is not None and keys else None
+    pending = None if releases else _sent_ahead(ds, picks)
+    place = _placer(rows, picks, slots) if rows is not None and hits else None
     start = time.perf_counter_ns()
     if pending is None:
-        pending = post(store.client, _reads(ds, keys, releases))
+        pending = post(store.client, _reads(ds, _keys(ds, picks), releases))
     replies = pending.replies(raise_on_error=False, place=place)
     count["ns_cache"] += time.perf_counter_ns() - start
     if ds.plan_size:
         ds.adopt_plan(replies.pop())
-    first = 1 if keys else 0
+    first = 1 if hits else 0
     for (bucket, hits), reply in zip(releases, replies[first:], strict=False):
         store.released(ds.job, bucket, hits, reply)
     for reply in replies[:first] + replies[first + len(releases) :]:
@@ -130,7 +135,7 @@ def _read(
         store.release_later(ds.job, bucket, hits)
     live = store.same_view(replies[-1])
     used = {t: int(v or 0) for t, v in zip(TIERS, replies[-2], strict=True)}
-    it = iter(replies[0] if keys else ())
+    it = iter(replies[0] if hits else ())
     values: list[tuple[str | None, Any]] = []
     gone = []
     for p in picks:
