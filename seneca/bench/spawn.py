@@ -42,6 +42,15 @@ def job_context() -> Any:
     return ctx
 
 
+def _as_a_script(target: Callable[..., None], *args: Any) -> None:
+    """Call ``target(*args)`` with the platform's default start method, as a training script
+    started from a shell has: a process started by a forkserver inherits ``forkserver`` as its
+    default, so its DataLoader workers would start from a forkserver of their own and import
+    the dataset's modules again, where a script's workers are forked (Linux)."""
+    mp.set_start_method(None, force=True)
+    target(*args)
+
+
 class ProcessGroup:
     """Fresh processes (:func:`job_context`), one per argument tuple, sharing a barrier and a
     report queue.
@@ -60,7 +69,10 @@ class ProcessGroup:
         ctx = context or job_context()
         self.barrier = ctx.Barrier(len(args) + (1 if parent_waits else 0))
         self.out = ctx.Queue()
-        self.procs = [ctx.Process(target=target, args=(*a, self.barrier, self.out)) for a in args]
+        self.procs = [
+            ctx.Process(target=_as_a_script, args=(target, *a, self.barrier, self.out))
+            for a in args
+        ]
         for p in self.procs:
             p.start()
 

@@ -1,5 +1,6 @@
 """Benchmark processes start fresh (none of the caller's state) and together, and report once."""
 
+import multiprocessing
 import os
 import sys
 
@@ -20,6 +21,7 @@ def _report(tag, barrier, out):
             "caller_state": list(_CALLER_STATE),
             "torch_loaded": "torch" in sys.modules,
             "draws": _draws(),
+            "start_method": multiprocessing.get_start_method(),
         }
     )
 
@@ -53,6 +55,10 @@ def test_processes_start_fresh_from_a_server_that_imported_torch():
     draws = [r["draws"] for r in reports]
     assert all(x != y for x, y in zip(*draws, strict=True))
     assert spawn.job_context().get_start_method() == "forkserver"
+    # but each starts its own processes (a DataLoader's workers) as a script would: with the
+    # platform's default (the first listed), not from a forkserver of its own
+    default = multiprocessing.get_all_start_methods()[0]
+    assert [r["start_method"] for r in reports] == [default, default]
 
 
 def test_a_failed_process_is_an_error_naming_the_work():
