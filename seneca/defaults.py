@@ -105,3 +105,7 @@ PROFILE_DEFAULTS = {
     "model.size_mb": 102.2,
     "model.batch_size": 256,
 }
+
+#: Batch tails (``seneca.pipeline.batch_tail``): how many recent output batches a loader keeps
+#: to reuse once nobody holds them (0: a new tensor per batch).
+BATCH_POOL = 4

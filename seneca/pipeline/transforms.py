@@ -35,6 +35,8 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
+from seneca.pipeline.batch_tail import BatchTail
+
 __all__ = [
     "BATCH_TAIL",
     "DETERMINISTIC_TAIL",
@@ -136,7 +138,9 @@ class SplitTransform:
         while cut > 0 and _is_torchvision(tail[cut - 1], BATCH_TAIL):
             cut -= 1
         self.sample_tail = _chain(tail[:cut])
-        self.batch_tail = _chain([_in_place(s) for s in tail[cut:]])
+        batch = [_in_place(s) for s in tail[cut:]]
+        #: the batch tail (its output tensors reused once nobody holds them), or None
+        self.batch_tail = BatchTail(batch) if batch else None
         self.tensor_first = cut > 0 and _is_torchvision(tail[0], frozenset({"PILToTensor"}))
         #: the sample tail after its leading PILToTensor (when ``tensor_first``)
         self.after_tensor = _chain(tail[1:cut]) if self.tensor_first else None
