@@ -72,6 +72,8 @@ class HitSplitter:
         self._next = 0
         #: batches made of hits read here and samples from a worker
         self.mixed = 0
+        #: batches whose hits were read before their workers' part came
+        self.read_ahead = 0
 
     def __len__(self) -> int:
         return len(self.sampler)
@@ -86,23 +88,53 @@ class HitSplitter:
 
     def merged(self, it: Iterator[Any]) -> Iterator[Any]:
         """The batches of ``it`` (the workers' tagged parts) with their hits read here and put
-        in place, in the order each batch was decided."""
-        for tag, images, targets in it:
+        in place, in the order each batch was decided. The hits of the oldest batch still out
+        are read before waiting for its part, while the workers make it."""
+        ready: dict[int, tuple[BatchRows, list[Any]]] = {}
+        while True:
+            self._read_ahead(ready)
+            try:
+                tag, images, targets = next(it)
+            except StopIteration:
+                return
             picks = self._pending.pop(tag)
             slots = [k for k, p in enumerate(picks) if _bypassed(p)]
             if not slots:
                 yield [images, targets]
-            else:
-                self.mixed += images is not None
-                yield self._assemble(picks, slots, images, targets)
+                continue
+            self.mixed += images is not None
+            read = ready.pop(tag, None)
+            self.read_ahead += read is not None
+            yield self._assemble(picks, slots, read or self._read(picks, slots), images, targets)
+
+    def _read_ahead(self, ready: dict[int, tuple[BatchRows, list[Any]]]) -> None:
+        """Read the hits of the oldest batch still with the workers, unless read already."""
+        if not self._pending:
+            return
+        tag = min(self._pending)
+        if tag in ready:
+            return
+        picks = self._pending[tag]
+        slots = [k for k, p in enumerate(picks) if _bypassed(p)]
+        if slots:
+            ready[tag] = self._read(picks, slots)
+
+    def _read(self, picks: Sequence[Pick], slots: list[int]) -> tuple[BatchRows, list[Any]]:
+        """Batch ``picks``' hits (at ``slots``) read into the rows of a new batch."""
+        rows = BatchRows(len(picks))
+        return rows, fetch_decided(self.dataset, [picks[k] for k in slots], True, rows, slots)
 
     def _assemble(
-        self, picks: Sequence[Pick], slots: list[int], images: Any, targets: Any
+        self,
+        picks: Sequence[Pick],
+        slots: list[int],
+        read: tuple[BatchRows, list[Any]],
+        images: Any,
+        targets: Any,
     ) -> list[Any]:
-        """Batch ``picks``: the hits at ``slots`` read into their rows, the workers' ``images``
-        and ``targets`` (the other samples, in order) copied into the rest."""
-        rows = BatchRows(len(picks))
-        hits = fetch_decided(self.dataset, [picks[k] for k in slots], True, rows, slots)
+        """Batch ``picks``: the hits at ``slots`` (``read`` into their rows), the workers'
+        ``images`` and ``targets`` (the other samples, in order) copied into the rest."""
+        rows, hits = read
         hit = set(slots)
         others = [k for k in range(len(picks)) if k not in hit]
         batch = rows.rows

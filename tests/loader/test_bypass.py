@@ -76,6 +76,9 @@ def test_batches_mixing_hits_and_misses(tiny_dataset, redis_proc, workers):
         assert sum(r["decodes"] for r in worked) == len(ds) - HITS
         assert all(r["hits_augmented"] == 0 for r in worked)
         assert c._splitter.mixed >= 1  # a batch of hits read here and misses from a worker
+        # in order, each batch's hits (2 batches of 8, then 4) were read while its workers'
+        # part was being made
+        assert c._splitter.read_ahead == 3
     c.close()
     del keep
 
