@@ -46,6 +46,8 @@ class BenchConfig:
     batch_size: int = 32
     #: loader workers per job: one count, or several (each a configuration of its own)
     workers: int | list[int] = 0
+    #: batches each worker loads ahead (DataLoader's prefetch_factor; None: its default, 2)
+    prefetch_factor: int | None = None
     crop: int = 224
     step_ms: float = 0.0
     storage_mbps: float | None = None
@@ -72,6 +74,7 @@ class BenchConfig:
             if kind not in LOADERS:
                 raise ConfigError(f"--loaders: unknown {kind!r}; loaders are {', '.join(LOADERS)}")
         fractions = self.fractions
+        pf_default = self.prefetch_factor is None
         for name, value, ok in (
             ("--jobs", self.jobs, self.jobs and all(k >= 1 for k in self.jobs)),
             ("--cache-frac", fractions, fractions and all(0 < f <= 10 for f in fractions)),
@@ -81,6 +84,11 @@ class BenchConfig:
             ("--repeats", self.repeats, self.repeats >= 1),
             ("--page-cache", self.page_cache, self.page_cache in ("warm", "drop")),
             ("--step-ms", self.step_ms, self.step_ms >= 0),
+            (
+                "--prefetch-factor",
+                self.prefetch_factor,
+                (self.prefetch_factor or 0) >= 1 or pf_default,
+            ),
         ):
             if not ok:
                 raise ConfigError(f"{name}: out of range: {value!r}")
@@ -115,6 +123,7 @@ def _job(spec: dict[str, Any], throttle: Any, barrier: Any, out: Any) -> None:
             job=spec["job"],
             throttle=throttle,
             persistent_workers=spec["workers"] > 0,
+            **_prefetch(spec),
         )
         barrier.wait()
         epochs = [_epoch(loader, spec["step_ms"]) for _ in range(spec["epochs"])]
@@ -131,6 +140,14 @@ def _job(spec: dict[str, Any], throttle: Any, barrier: Any, out: Any) -> None:
     except BaseException as e:  # reported to the parent
         barrier.abort()
         out.put({"job": spec["job"], "error": f"{type(e).__name__}: {e}"})
+
+
+def _prefetch(spec: dict[str, Any]) -> dict[str, int]:
+    """DataLoader's ``prefetch_factor`` for a job: given only with workers (DataLoader refuses
+    it without) and when the bench was given one."""
+    if spec["workers"] > 0 and spec.get("prefetch_factor") is not None:
+        return {"prefetch_factor": spec["prefetch_factor"]}
+    return {}
 
 
 def _epoch(loader: Any, step_ms: float) -> dict[str, float]:

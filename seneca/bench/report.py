@@ -78,8 +78,13 @@ def _header(cfg: dict[str, Any]) -> str:
         f"`seneca bench`: {cfg['samples']:,} images ({cfg['encoded_bytes'] / 1e6:,.0f} MB), "
         f"{_cache_text(cfg)}, "
         f"{cfg['epochs']} epochs, batch {cfg['batch_size']}, "
-        f"{_listed(cfg['workers'])} worker(s) per job, "
-        f"crop {cfg['crop']}, step {cfg['step_ms']:g} ms, storage "
+        f"{_listed(cfg['workers'])} worker(s) per job"
+        + (
+            f" loading {cfg['prefetch_factor']} batch(es) ahead, "
+            if cfg.get("prefetch_factor")
+            else ", "
+        )
+        + f"crop {cfg['crop']}, step {cfg['step_ms']:g} ms, storage "
         + (f"{cfg['storage_mbps']:g} MB/s (emulated)" if cfg["storage_mbps"] else "local disk")
         + f"; {cfg.get('repeats', 1)} round(s), each in its own shuffled order; page cache "
         + ("dropped" if cfg.get("page_cache") == "drop" else "warmed")

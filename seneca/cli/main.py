@@ -147,6 +147,12 @@ def _add_bench(sub: Any) -> None:
         help="loader workers per job (0, the default: each job loads in its own process); "
         "several, e.g. 0,1,2,4: each a configuration",
     )
+    b.add_argument(
+        "--prefetch-factor",
+        type=int,
+        default=None,
+        help="batches each worker loads ahead, for every loader (DataLoader's default: 2)",
+    )
     b.add_argument("--crop", type=int, default=224, help="RandomResizedCrop size")
     b.add_argument("--step-ms", type=float, default=0.0, help="emulated GPU step per batch")
     b.add_argument("--storage-mbps", type=float, default=None, help="emulated storage MB/s")
@@ -316,6 +322,7 @@ def _bench(args: argparse.Namespace) -> None:
         epochs=args.epochs,
         batch_size=args.batch_size,
         workers=_int_list(args.workers, "--workers"),
+        prefetch_factor=args.prefetch_factor,
         crop=args.crop,
         step_ms=args.step_ms,
         storage_mbps=args.storage_mbps,

@@ -73,6 +73,21 @@ def test_bench_option_errors(tiny_dataset, tmp_path, capsys):
     assert "--cache-frac: expected numbers" in capsys.readouterr().err
     assert main([*base, "--cache-frac", "0.1,0"]) == 2
     assert "--cache-frac: out of range" in capsys.readouterr().err
+    assert main([*base, "--prefetch-factor", "0"]) == 2
+    assert "--prefetch-factor: out of range" in capsys.readouterr().err
+
+
+def test_the_prefetch_factor_reaches_the_loaders_that_have_workers(tiny_dataset):
+    from seneca.bench.harness import _prefetch
+
+    assert _prefetch({"workers": 0, "prefetch_factor": 1}) == {}  # DataLoader refuses it
+    assert _prefetch({"workers": 2, "prefetch_factor": None}) == {}  # DataLoader's default
+    given = _prefetch({"workers": 2, "prefetch_factor": 1})
+    loader = make_loader(
+        "pytorch-tuned", str(tiny_dataset), transform=default_train_transform(16), batch_size=8,
+        num_workers=2, cache=None, **given,
+    )  # fmt: skip
+    assert loader.prefetch_factor == 1
 
 
 @pytest.mark.slow
@@ -227,7 +242,8 @@ def test_the_report_has_a_column_per_setting_that_varies_and_the_gpu_idle_share(
 
     config = {"samples": 10, "encoded_bytes": 1e6, "cache_frac": 0.25, "cache_bytes": 2.5e5,
               "epochs": 2, "batch_size": 8, "workers": [0, 2], "crop": 16, "step_ms": 40,
-              "storage_mbps": None, "repeats": 1, "page_cache": "warm"}  # fmt: skip
+              "storage_mbps": None, "repeats": 1, "page_cache": "warm",
+              "prefetch_factor": 1}  # fmt: skip
     runs = []
     for workers, rate in ((0, 300.0), (2, 290.0)):
         for loader, r in (("pytorch-tuned", rate / 2), ("seneca", rate)):
@@ -236,7 +252,8 @@ def test_the_report_has_a_column_per_setting_that_varies_and_the_gpu_idle_share(
             run["per_job"] = [{**j, "gpu_idle": 0.05 * (1 + workers)} for j in run["per_job"]]
             runs.append(run)
     text = markdown({"config": config, "runs": runs})
-    assert "0 / 2 worker(s) per job" in text and "| workers | jobs | loader |" in text
+    assert "0 / 2 worker(s) per job loading 1 batch(es) ahead," in text
+    assert "| workers | jobs | loader |" in text
     assert "| GPU idle (per job) |" in text
     assert "| 2 | 2 | seneca | 290.0 | 2.00x | - |" in text and text.endswith("| 15% / 15% |\n")
     assert targets({"config": config, "runs": runs}, 2) == []  # stated for one setting
