@@ -5,12 +5,13 @@ hits before any worker sees the batch. An augmented hit needs no CPU work: its b
 the cache into the batch's rows. :class:`HitSplitter`, the DataLoader's batch sampler, hands
 the workers each batch's other samples (misses, and hits that still need a decode or a
 transform) behind a :class:`Tag` naming the batch, and keeps the hits. Each worker's part
-comes back tagged (:func:`collate_part`); :meth:`HitSplitter.merged` then reads the batch's
-hits in the loader process straight into the rows of the batch tensor (``fetch_decided``: the
-zero-copy reader, pins released, stats counted, a hit found gone read from storage), copies
-the workers' rows into theirs and yields the batch in the decided order, ready for the batch
-tail. Exactly-once, admissions, ``state_dict`` and the batch tail are as without the bypass;
-tags match parts to batches whatever order the workers finish in (``in_order=False``).
+comes back tagged (:func:`collate_part`). :meth:`HitSplitter.merged` reads a batch's hits
+in the loader process while the workers make its part, straight into the rows of the batch
+tensor (``fetch_decided``: the zero-copy reader, pins released, stats counted, a hit found
+gone read from storage), copies the workers' rows into theirs and yields the batch in the
+decided order, ready for the batch tail. Exactly-once, admissions, ``state_dict`` and the
+batch tail are as without the bypass; tags match parts to batches whatever order the workers
+finish in (``in_order=False``).
 
 Used with workers, ODS, and the default collate with the batch tail deferred (what lets a hit
 be a row of the batch tensor); otherwise every sample goes to the workers as before.
