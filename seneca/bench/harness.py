@@ -74,7 +74,7 @@ class BenchConfig:
             if kind not in LOADERS:
                 raise ConfigError(f"--loaders: unknown {kind!r}; loaders are {', '.join(LOADERS)}")
         fractions = self.fractions
-        pf_default = self.prefetch_factor is None
+        pf = self.prefetch_factor
         for name, value, ok in (
             ("--jobs", self.jobs, self.jobs and all(k >= 1 for k in self.jobs)),
             ("--cache-frac", fractions, fractions and all(0 < f <= 10 for f in fractions)),
@@ -84,11 +84,7 @@ class BenchConfig:
             ("--repeats", self.repeats, self.repeats >= 1),
             ("--page-cache", self.page_cache, self.page_cache in ("warm", "drop")),
             ("--step-ms", self.step_ms, self.step_ms >= 0),
-            (
-                "--prefetch-factor",
-                self.prefetch_factor,
-                (self.prefetch_factor or 0) >= 1 or pf_default,
-            ),
+            ("--prefetch-factor", pf, pf is None or pf >= 1),
         ):
             if not ok:
                 raise ConfigError(f"{name}: out of range: {value!r}")

@@ -62,6 +62,11 @@ def _bypassed(pick: Pick) -> bool:
     return pick.tier == "augmented"
 
 
+def _hit_slots(picks: Sequence[Pick]) -> list[int]:
+    """Where a batch's hits read in the loader process go."""
+    return [k for k, p in enumerate(picks) if _bypassed(p)]
+
+
 class HitSplitter:
     """The batch sampler that runs: ``sampler``'s batches (``ods.sampler.OdsBatchSampler``),
     each as a tagged part for the workers; the hits stay here until :meth:`merged`."""
@@ -99,7 +104,7 @@ class HitSplitter:
             except StopIteration:
                 return
             picks = self._pending.pop(tag)
-            slots = [k for k, p in enumerate(picks) if _bypassed(p)]
+            slots = _hit_slots(picks)
             if not slots:
                 yield [images, targets]
                 continue
@@ -116,7 +121,7 @@ class HitSplitter:
         if tag in ready:
             return
         picks = self._pending[tag]
-        slots = [k for k, p in enumerate(picks) if _bypassed(p)]
+        slots = _hit_slots(picks)
         if slots:
             ready[tag] = self._read(picks, slots)
 

@@ -9,7 +9,7 @@ a batch tensor once nobody holds it any more: not the user, not a view of it, no
 (which keeps inputs it needs for backward), not a numpy array over it. A batch the user keeps
 is never written again; a new one is made instead.
 
-:class:`BatchTail` runs ``v2.ToDtype(float, scale=...)`` on an integer batch into such a tensor
+:class:`BatchTail` runs ``v2.ToDtype(float, scale=...)`` on a uint8 batch into such a tensor
 (``copy_`` then the step's own scaling, the same numbers as the step) and the remaining steps
 (in place) as they are. Any other first step, input or dtype runs as given.
 """
@@ -81,10 +81,6 @@ class TensorPool:
         # measured as the baseline was: only a list holds it (no local name here)
         return _counts(self._held[k]) == self._free_when
 
-    def clear(self) -> None:
-        """Forget every tensor (those still held elsewhere live on there)."""
-        self._held.clear()
-
     def __getstate__(self) -> dict[str, Any]:  # a copy in another process starts empty
         return {**self.__dict__, "_held": []}
 
@@ -121,7 +117,7 @@ class BatchTail:
             dtype, scale = convert
             out = self.pool.empty(tuple(x.shape), dtype)
             out.copy_(x)  # what x.to(dtype) gives
-            if scale:  # what ToDtype does next for an integer input
+            if scale:  # what ToDtype does next for a uint8 input
                 out.mul_(1.0 / 255)
             x, steps = out, steps[1:]
         for step in steps:
