@@ -98,15 +98,17 @@ def test_an_output_someone_holds_is_never_written(how):
     assert reads_as(keep, want)
 
 
-def test_keep_zero_and_a_pickled_pool():
-    pool = TensorPool(keep=0)
-    a = pool.empty((2, 3), torch.float32)
-    at = a.data_ptr()
-    del a
-    assert pool.empty((2, 3), torch.float32).data_ptr() != at or pool.reused == 0
-    assert pool.made == 2 and pool.reused == 0
+def test_keep_zero_shapes_and_a_pickled_pool():
+    pool = TensorPool(keep=0)  # keeps nothing: every tensor is new
+    for _ in range(2):  # each dropped at once
+        pool.empty((2, 3), torch.float32)
+    assert (pool.made, pool.reused) == (2, 0)
     kept = TensorPool(keep=2)
     b = kept.empty((2, 3), torch.float32)
-    copy = pickle.loads(pickle.dumps(kept))
+    copy = pickle.loads(pickle.dumps(kept))  # another process's copy holds none of these
     assert copy.empty((2, 3), torch.float32).data_ptr() != b.data_ptr() and copy.reused == 0
-    assert kept.empty((3, 2), torch.float32).data_ptr() != b.data_ptr()  # another shape
+    at = b.data_ptr()
+    del b
+    kept.empty((3, 2), torch.float32)  # another shape: not the dropped one
+    assert (kept.made, kept.reused) == (2, 0)
+    assert kept.empty((2, 3), torch.float32).data_ptr() == at and kept.reused == 1
