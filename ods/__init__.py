@@ -17,7 +17,8 @@ decision is one atomic Lua call (:class:`OdsStore`)::
 Command line: ``ods simulate`` (``seneca.cli.ods``). Defaults: ``ods.defaults``.
 """
 
-from ods.sampler import OdsBatchSampler, Pick
+from ods.decision import Pick
+from ods.sampler import OdsBatchSampler
 from ods.simulate import BASELINES, SimConfig, simulate_baseline, simulate_ods
 from ods.store import POLICIES, Decision, OdsStore
 

@@ -1,4 +1,5 @@
-"""Decision: one batch ODS decided for one job, and the parse of the script's reply."""
+"""Decision: one batch ODS decided for one job, and the parse of the script's reply; Pick: one
+sample of a decided batch as the fetch sees it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from ods.functions import error_of
 from seneca_base.tiers import tier_of_letter
 
-__all__ = ["Decision", "merge_decisions", "parse_decision"]
+__all__ = ["Decision", "Pick", "hits_by_bucket", "merge_decisions", "parse_decision"]
 
 
 @dataclass(frozen=True)
@@ -65,3 +66,26 @@ def merge_decisions(parts: Sequence[Decision], rng: random.Random) -> Decision:
         tiers=[t for _, t in pairs],
         pin_bucket=parts[0].pin_bucket,
     )
+
+
+@dataclass(frozen=True)
+class Pick:
+    """One sample of a decided batch: read ``tier`` (None: storage); ``bucket`` is the pin
+    bucket its release names."""
+
+    index: int
+    tier: str | None
+    bucket: int
+
+    def __index__(self) -> int:
+        return self.index
+
+
+def hits_by_bucket(picks: Sequence[Pick]) -> dict[int, list[int]]:
+    """The hits among ``picks`` (samples, in order) by the pin bucket their release names: one
+    bucket, unless the batch holds picks decided on both sides of a pin-lease boundary."""
+    buckets: dict[int, list[int]] = {}
+    for p in picks:
+        if p.tier is not None:
+            buckets.setdefault(p.bucket, []).append(p.index)
+    return buckets

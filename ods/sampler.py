@@ -36,38 +36,15 @@ import redis
 
 from ods import defaults
 from ods.bitmaps import set_bit, test_bit
-from ods.decision import Decision, parse_decision
+from ods.decision import Decision, Pick, hits_by_bucket, parse_decision
 from ods.outbox import Call
 from ods.store import OdsStore
 from seneca_base.backoff import Backoff
 from seneca_base.errors import CacheUnavailableError, ConfigError, UnknownJobError
 
-__all__ = ["OdsBatchSampler", "OdsSampler", "Pick", "hits_by_bucket"]
+__all__ = ["OdsBatchSampler", "OdsSampler"]
 
 _log = logging.getLogger("seneca.ods")
-
-
-@dataclass(frozen=True)
-class Pick:
-    """One sample of a decided batch: read ``tier`` (None: storage); ``bucket`` is the pin
-    bucket its release names."""
-
-    index: int
-    tier: str | None
-    bucket: int
-
-    def __index__(self) -> int:
-        return self.index
-
-
-def hits_by_bucket(picks: Sequence[Pick]) -> dict[int, list[int]]:
-    """The hits among ``picks`` (samples, in order) by the pin bucket their release names: one
-    bucket, unless the batch holds picks decided on both sides of a pin-lease boundary."""
-    buckets: dict[int, list[int]] = {}
-    for p in picks:
-        if p.tier is not None:
-            buckets.setdefault(p.bucket, []).append(p.index)
-    return buckets
 
 
 @dataclass

@@ -20,7 +20,7 @@ import time
 import redis
 import torch
 
-from ods.sampler import Pick
+from ods.decision import Pick
 from seneca.cache.embedded import acquire_embedded
 from seneca.cache.resp import execute
 from seneca.loader.fetch import _placer

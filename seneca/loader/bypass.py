@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch.utils.data._utils.collate import default_collate
 
-from ods.sampler import Pick
+from ods.decision import Pick
 from seneca.loader.fetch import fetch_decided
 from seneca.loader.rows import BatchRows, collate_rows
 

@@ -21,7 +21,7 @@ import torch.utils.data
 from PIL import Image
 from torchvision.transforms.functional import pil_to_tensor
 
-from ods.sampler import Pick
+from ods.decision import Pick
 from ods.store import OdsStore
 from seneca import defaults
 from seneca.autoplan.record import PlanRecord

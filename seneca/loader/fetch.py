@@ -23,7 +23,7 @@ from typing import Any
 import redis
 from torch.utils.data import get_worker_info
 
-from ods.sampler import Pick, hits_by_bucket
+from ods.decision import Pick, hits_by_bucket
 from seneca.cache.resp import Pending, Place, Placed, post
 from seneca.loader.rows import BatchRows
 from seneca.loader.stats import process_row
@@ -198,7 +198,7 @@ def fetch_decided(
     rows: BatchRows | None = None,
     slots: Sequence[int] | None = None,
 ) -> list[tuple[Any, Any]]:
-    """``CachedDataset.__getitems__`` for a batch of ``ods.sampler.Pick``; ``evict``: offer
+    """``CachedDataset.__getitems__`` for a batch of ``ods.decision.Pick``; ``evict``: offer
     values to a full encoded tier too (ODS batches: the policy evicts what live jobs need
     least; a loader's own order has no demand to evict for). ``rows`` and ``slots``: the
     picks are some of a batch whose rows are ``rows``, pick k in row ``slots[k]``

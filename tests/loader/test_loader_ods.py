@@ -6,7 +6,7 @@ import logging
 import pytest
 from helpers.indexed import indexed
 
-from ods.sampler import Pick
+from ods.decision import Pick
 from seneca import SenecaLoader
 from seneca_base.errors import ConfigError
 

@@ -6,7 +6,8 @@ import collections
 import redis
 
 from ods import defaults
-from ods.sampler import OdsBatchSampler, hits_by_bucket
+from ods.decision import hits_by_bucket
+from ods.sampler import OdsBatchSampler
 from ods.store import OdsStore
 
 

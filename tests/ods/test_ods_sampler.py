@@ -5,7 +5,8 @@ import collections
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from ods.sampler import OdsBatchSampler, Pick
+from ods.decision import Pick
+from ods.sampler import OdsBatchSampler
 from ods.store import OdsStore
 
 
