@@ -355,14 +355,18 @@ class OdsBatchSampler:
 
     def upcoming(self) -> list[Pick] | None:
         """The latest iteration's next batch when it is decided already, else None: what a
-        fetch may read ahead while the loader works on the batch before."""
+        fetch may read ahead while the loader works on the batch before. A decision posted
+        early and sent already is collected for it (its reply was made while the loader
+        worked), so the batch after the last one in hand can be read ahead too."""
         run = self._run
         if run is None:
             return None
         want = self.batch_size if run.left is None else min(self.batch_size, run.left)
-        if want <= 0 or len(run.ahead) < want or (self.drop_last and want < self.batch_size):
+        if want <= 0 or (self.drop_last and want < self.batch_size):
             return None
-        return run.ahead[:want]
+        if len(run.ahead) < want and run.prefetch is not None and run.prefetch[0].sent:
+            self._refill(run)
+        return run.ahead[:want] if len(run.ahead) >= want else None
 
 
 class OdsSampler:
