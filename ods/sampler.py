@@ -57,6 +57,7 @@ class _Run:
     drained: bool = False
     span: int = 1  # batches the next decision asks for
     prefetch: tuple[Call, int] | None = None  # a decision posted early, and its ask
+    failed: Exception | None = None  # collecting it ahead failed: raised at the next batch
 
 
 class OdsBatchSampler:
@@ -286,6 +287,9 @@ class OdsBatchSampler:
     def _batches(self, run: _Run) -> Iterator[list[Pick]]:
         """The epoch's batches, from decisions."""
         while run.left is None or run.left > 0:
+            if run.failed is not None:  # (see upcoming)
+                err, run.failed = run.failed, None
+                raise err
             want = self.batch_size if run.left is None else min(self.batch_size, run.left)
             if self.drop_last and want < self.batch_size:
                 break
@@ -357,15 +361,21 @@ class OdsBatchSampler:
         """The latest iteration's next batch when it is decided already, else None: what a
         fetch may read ahead while the loader works on the batch before. A decision posted
         early and sent already is collected for it (its reply was made while the loader
-        worked), so the batch after the last one in hand can be read ahead too."""
+        worked), so the batch after the last one in hand can be read ahead too. If collecting
+        it fails, the error is raised where the next batch is asked for, as it would have been
+        without this call (the epoch then goes on from storage, every sample once)."""
         run = self._run
         if run is None:
             return None
         want = self.batch_size if run.left is None else min(self.batch_size, run.left)
         if want <= 0 or (self.drop_last and want < self.batch_size):
             return None
-        if len(run.ahead) < want and run.prefetch is not None and run.prefetch[0].sent:
-            self._refill(run)
+        if len(run.ahead) < want and run.prefetch and run.prefetch[0].sent and not run.failed:
+            try:
+                self._refill(run)
+            except Exception as err:  # raised where the batch is asked for, as it would be
+                run.failed = err  # there: the epoch goes on as after any failed decision
+                return None
         return run.ahead[:want] if len(run.ahead) >= want else None
 
 

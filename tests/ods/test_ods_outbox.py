@@ -161,3 +161,28 @@ def test_parse_decision_raises_an_error_reply_as_its_type():
         parse_decision(redis.ResponseError("SENECA_NOJOB job"))
     with pytest.raises(redis.ResponseError, match="ERR other"):
         parse_decision(redis.ResponseError("ERR other"))
+
+
+def test_a_decision_whose_reply_is_lost_while_read_ahead_leaves_no_sample_out(redis_proc):
+    """The fetch collects a sent decision early for its read-ahead (``upcoming``) and reads
+    around cache errors. When the connection breaks there after the server ran the decision,
+    the epoch goes on as when the batch loop finds it broken: from storage, every sample once
+    (the lost decision's samples are not left out)."""
+    store = _covered_store(redis_proc)
+    sampler = OdsBatchSampler(store, "job", batch_size=4, lookahead=3)
+    store.outbox.flush()
+    served, broken, read_ahead = [], [], []
+    for batch in sampler:
+        served += [p.index for p in batch]
+        run = sampler._run
+        try:  # what the fetch does after reading a batch, reading around cache errors
+            store.outbox.flush()  # the posted decision is sent (and run)
+            if not broken and run.prefetch and run.prefetch[0].sent and len(run.ahead) < 4:
+                for _, conn, _ in run.prefetch[0]._sent._sent.groups:
+                    conn.disconnect()  # its reply is lost
+                    broken.append(conn)
+            read_ahead.append(sampler.upcoming())
+        except (redis.RedisError, OSError):
+            pass
+    assert broken and None in read_ahead
+    assert sorted(served) == list(range(48))
