@@ -75,9 +75,11 @@ def _fill(ds: Any, url: str, rnd: int, batch_size: int, size: int) -> Any:
     a = _loader(ds, url, f"hit-a{rnd}", batch_size, size)
     store = a.store
     store.join(f"hit-b{rnd}")  # a second live job, so a's epoch admits augmented samples
-    for k, _ in enumerate(a):
-        if k % 16 == 15:  # its lease is renewed while a's epoch runs
+    renewed = time.monotonic()
+    for _ in a:  # its lease is renewed while a's epoch runs, however slowly the batches come
+        if time.monotonic() - renewed > store.lease_ms / 4000:
             store.join(f"hit-b{rnd}")
+            renewed = time.monotonic()
     return store
 
 
