@@ -41,6 +41,22 @@ class Placed:
     size: int
 
 
+_ZEROS = [memoryview(b"")]
+
+
+def _warm(dest: memoryview) -> None:
+    """Write zeros over ``dest`` before a unix socket fills it. A placed value's destination
+    (a row of a batch tensor) is mostly out of the CPU's caches, and a unix socket's copy into
+    such memory was measured slower than zeroing it first and then copying: a batch of 32
+    values of 150 KB read in 1.4 ms instead of 1.85 ms. Over TCP it was not (zeroing cost
+    about 2%), so it is not done there. A value read into a new ``bytearray`` needs nothing:
+    it is zeroed when made."""
+    zeros = _ZEROS[0]
+    if len(zeros) < len(dest):
+        zeros = _ZEROS[0] = memoryview(bytes(len(dest)))
+    dest[:] = zeros[: len(dest)]
+
+
 class _Reader:
     """RESP2/RESP3 replies of the kinds our commands get: bulk and simple strings, integers,
     nulls, arrays and errors."""
@@ -49,6 +65,8 @@ class _Reader:
         self.sock = sock
         self.buf = bytearray()
         self.pos = 0
+        self._last: tuple[bytes, int] | None = None  # the last TENSOR header placed, its size
+        self._warm = getattr(sock, "family", None) == socket.AF_UNIX  # see _warm
 
     def _fill(self) -> None:
         if self.pos:
@@ -68,12 +86,15 @@ class _Reader:
                 return line
             self._fill()
 
-    def _into(self, view: memoryview) -> None:
-        """Fill ``view`` from the buffered bytes, then straight from the socket."""
+    def _into(self, view: memoryview, warm: bool = False) -> None:
+        """Fill ``view`` from the buffered bytes, then straight from the socket (``warm``:
+        into zeroed memory, see :func:`_warm`)."""
         have = min(len(view), len(self.buf) - self.pos)
         with memoryview(self.buf) as buffered:  # released before the buffer is resized
             view[:have] = buffered[self.pos : self.pos + have]
         self.pos += have
+        if warm and self._warm and have < len(view):
+            _warm(view[have:])
         while have < len(view):
             got = self.sock.recv_into(view[have:])
             if not got:
@@ -85,18 +106,30 @@ class _Reader:
         while len(self.buf) - self.pos < n:
             self._fill()
 
+    def _header(self, size: int) -> bytes | None:
+        """The header of the TENSOR value of ``size`` bytes that starts at the read position
+        (buffered by then), or None for any other value."""
+        last = self._last
+        if last is not None and last[1] == size and self.buf.startswith(last[0], self.pos):
+            return last[0]  # the values of a batch mostly share one header
+        self._want(codec.FIXED_SIZE)  # the header is looked at where it is buffered
+        hsize = codec.tensor_header_size(self.buf, self.pos)
+        if hsize is None or hsize > size:
+            return None
+        self._want(hsize)
+        header = bytes(self.buf[self.pos : self.pos + hsize])
+        self._last = (header, size)
+        return header
+
     def _bulk(self, size: int, place: Place | None = None, index: int = -1) -> Any:
         if place is not None and size >= codec.FIXED_SIZE:
-            self._want(codec.FIXED_SIZE)  # the header is looked at where it is buffered
-            hsize = codec.tensor_header_size(self.buf, self.pos)
-            if hsize is not None and hsize <= size:
-                self._want(hsize)
-                dest = place(index, bytes(self.buf[self.pos : self.pos + hsize]), size)
-                if dest is not None:
-                    self.pos += hsize
-                    self._into(dest)
-                    self._line()  # the CRLF after the payload
-                    return Placed(size)
+            header = self._header(size)
+            dest = place(index, header, size) if header is not None else None
+            if dest is not None:
+                self.pos += len(header)
+                self._into(dest, warm=True)
+                self._line()  # the CRLF after the payload
+                return Placed(size)
         out = bytearray(size)
         self._into(memoryview(out))
         self._line()  # the CRLF after the payload

@@ -1,7 +1,9 @@
 """Cached tensors read straight into the rows of the batch tensor, and collated without a copy."""
 
 import pytest
+import redis
 import torch
+from conftest import RedisProcess
 from helpers.indexed import indexed
 from torch.utils.data import default_collate
 from torchvision.transforms import v2
@@ -48,6 +50,38 @@ def test_execute_places_tensor_payloads(redis_proc):
     assert isinstance(values[4], bytearray)  # another shape: no row for it
     assert isinstance(values[5], bytearray) and torch.equal(codec.decode(values[5]), tensors[2])
     assert r.get("raw") is not None  # the connection is still in step
+
+
+@pytest.mark.parametrize("transport", ["unix", "tcp"])
+def test_large_tensors_placed_whole_over_either_transport(transport, free_port):
+    """Crop-sized tensors back to back (each spans several socket reads: part buffered, the
+    rest received into its row) land whole, over a unix socket and over TCP; a value of the
+    same size whose header differs (another shape) is not taken for the one before it."""
+    server = RedisProcess(port=free_port)
+    try:
+        r = server.client if transport == "unix" else redis.Redis(port=free_port)
+        tensors = [torch.randint(0, 255, (3, 224, 224), dtype=torch.uint8) for _ in range(6)]
+        other = torch.randint(0, 255, (224, 3, 224), dtype=torch.uint8)  # same size
+        for k, t in enumerate(tensors):
+            r.set(f"t{k}", codec.encode(t))
+        r.set("other", codec.encode(other))
+        rows = BatchRows(7)
+        rows.place(0, torch.uint8, (3, 224, 224))
+        rows.rows.fill_(255)  # what a reused buffer may hold
+
+        def place(k, header, total):
+            layout = codec.tensor_layout(header, total)
+            return None if layout is None else rows.place(k, *layout)
+
+        keys = ["t0", "t1", "t2", "other", "t3", "t4", "t5"]
+        (values, pong) = execute(r, [("MGET", *keys), ("PING",)], place=place)
+        assert pong == b"PONG"
+        placed = [k for k, v in enumerate(values) if isinstance(v, Placed)]
+        assert placed == [0, 1, 2, 4, 5, 6]
+        assert all(torch.equal(rows.rows[k], t) for k, t in zip(placed, tensors, strict=True))
+        assert torch.equal(codec.decode(values[3]), other)
+    finally:
+        server.stop()
 
 
 def test_collate_rows_returns_the_rows_tensor():
