@@ -63,23 +63,32 @@ class _Reader:
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.buf = bytearray()
-        self.pos = 0
+        self.buf = bytearray(2 * _CHUNK)  # bytes [pos, end) are received and not yet read
+        self.pos = self.end = 0
         self._last: tuple[bytes, int] | None = None  # the last TENSOR header placed, its size
         self._warm = getattr(sock, "family", None) == socket.AF_UNIX  # see _warm
 
     def _fill(self) -> None:
-        if self.pos:
-            del self.buf[: self.pos]
-            self.pos = 0
-        chunk = self.sock.recv(_CHUNK)
-        if not chunk:
+        """Receive what the socket has, up to ``_CHUNK`` bytes, after the buffered ones."""
+        pos, end = self.pos, self.end
+        if pos == end:
+            pos = end = 0
+        elif len(self.buf) - end < _CHUNK:  # the unread bytes move to the front
+            n = end - pos
+            if n + _CHUNK > len(self.buf):  # a long line: a bigger buffer
+                self.buf = self.buf[pos:end] + bytearray(_CHUNK)
+            else:
+                self.buf[:n] = self.buf[pos:end]
+            pos, end = 0, n
+        with memoryview(self.buf) as free:
+            got = self.sock.recv_into(free[end : end + _CHUNK])
+        if not got:
             raise redis.ConnectionError("the cache closed the connection mid-reply")
-        self.buf += chunk
+        self.pos, self.end = pos, end + got
 
     def _line(self) -> bytes:
         while True:
-            end = self.buf.find(b"\r\n", self.pos)
+            end = self.buf.find(b"\r\n", self.pos, self.end)
             if end >= 0:
                 line = bytes(self.buf[self.pos : end])
                 self.pos = end + 2
@@ -89,7 +98,7 @@ class _Reader:
     def _into(self, view: memoryview, warm: bool = False) -> None:
         """Fill ``view`` from the buffered bytes, then straight from the socket (``warm``:
         into zeroed memory, see :func:`_warm`)."""
-        have = min(len(view), len(self.buf) - self.pos)
+        have = min(len(view), self.end - self.pos)
         with memoryview(self.buf) as buffered:  # released before the buffer is resized
             view[:have] = buffered[self.pos : self.pos + have]
         self.pos += have
@@ -103,15 +112,15 @@ class _Reader:
 
     def _want(self, n: int) -> None:
         """Have at least ``n`` bytes buffered."""
-        while len(self.buf) - self.pos < n:
+        while self.end - self.pos < n:
             self._fill()
 
     def _header(self, size: int) -> bytes | None:
         """The header of the TENSOR value of ``size`` bytes that starts at the read position
         (buffered by then), or None for any other value."""
-        last = self._last
-        if last is not None and last[1] == size and self.buf.startswith(last[0], self.pos):
-            return last[0]  # the values of a batch mostly share one header
+        last = self._last  # the values of a batch mostly share one header
+        if last and last[1] == size and self.buf.startswith(last[0], self.pos, self.end):
+            return last[0]
         self._want(codec.FIXED_SIZE)  # the header is looked at where it is buffered
         hsize = codec.tensor_header_size(self.buf, self.pos)
         if hsize is None or hsize > size:
@@ -162,6 +171,16 @@ class _Reader:
         raise redis.ConnectionError(f"unexpected reply from the cache: {line[:40]!r}")
 
 
+def _reader_of(conn: Any) -> _Reader:
+    """The reader of ``conn``'s socket, kept on the connection: its buffer is made once per
+    socket. Every reply a reader receives is read, or the connection is dropped (``ods.routing``
+    disconnects it on any failure mid-reply), so a kept reader has nothing left buffered."""
+    reader = getattr(conn, "_seneca_reader", None)
+    if reader is None or reader.sock is not conn._sock:
+        reader = conn._seneca_reader = _Reader(conn._sock)
+    return reader
+
+
 class Pending:
     """Commands sent by :func:`post` whose replies are not read yet: the server works on them
     while the caller does something else. Read them once with :meth:`replies`, or
@@ -177,13 +196,10 @@ class Pending:
             raise RuntimeError("the replies of these commands were read already")
         self.done = True
         sent = self.sent
-        readers: dict[int, _Reader] = {}
         name, first, count = sent.spans[0] if sent.spans else ("", 0, 0)
 
         def read(conn: Any, k: int) -> Any:
-            reader = readers.get(id(conn))
-            if reader is None:
-                reader = readers[id(conn)] = _Reader(conn._sock)
+            reader = _reader_of(conn)
             if place is None or not first <= k < first + count:
                 return reader.reply()
             return reader.reply(place, k - first) if name == "MGET" else reader.reply(place)
