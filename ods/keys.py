@@ -35,7 +35,7 @@ Without a view (``view=""``, payload-free simulation) the augmented form is plai
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ods import defaults
@@ -134,7 +134,21 @@ class Keys:
 
     def value(self, tier: str, index: int) -> str:
         """The key of sample ``index``'s value in ``tier``."""
-        return f"{self.prefix}:v:{{{self.dataset}:{self.form(tier)}:{int(index)}}}"
+        return f"{self._value_head(tier)}{int(index)}}}"
+
+    def values(self, items: Iterable[tuple[str, int]]) -> list[str]:
+        """The keys of the values of ``(tier, index)`` items, as :meth:`value` (a batch's)."""
+        heads: dict[str, str] = {}
+        out = []
+        for tier, index in items:
+            head = heads.get(tier)
+            if head is None:
+                head = heads[tier] = self._value_head(tier)
+            out.append(f"{head}{int(index)}}}")
+        return out
+
+    def _value_head(self, tier: str) -> str:
+        return f"{self.prefix}:v:{{{self.dataset}:{self.form(tier)}:"
 
     def staged(self, tier: str, index: int, token: str) -> str:
         """Where a value is staged before its admission (same slot as its key)."""

@@ -32,7 +32,7 @@ Policies:
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import redis
 
@@ -293,6 +293,10 @@ class OdsStore(Engine):
     def value_key(self, tier: str, index: int) -> str:
         """The key holding the value of sample ``index`` in ``tier``."""
         return self.keys.value(tier, index)
+
+    def value_keys(self, items: Iterable[tuple[str, int]]) -> list[str]:
+        """:meth:`value_key` of each ``(tier, index)`` item."""
+        return self.keys.values(items)
 
     def live_command(self) -> tuple[object, ...]:
         """The command whose reply :meth:`same_view` counts: the live jobs' names."""

@@ -39,22 +39,22 @@ def _placer(rows: BatchRows, picks: Sequence[Any], slots: Sequence[int]) -> Plac
     k's row is ``slots[k]``)."""
     where = [slots[k] for k, p in enumerate(picks) if p.tier is not None]
     tiers = [p.tier for p in picks if p.tier is not None]
-    known: list[Any] = [None, None]  # the last header and total seen, and their layout
+    known: list[Any] = [None, 0, None]  # the last header and total seen, and their layout
 
     def place(j: int, header: bytes, total: int) -> memoryview | None:
-        k = where[j]
         if tiers[j] != "augmented":
             return None
-        if known[0] != (header, total):  # the values of a batch mostly share one header
-            known[:] = [(header, total), codec.tensor_layout(header, total)]
-        layout = known[1]
-        return None if layout is None else rows.place(k, *layout)
+        # the values of a batch mostly share one header (the reader passes the same object)
+        if header is not known[0] or total != known[1]:
+            known[:] = [header, total, codec.tensor_layout(header, total)]
+        layout = known[2]
+        return None if layout is None else rows.place(where[j], *layout)
 
     return place
 
 
 def _keys(ds: Any, picks: Sequence[Pick]) -> list[str]:
-    return [ds.store.value_key(p.tier, p.index) for p in picks if p.tier is not None]
+    return ds.store.value_keys((p.tier, p.index) for p in picks if p.tier is not None)
 
 
 def _reads(ds: Any, keys: Sequence[str], releases: Sequence[tuple[int, list[int]]]) -> list:

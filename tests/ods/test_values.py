@@ -154,6 +154,16 @@ def test_metadata_shares_one_slot_and_values_spread(redis_proc):
     assert key_slot(staged.encode()) == key_slot(s.value_key("decoded", 5).encode())
 
 
+def test_a_batch_of_value_keys_is_each_value_key():
+    from ods.keys import Keys
+
+    for keys in (Keys("ds"), Keys("ds", view="crop")):
+        items = [(t, i) for i in (0, 7, 123_456) for t in CAPACITY]
+        assert keys.values(items) == [keys.value(t, i) for t, i in items]
+    assert Keys("ds", view="crop").value("augmented", 3) == "seneca:v:{ds:a:crop:3}"
+    assert Keys("ds", view="crop").value("encoded", 3) == "seneca:v:{ds:e:3}"
+
+
 def test_values_are_staged_then_renamed_and_refused_ones_deleted(redis_proc):
     s, r = _store(redis_proc.client), redis_proc.client
     s.join("a")
