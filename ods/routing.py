@@ -10,6 +10,10 @@ A MOVED reply refreshes the slot map and sends that command again; an ASK reply 
 migrated, the key already on the importing node) sends ``ASKING`` and the command to the node it
 names, once, leaving the slot map as it is.
 
+A write takes a connection kept by this module after every reply on it was read (a few per
+pool and process), else one from the client's pool; commands are packed by hiredis directly
+where it takes their arguments.
+
 Error replies come back in place as exceptions. A node that cannot be reached fails the batch on
 a single server (the exception is raised); on a cluster its commands get the exception in place,
 so the other nodes' replies are still used (its values become misses).
@@ -17,6 +21,8 @@ so the other nodes' replies are still used (its values become misses).
 
 from __future__ import annotations
 
+import os
+import select
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,11 +30,19 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-__all__ = ["Sent", "abandon", "is_cluster", "receive", "run", "send"]
+__all__ = ["Sent", "abandon", "is_cluster", "kept", "receive", "run", "send"]
 
 _KEYLESS = {"TIME", "PING", "INFO", "SLOWLOG", "FUNCTION", "CONFIG", "CLUSTER", "MEMORY"}
 _SPLIT = {"MGET": "GET", "UNLINK": "UNLINK", "DEL": "DEL", "EXISTS": "EXISTS"}
 _REDIRECTS = 2
+_JOIN = 1 << 16  # packed commands up to this size are sent as one piece
+_KEPT = "_seneca_kept"  # a pool's attribute: (pid, connections kept for the next writes)
+_KEEP = 4
+
+try:
+    from hiredis import pack_command as _pack
+except ImportError:  # redis-py packs
+    _pack = None
 
 #: reads the reply of command ``position`` from ``conn``
 Read = Callable[[Any, int], Any]
@@ -105,13 +119,70 @@ def send(client: Any, commands: Sequence[Sequence[Any]]) -> Sent:
     return sent
 
 
+def _packed(conn: Any, commands: list[tuple]) -> Any:
+    """``commands`` in the protocol: packed by hiredis directly when every argument is of a
+    type it takes (redis-py's own packing of the same bytes costs several times more a call);
+    otherwise (a ``bytearray`` value, a command name with a space) by redis-py."""
+    if _pack is not None:
+        try:
+            if not any(isinstance(c[0], str) and " " in c[0] for c in commands):
+                pieces = [_pack(c) for c in commands]
+                return [b"".join(pieces)] if sum(map(len, pieces)) <= _JOIN else pieces
+        except TypeError:
+            pass
+    return conn.pack_commands(commands)
+
+
+def _take(pool: Any) -> Any:
+    """A connection of ``pool`` to write on: one kept by :func:`_keep` in this process, else
+    one from the pool. A kept one is checked with one ``poll`` (the pool's own check of a
+    connection costs several system calls): one the server closed, or with anything to read,
+    is connected again when it is written on (as the pool would)."""
+    kept = getattr(pool, _KEPT, None)
+    if kept is not None and kept[0] == os.getpid() and kept[1]:
+        try:
+            conn = kept[1].pop()
+        except IndexError:  # taken by another thread meanwhile
+            return pool.get_connection()
+        if conn._sock is not None and _readable(conn._sock):
+            conn.disconnect()  # closed by the server (or anything else on it): a new one
+        return conn
+    return pool.get_connection()
+
+
+def kept(pool: Any) -> list[Any]:
+    """The connections of ``pool`` kept in this process for the next writes (checked out of
+    the pool, in step: every reply on them was read)."""
+    held = getattr(pool, _KEPT, None)
+    return list(held[1]) if held is not None and held[0] == os.getpid() else []
+
+
+def _readable(sock: Any) -> bool:
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _keep(pool: Any, conn: Any) -> None:
+    """Keep ``conn``, every reply on which was read, for the next :func:`_take` (at most
+    ``_KEEP`` of a pool per process; any more go back to the pool)."""
+    kept = getattr(pool, _KEPT, None)
+    if kept is None or kept[0] != os.getpid():  # (a forked child starts its own)
+        kept = (os.getpid(), [])
+        setattr(pool, _KEPT, kept)
+    if len(kept[1]) < _KEEP:
+        kept[1].append(conn)
+    else:
+        pool.release(conn)
+
+
 def _write(sent: Sent, targets: list[tuple[redis.Redis, list[int]]]) -> None:
     for node, where in targets:
         pool = node.connection_pool
         conn = None
         try:
-            conn = pool.get_connection()
-            conn.send_packed_command(conn.pack_commands([sent.commands[k] for k in where]))
+            conn = _take(pool)
+            conn.send_packed_command(_packed(conn, [sent.commands[k] for k in where]))
             sent.groups.append((pool, conn, where))
         except (redis.RedisError, OSError) as err:
             _fail(sent, pool, conn, where, err)
@@ -155,7 +226,7 @@ def _read_group(sent: Sent, group: tuple[Any, Any, list[int]], read: Read, out: 
         conn.disconnect()
         pool.release(conn)
         raise
-    pool.release(conn)
+    _keep(pool, conn)
 
 
 def abandon(sent: Sent) -> None:

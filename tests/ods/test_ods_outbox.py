@@ -7,6 +7,7 @@ import os
 import pytest
 import redis
 
+from ods import routing
 from ods.decision import parse_decision
 from ods.outbox import Outbox
 from ods.sampler import OdsBatchSampler
@@ -16,12 +17,14 @@ from seneca_base.errors import UnknownJobError
 
 def _box(redis_proc, flushing=True):
     """An outbox on a client of its own (``flushing``: as after a fetch's first flush, so held
-    calls wait), and how many of that client's pool connections are checked out."""
+        calls wait), and how many of that client's pool connections are checked out (other than
+    those ``ods.routing`` keeps for its next writes)."""
     client = redis.Redis(unix_socket_path=str(redis_proc.sock))
     box = Outbox(lambda: client)
     if flushing:
         box.flush()
-    return box, lambda: len(client.connection_pool._in_use_connections)
+    pool = client.connection_pool
+    return box, lambda: len(pool._in_use_connections) - len(routing.kept(pool))
 
 
 def test_held_calls_wait_for_the_flush_and_replies_are_read_later(redis_proc):
