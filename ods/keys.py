@@ -35,6 +35,7 @@ Without a view (``view=""``, payload-free simulation) the augmented form is plai
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -120,17 +121,21 @@ class Keys:
         b = int(bucket)
         return [f"{self.meta}{k}:{x}" for x in (b, b - 1) for k in ("pin", "pinc")]
 
-    def declared(self, job: str, bucket: int, jobs: Sequence[str]) -> list[str]:
+    def declared(self, job: str, bucket: int, jobs: Sequence[str]) -> tuple[str, ...]:
         """Every key a function call may touch, in the order ``ods/functions/lib.lua`` reads
         them: the dataset's, the caller's job's, its pins', then r, g, m of each of ``jobs``
-        (names as the engine gives them)."""
+        (names as the engine gives them). Remembered for the latest few arguments: a job's
+        calls declare the same keys until its pin bucket or the live jobs change."""
+        return _declared(self, job, int(bucket), tuple(jobs))
+
+    def _declare(self, job: str, bucket: int, jobs: Sequence[str]) -> tuple[str, ...]:
         out = [self.tier(t) for t in TIERS] + [self.sizes(t) for t in TIERS]
         out += [self.used, self.jobs]
         out += [self.meta + k for k in ("ref", "doom", "x:c", "x:g")] + self.gc()
         out += self.job(job) + self.pins(bucket)
         for name in jobs:
             out += [f"{self.meta}{k}:{name}" for k in ("r", "g", "m")]
-        return out
+        return tuple(out)
 
     def value(self, tier: str, index: int) -> str:
         """The key of sample ``index``'s value in ``tier``."""
@@ -158,3 +163,8 @@ class Keys:
         """SCAN patterns matching every key of this dataset (metadata, values, staged)."""
         data = glob_escape(self.dataset)
         return [glob_escape(self.meta) + "*", f"{glob_escape(self.prefix)}:v:{{{data}:*"]
+
+
+@functools.lru_cache(maxsize=64)
+def _declared(keys: Keys, job: str, bucket: int, jobs: tuple[str, ...]) -> tuple[str, ...]:
+    return keys._declare(job, bucket, jobs)

@@ -164,6 +164,17 @@ def test_a_batch_of_value_keys_is_each_value_key():
     assert Keys("ds", view="crop").value("encoded", 3) == "seneca:v:{ds:e:3}"
 
 
+def test_declared_keys_follow_their_arguments():
+    from ods.keys import Keys
+
+    keys = Keys("ds")
+    first = keys.declared("j", 7, ["x"])
+    later = keys.declared("j", 8, ["x", "y"])
+    assert keys.pins(7)[0] in first and keys.pins(8)[0] in later
+    assert len(later) == len(first) + 3 and keys.members("y") in later
+    assert keys.declared("j", 7, ["x"]) == first and keys.declared("k", 7, ["x"]) != first
+
+
 def test_values_are_staged_then_renamed_and_refused_ones_deleted(redis_proc):
     s, r = _store(redis_proc.client), redis_proc.client
     s.join("a")
