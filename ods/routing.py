@@ -36,7 +36,7 @@ _KEYLESS = {"TIME", "PING", "INFO", "SLOWLOG", "FUNCTION", "CONFIG", "CLUSTER", 
 _SPLIT = {"MGET": "GET", "UNLINK": "UNLINK", "DEL": "DEL", "EXISTS": "EXISTS"}
 _REDIRECTS = 2
 _JOIN = 1 << 16  # packed commands up to this size are sent as one piece
-_KEPT = "_seneca_kept"  # a pool's attribute: (pid, connections kept for the next writes)
+_KEPT = "_seneca_kept"  # a pool's attribute: {pid: connections kept for the next writes}
 _KEEP = 4
 
 try:
@@ -138,23 +138,24 @@ def _take(pool: Any) -> Any:
     one from the pool. A kept one is checked with one ``poll`` (the pool's own check of a
     connection costs several system calls): one the server closed, or with anything to read,
     is connected again when it is written on (as the pool would)."""
-    kept = getattr(pool, _KEPT, None)
-    if kept is not None and kept[0] == os.getpid() and kept[1]:
-        try:
-            conn = kept[1].pop()
-        except IndexError:  # taken by another thread meanwhile
-            return pool.get_connection()
-        if conn._sock is not None and _readable(conn._sock):
-            conn.disconnect()  # closed by the server (or anything else on it): a new one
-        return conn
-    return pool.get_connection()
+    try:
+        conn = _kept(pool).pop()
+    except IndexError:  # none kept (or taken by another thread meanwhile)
+        return pool.get_connection()
+    if conn._sock is not None and _readable(conn._sock):
+        conn.disconnect()  # closed by the server (or anything else on it): a new one
+    return conn
+
+
+def _kept(pool: Any) -> list[Any]:
+    """This process's list of ``pool``'s kept connections (a forked child has its own)."""
+    return pool.__dict__.setdefault(_KEPT, {}).setdefault(os.getpid(), [])
 
 
 def kept(pool: Any) -> list[Any]:
     """The connections of ``pool`` kept in this process for the next writes (checked out of
     the pool, in step: every reply on them was read)."""
-    held = getattr(pool, _KEPT, None)
-    return list(held[1]) if held is not None and held[0] == os.getpid() else []
+    return list(_kept(pool))
 
 
 def _readable(sock: Any) -> bool:
@@ -166,12 +167,9 @@ def _readable(sock: Any) -> bool:
 def _keep(pool: Any, conn: Any) -> None:
     """Keep ``conn``, every reply on which was read, for the next :func:`_take` (at most
     ``_KEEP`` of a pool per process; any more go back to the pool)."""
-    kept = getattr(pool, _KEPT, None)
-    if kept is None or kept[0] != os.getpid():  # (a forked child starts its own)
-        kept = (os.getpid(), [])
-        setattr(pool, _KEPT, kept)
-    if len(kept[1]) < _KEEP:
-        kept[1].append(conn)
+    kept = _kept(pool)
+    if len(kept) < _KEEP:
+        kept.append(conn)
     else:
         pool.release(conn)
 
