@@ -158,12 +158,20 @@ class HitSplitter:
                 batch[others] = images
                 out[others] = targets.to(labels.dtype)
             return [batch, out]
-        # anything else (samples of other shapes, a hit found gone made another way): collate
-        # the samples in their decided order
+        # anything else (samples of other shapes, hits found gone and made here): collate the
+        # samples in their decided order
         samples: list[Any] = [None] * len(picks)
         for k, s in zip(slots, hits, strict=True):
             samples[k] = s
         if images is not None:
-            for k, image, target in zip(others, images, targets, strict=True):
+            for k, image, target in zip(others, images, _per_sample(targets, hits), strict=True):
                 samples[k] = (image, target)
         return default_collate(samples)
+
+
+def _per_sample(targets: Any, hits: Sequence[Any]) -> Any:
+    """The workers' collated ``targets`` per sample, as the hits' are: Python numbers where the
+    hits' are (a tensor's elements would be 0-d tensors, which do not collate with numbers)."""
+    if isinstance(targets, torch.Tensor) and not isinstance(hits[0][1], torch.Tensor):
+        return targets.tolist()
+    return targets

@@ -84,6 +84,24 @@ def test_batches_mixing_hits_and_misses(tiny_dataset, redis_proc, workers):
     del keep
 
 
+def test_hits_found_gone_mixed_with_the_workers_samples(tiny_dataset, redis_proc):
+    """Every copy deleted after it was cached: the decided hits are found gone and read from
+    storage in the loader process, so a batch's rows are never made there; such batches are
+    collated from their samples, the workers' (targets collated to a tensor) among them."""
+    ds = _indexed(tiny_dataset)
+    keep = _with_copies(ds, redis_proc.url)
+    store = keep[0].store
+    gone = [store.value_key("augmented", i) for i in range(len(ds))]
+    redis_proc.client.unlink(*gone)
+    c = _reader(ds, redis_proc.url, 1)
+    _check_epoch(ds, c)
+    stats = c.stats()
+    assert stats["ods_gone"] == HITS and stats["augmented"]["hits"] == 0
+    assert c._splitter.mixed >= 1  # a batch of gone hits read here and a worker's samples
+    c.close()
+    del keep
+
+
 def test_hits_and_misses_out_of_order(tiny_dataset, redis_proc):
     ds = _indexed(tiny_dataset)
     keep = _with_copies(ds, redis_proc.url)
