@@ -125,12 +125,17 @@ def _packed(conn: Any, commands: list[tuple]) -> Any:
     otherwise (a ``bytearray`` value, a command name with a space) by redis-py."""
     if _pack is not None:
         try:
-            if not any(isinstance(c[0], str) and " " in c[0] for c in commands):
+            if not any(_spaced(c[0]) for c in commands):
                 pieces = [_pack(c) for c in commands]
                 return [b"".join(pieces)] if sum(map(len, pieces)) <= _JOIN else pieces
         except TypeError:
             pass
     return conn.pack_commands(commands)
+
+
+def _spaced(name: Any) -> bool:
+    """Whether a command name holds a space (``"CONFIG GET"``): redis-py splits those."""
+    return (" " in name) if isinstance(name, str) else isinstance(name, bytes) and b" " in name
 
 
 def _take(pool: Any) -> Any:

@@ -60,5 +60,6 @@ def test_arguments_hiredis_does_not_pack_are_packed_by_redis_py(redis_proc):
     value = bytearray(b"x" * 100_000)  # a bytearray value (hiredis takes bytes, not these)
     assert execute(r, [("SET", "b", value), ("STRLEN", "b")]) == [b"OK", 100_000]
     assert execute(r, [("OBJECT ENCODING", "b")]) == [b"raw"]  # a name redis-py splits
+    assert execute(r, [(b"OBJECT ENCODING", "b")]) == [b"raw"]  # as bytes too
     big = [("SET", f"v{k}", b"y" * 40_000) for k in range(4)]  # sent as separate pieces
     assert execute(r, [*big, ("MGET", "v0", "v3")])[-1] == [b"y" * 40_000] * 2
