@@ -118,6 +118,31 @@ def test_augmented_copy_served_once_per_job_and_never_to_its_maker(redis_proc):
     assert _read(s, "b", [0])[0] == [None]
 
 
+def test_augmented_copy_spent_by_the_jobs_that_train_on_it(redis_proc):
+    """A job training on a subset without the sample does not keep its copy; one whose subset
+    holds it does, until it used the copy too. A copy made again serves every job again."""
+    s, r = _store(redis_proc.client), redis_proc.client
+    s.join("a")
+    s.join("b", range(1, 10))  # never trains on sample 0
+    s.join("c", range(0, 10))
+    s.join("d")
+    assert s.admit("a", [_item(0, "augmented", b"A0"), _item(1, "augmented", b"A1")]) == [1, 1]
+    assert _read(s, "c", [0, 1])[1] == [b"A0", b"A1"]
+    assert _read(s, "d", [0])[1] == [b"A0"]  # a, c and d used copy 0; b never needs it
+    assert r.getbit(s.tier_key("augmented"), 0) == 0
+    assert not r.exists(s.value_key("augmented", 0))
+    assert _read(s, "d", [1])[1] == [b"A1"]  # copy 1: b still needs it
+    assert r.getbit(s.tier_key("augmented"), 1) == 1
+    assert _read(s, "b", [1])[1] == [b"A1"]
+    assert r.getbit(s.tier_key("augmented"), 1) == 0
+    assert s.admit("b", [_item(0, "augmented", b"B0")]) == [1]  # a new copy, used by b only
+    for job in ("a", "c"):
+        assert _read(s, job, [0])[1] == [b"B0"]
+        assert r.getbit(s.tier_key("augmented"), 0) == 1  # d has not used this copy yet
+    assert _read(s, "d", [0])[1] == [b"B0"]
+    assert r.getbit(s.tier_key("augmented"), 0) == 0
+
+
 def test_lookup_and_admit_take_one_function_call_each(redis_proc):
     s, r = _store(redis_proc.client, capacity=dict.fromkeys(CAPACITY, 10**9)), redis_proc.client
     s.join("a")
