@@ -35,6 +35,10 @@ end
 -- are sent in chunks of at most CHUNK of them (a multiple of 2, 3 and 4: whole items)
 local CHUNK = 960
 
+-- about the cost of one operation over a whole bitmap, in BITFIELD items per sample of the
+-- dataset (a BITOP over a million samples costs about as much as 30 items)
+local WHOLE = 30 / 1000000
+
 -- redis.call(cmd, key, pre..., args...) in chunks of whole items of width arguments; the
 -- replies' elements concatenated (pre: nil or two arguments repeated before each chunk)
 local function chunked(cmd, key, pre, args, width)

@@ -316,7 +316,11 @@ local function serve(picked, tiers, policy, hitmap, n)
       if t == 'a' then augs[#augs + 1] = s end
     end
   end
-  set_bits(K.g, augs, 1)
+  if hitmap and #augs == #picked and WHOLE * n < #augs then  -- the hits are the used copies
+    redis.call('BITOP', 'OR', K.g, K.g, hitmap)
+  else
+    set_bits(K.g, augs, 1)
+  end
   count_served(#picked, tiers)
   if #hits > 0 then
     if hitmap then pin_bitmap(hitmap, n) else add_pins(K.pin, K.pinc, hits, 1) end

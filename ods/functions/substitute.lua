@@ -64,6 +64,26 @@ local function natural_hits(want, c, u)
   return h
 end
 
+-- want samples of C (x:c, holding total) at random by probes, added to taken (all of C when it
+-- holds fewer). When the dataset is small enough for a few operations over whole bitmaps to
+-- cost less than the bits of the chosen samples in U, the pins and the used copies (a bit
+-- each), x:c is cut to exactly the chosen samples and U loses them in one BITOP (returns true:
+-- the caller pins them with x:c); else x:c is deleted
+local function probe_c(U, want, n, total, taken)
+  if 8 * WHOLE * n >= 2 * want then
+    local chosen = pick(K.xc, want, n, total / n, taken, nil, true)
+    redis.call('DEL', K.xc)  -- fewer than want chosen: all of C was (pick clears what it finds)
+    return chosen, false
+  end
+  redis.call('COPY', K.xc, K.xg, 'REPLACE')
+  local chosen, cleared = pick(K.xc, want, n, total / n, taken, nil, true)
+  if not cleared then set_bits(K.xc, chosen, 0) end
+  redis.call('BITOP', 'XOR', K.xc, K.xc, K.xg)  -- C xor (C less the chosen): the chosen
+  redis.call('DEL', K.xg)
+  redis.call('BITOP', 'XOR', U, U, K.xc)  -- (x:c is a subset of U)
+  return chosen, true
+end
+
 -- up to want samples of C at random, added to taken (all of C when it holds fewer), with the
 -- tier of each, the substitutions they count for, and whether x:c holds exactly them (then
 -- they have left U already). When C holds at most twice want samples all of them are listed
@@ -86,8 +106,7 @@ local function from_cache(U, want, n, left, taken)
     set_bits(K.xc, others, 0)
     redis.call('BITOP', 'XOR', U, U, K.xc)  -- (x:c is a subset of U)
   else
-    chosen = pick(K.xc, want, n, total / n, taken, nil, true)
-    redis.call('DEL', K.xc)  -- fewer than want chosen: all of C was (pick clears what it finds)
+    chosen, exact = probe_c(U, want, n, total, taken)
   end
   return chosen, usable_tiers(chosen, present), #chosen - natural_hits(want, total, left), exact
 end

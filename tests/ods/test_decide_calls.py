@@ -3,6 +3,7 @@
 
 import collections
 
+import pytest
 import redis
 
 from ods import defaults
@@ -110,3 +111,43 @@ def test_the_sampler_fills_batches_above_the_chunk_while_it_looks_ahead(redis_pr
     assert set(seen) == set(range(n)) and max(seen.values()) == 1
     assert all(p.tier == "encoded" for b in batches for p in b)
     assert max(sizes) == store.decide_chunk and len(sizes) >= n // store.decide_chunk
+
+
+# (dataset, cached samples): drawn with whole-bitmap updates, by single-bit probes (C dense)
+# and by word probes; then bit by bit, by next-set-bit probes (C sparse in a large dataset)
+ROUTES = [
+    (2_000, [i for i in range(2_000) if i % 5]),
+    (2_000, range(3, 2_000, 5)),
+    (400_000, range(7, 400_000, 1_000)),
+]
+
+
+@pytest.mark.parametrize(("n", "cached"), ROUTES)
+def test_hits_drawn_from_a_large_cached_set_leave_the_epoch_pinned_and_used(redis_proc, n, cached):
+    """Hits drawn at random from many cached samples, on each route of the draw: distinct,
+    each cached and unserved, pinned until released, out of the job's epoch, and its augmented
+    copy marked used by the job."""
+    r = redis_proc.client
+    store = OdsStore(r, "dh", n, capacity={"augmented": n}, seed=6)
+    for job in ("a", "b"):
+        store.join(job)
+        store.start_epoch(job, 0)
+    assert store.admit("a", [(i, "augmented", 1, b"") for i in cached]) == [1] * len(cached)
+    _, rest, _, used, _ = store.keys.job("b")
+    drawn: list[int] = []
+
+    def pinned(d):  # in the decision's pin bucket and the one before (if one began since)
+        keys = store.keys.pins(d.pin_bucket)
+        return r.bitcount(keys[0]) + r.bitcount(keys[2])
+
+    for _ in range(8):
+        d = store.decide("b", 16)
+        assert d.tiers == ["augmented"] * 16 and set(d.indices) <= set(cached)
+        drawn += d.indices
+        assert len(set(drawn)) == len(drawn)
+        assert [r.getbit(rest, i) for i in drawn] == [0] * len(drawn)  # served
+        assert [r.getbit(used, i) for i in drawn] == [1] * len(drawn)
+        assert pinned(d) == len(drawn) and r.bitcount(used) == len(drawn)
+    assert r.bitcount(rest) == n - len(drawn)  # nothing else left the epoch
+    store.release("b", d)
+    assert pinned(d) == len(drawn) - 16
