@@ -65,18 +65,18 @@ local function natural_hits(want, c, u)
 end
 
 -- want samples of C (x:c, holding total) at random by probes, added to taken (all of C when it
--- holds fewer). When the dataset is small enough for a few operations over whole bitmaps to
--- cost less than the bits of the chosen samples in U, the pins and the used copies (a bit
--- each), x:c is cut to exactly the chosen samples and U loses them in one BITOP (returns true:
--- the caller pins them with x:c); else x:c is deleted
+-- holds fewer). When the dataset is small enough for the operations over whole bitmaps here
+-- and in pin_bitmap (about 8) to cost less than the bits of the chosen samples in U and the
+-- pins (2 each), x:c is cut to exactly the chosen samples and U loses them in one BITOP
+-- (returns true: the caller pins them with x:c); else x:c is deleted
 local function probe_c(U, want, n, total, taken)
-  if 8 * WHOLE * n >= 2 * want then
-    local chosen = pick(K.xc, want, n, total / n, taken, nil, true)
+  local whole = 8 * WHOLE * n < 2 * want
+  if whole then redis.call('COPY', K.xc, K.xg, 'REPLACE') end
+  local chosen, cleared = pick(K.xc, want, n, total / n, taken, nil, true)
+  if not whole then
     redis.call('DEL', K.xc)  -- fewer than want chosen: all of C was (pick clears what it finds)
     return chosen, false
   end
-  redis.call('COPY', K.xc, K.xg, 'REPLACE')
-  local chosen, cleared = pick(K.xc, want, n, total / n, taken, nil, true)
   if not cleared then set_bits(K.xc, chosen, 0) end
   redis.call('BITOP', 'XOR', K.xc, K.xc, K.xg)  -- C xor (C less the chosen): the chosen
   redis.call('DEL', K.xg)
