@@ -67,6 +67,10 @@ STRICT_ENV = "SENECA_STRICT"
 MALLOC_MMAP_THRESHOLD = 32 * 1024 * 1024
 MALLOC_TRIM_THRESHOLD = 256 * 1024 * 1024
 
+#: Seconds a DataLoader worker's exit waits for its result queue to finish sending
+#: (``seneca.loader.worker_exit``).
+WORKER_EXIT_WAIT_S = 2.0
+
 
 #: Embedded cache: name of the shared server when ``cache=None``, and how often its watchdog
 #: checks whether any user process is still alive.

@@ -30,6 +30,7 @@ from seneca.loader.fetch import fetch_decided
 from seneca.loader.malloc import tune_malloc
 from seneca.loader.source import Resolved
 from seneca.loader.stats import Counters, process_row
+from seneca.loader.worker_exit import guard_exit
 from seneca.pipeline import codec
 from seneca.pipeline.transforms import split_transform
 from seneca_base.backoff import Backoff
@@ -298,6 +299,8 @@ class CachedDataset(torch.utils.data.Dataset):
 
     def __getitems__(self, indices: Sequence[Any]) -> list[tuple[Any, Any]]:
         tune_malloc()  # once per process (this may be a DataLoader worker)
+        if torch.utils.data.get_worker_info() is not None:
+            guard_exit()  # once per worker: its exit waits for the results it is sending
         if indices and isinstance(indices[0], Tag):  # a worker's part of a batch (bypass)
             part = Tagged(fetch_decided(self, indices[1:], evict=True) if len(indices) > 1 else ())
             part.tag = indices[0].batch
