@@ -284,6 +284,8 @@ class SenecaLoader(DataLoader[_T_co]):
                 batch[0] = self._batch_tail(batch[0])
                 if pin:
                     batch[0] = batch[0].pin_memory()
+                    if len(batch) == 2 and isinstance(batch[1], torch.Tensor):
+                        batch[1] = batch[1].pin_memory()  # targets made in this process
             yield batch
 
     def _tracked(self, it: Any, token: object) -> Any:
