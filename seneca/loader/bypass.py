@@ -28,6 +28,7 @@ from torch.utils.data._utils.collate import default_collate
 
 from ods.decision import Pick
 from seneca.loader.fetch import fetch_decided
+from seneca.loader.part_buffers import PartReader, PartRef
 from seneca.loader.rows import BatchRows, collate_rows
 
 __all__ = ["HitSplitter", "Tag", "Tagged", "collate_part"]
@@ -35,16 +36,20 @@ __all__ = ["HitSplitter", "Tag", "Tagged", "collate_part"]
 
 @dataclass(frozen=True)
 class Tag:
-    """The first element of a worker's part of a batch: which batch it is."""
+    """The first element of a worker's part of a batch: which batch it is, of which iteration,
+    and how many samples the whole batch has."""
 
     batch: int
+    iteration: int = 0
+    size: int = 0
 
 
 class Tagged(list):
     """A worker's samples of batch :attr:`tag` (what ``CachedDataset.__getitems__`` returns for
-    a tagged part)."""
+    a tagged part), and the rows their images were made in (None: no rows)."""
 
     tag: int = -1
+    rows: BatchRows | None = None
 
 
 def collate_part(data: Any) -> Any:
@@ -60,8 +65,19 @@ def collate_part(data: Any) -> Any:
         images, targets = collate_rows(data)
         if all(isinstance(s, tuple) and len(s) == 2 and type(s[1]) in (int, float) for s in data):
             targets = [s[1] for s in data]
-        return (data.tag, images, targets)
+        return (data.tag, _shared(data.rows, images), targets)
     return collate_rows(data)
+
+
+def _shared(rows: BatchRows | None, images: Any) -> Any:
+    """What crosses for a part's ``images``: a :class:`PartRef` when they are ``rows`` made in
+    a reused buffer (whose buffer goes back unsent when they are not)."""
+    if rows is None or rows.slot is None or rows.buffers is None:
+        return images
+    if images is rows.rows:
+        return rows.buffers.ref(rows.slot, images)
+    rows.buffers.free(rows.slot)
+    return images
 
 
 def _bypassed(pick: Pick) -> bool:
@@ -82,27 +98,34 @@ class HitSplitter:
         self.dataset = dataset  # the CachedDataset the loader process reads hits through
         self._pending: dict[int, list[Pick]] = {}
         self._next = 0
+        self._iteration = 0
+        self._parts = PartReader()  # the workers' buffers their parts' rows are in
         #: batches made of hits read here and samples from a worker
         self.mixed = 0
         #: batches whose hits were read before their workers' part came
         self.read_ahead = 0
+        #: workers' parts with samples, and those whose rows came in a reused shared buffer
+        self.parts = 0
+        self.buffered = 0
 
     def __len__(self) -> int:
         return len(self.sampler)
 
     def __iter__(self) -> Iterator[list[Any]]:
         self._pending.clear()  # an abandoned iteration's batches are not coming back
+        self._iteration += 1
         for picks in self.sampler:
             tag = self._next
             self._next += 1
             self._pending[tag] = picks
-            yield [Tag(tag), *(p for p in picks if not _bypassed(p))]
+            yield [Tag(tag, self._iteration, len(picks)), *(p for p in picks if not _bypassed(p))]
 
     def merged(self, it: Iterator[Any]) -> Iterator[Any]:
         """The batches of ``it`` (the workers' tagged parts) with their hits read here and put
         in place, in the order each batch was decided. The hits of the oldest batch still out
         are read before waiting for its part, while the workers make it."""
         ready: dict[int, tuple[BatchRows, list[Any]]] = {}
+        self._parts.clear()  # workers send their buffers again in a new iteration
         while True:
             self._read_ahead(ready)
             try:
@@ -111,15 +134,30 @@ class HitSplitter:
                 return
             if isinstance(targets, list):  # numbers (see collate_part)
                 targets = default_collate(targets)
-            picks = self._pending.pop(tag)
-            slots = _hit_slots(picks)
-            if not slots:
-                yield [images, targets]
-                continue
+            ref = images if isinstance(images, PartRef) else None
+            if ref is not None:  # rows in a worker's buffer: copied here, then handed back
+                images = self._parts.rows(ref)
+                self.buffered += 1
+            self.parts += images is not None
+            yield self._batch(tag, images, targets, ready, ref)
+
+    def _batch(
+        self, tag: int, images: Any, targets: Any, ready: dict, ref: PartRef | None
+    ) -> list[Any]:
+        """Batch ``tag`` from its workers' part and its hits (read ahead into ``ready`` or now);
+        the worker's buffer of ``ref`` goes back once its rows are copied."""
+        picks = self._pending.pop(tag)
+        slots = _hit_slots(picks)
+        if not slots:
+            batch = [images if ref is None else images.clone(), targets]
+        else:
             self.mixed += images is not None
             read = ready.pop(tag, None)
             self.read_ahead += read is not None
-            yield self._assemble(picks, slots, read or self._read(picks, slots), images, targets)
+            batch = self._assemble(picks, slots, read or self._read(picks, slots), images, targets)
+        if ref is not None:
+            self._parts.release(ref)
+        return batch
 
     def _read_ahead(self, ready: dict[int, tuple[BatchRows, list[Any]]]) -> None:
         """Read the hits of the oldest batch still with the workers, unless read already."""

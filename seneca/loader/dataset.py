@@ -28,6 +28,8 @@ from seneca.autoplan.record import PlanRecord
 from seneca.loader.bypass import Tag, Tagged
 from seneca.loader.fetch import fetch_decided
 from seneca.loader.malloc import tune_malloc
+from seneca.loader.part_buffers import part_buffers
+from seneca.loader.rows import BatchRows
 from seneca.loader.source import Resolved
 from seneca.loader.stats import Counters, process_row
 from seneca.loader.worker_exit import guard_exit
@@ -60,7 +62,7 @@ class CachedDataset(torch.utils.data.Dataset):
 
     _OWN = frozenset(
         {"dataset", "resolved", "source", "positions", "transform", "target_transform"}
-        | {"counters", "defer_tail", "store", "job", "cache_name", "plan_size"}
+        | {"counters", "defer_tail", "store", "job", "cache_name", "plan_size", "part_buffers"}
     )
 
     def __init__(
@@ -94,6 +96,9 @@ class CachedDataset(torch.utils.data.Dataset):
         #: (``OdsBatchSampler.upcoming``), and the reads of it sent ahead (``loader.fetch``)
         self._upcoming: Any = None
         self._ahead: Any = None
+        #: in a worker with the bypass: how many shared buffers its parts' rows may reuse
+        #: (``seneca.loader.part_buffers``; 0: none)
+        self.part_buffers = 0
 
     def cache_ids(self) -> tuple[str, str]:
         """(dataset, view) as the cache names them: the dataset is the source's samples and how
@@ -302,14 +307,26 @@ class CachedDataset(torch.utils.data.Dataset):
         if torch.utils.data.get_worker_info() is not None:
             guard_exit()  # once per worker: its exit waits for the results it is sending
         if indices and isinstance(indices[0], Tag):  # a worker's part of a batch (bypass)
-            part = Tagged(fetch_decided(self, indices[1:], evict=True) if len(indices) > 1 else ())
-            part.tag = indices[0].batch
-            return part
+            return self._part(indices[0], indices[1:])
         if indices and isinstance(indices[0], Pick):  # decided by ODS
             return fetch_decided(self, indices, evict=True)
         where = self.positions
         wanted = [int(i) for i in indices] if where is None else [where[int(i)] for i in indices]
         return fetch_decided(self, self._lookup(wanted), evict=False)
+
+    def _part(self, tag: Tag, picks: Sequence[Pick]) -> Tagged:
+        """A worker's part of batch ``tag``: its ``picks`` made here, their images in rows of a
+        reused shared buffer where they can be (``seneca.loader.part_buffers``)."""
+        part = Tagged()
+        part.tag = tag.batch
+        if not picks:
+            return part
+        if self.part_buffers and torch.utils.data.get_worker_info() is not None:
+            buffers = part_buffers(self.part_buffers)
+            buffers.begin(tag.iteration)
+            part.rows = BatchRows(len(picks), buffers, tag.size)
+        part.extend(fetch_decided(self, picks, evict=True, rows=part.rows))
+        return part
 
     @staticmethod
     def _count_lookup(tier: str | None, count: Counter) -> None:

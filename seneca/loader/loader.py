@@ -215,6 +215,7 @@ class SenecaLoader(DataLoader[_T_co]):
             ):
                 self._splitter = HitSplitter(self._ods_sampler, wrapped)
                 args.update(batch_sampler=self._splitter, collate_fn=collate_part)
+                wrapped.part_buffers = (args["prefetch_factor"] or 2) + 1
         elif args["sampler"] is None and args["batch_sampler"] is None:  # over the user's dataset
             shuffle, args["shuffle"] = args["shuffle"], None
             args["sampler"] = (

@@ -11,11 +11,14 @@ sample of another shape, a custom structure) is collated by ``default_collate``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.data import get_worker_info
 from torch.utils.data._utils.collate import default_collate
+
+if TYPE_CHECKING:
+    from seneca.loader.part_buffers import PartBuffers
 
 __all__ = ["BatchRows", "collate_rows"]
 
@@ -23,19 +26,36 @@ _MARK = "_seneca_rows"
 
 
 class BatchRows:
-    """Rows for ``n`` samples, made at the first tensor placed (its dtype and shape)."""
+    """Rows for ``n`` samples, made at the first tensor placed (its dtype and shape). In a
+    worker they are shared memory: in one of ``buffers`` when it has one free (buffers made
+    for ``capacity`` rows), else in memory of their own."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, buffers: PartBuffers | None = None, capacity: int = 0) -> None:
         self.n = n
+        self.buffers = buffers
+        self.capacity = max(n, capacity)
+        #: the buffer of ``buffers`` the rows are in (None: not in one)
+        self.slot: int | None = None
         self.rows: torch.Tensor | None = None
         self._bytes: memoryview | None = None
         self._layout: tuple[torch.dtype, tuple[int, ...]] | None = None
         self._row_bytes = 0
 
     def _make(self, dtype: torch.dtype, shape: tuple[int, ...]) -> None:
-        if get_worker_info() is not None:  # shared memory, as default_collate does in workers
-            numel = self.n * int(torch.Size(shape).numel())
-            storage = torch.empty(0, dtype=dtype)._typed_storage()._new_shared(numel, device="cpu")
+        row_numel = int(torch.Size(shape).numel())
+        row_bytes = row_numel * dtype.itemsize
+        taken = None
+        if self.buffers is not None:
+            taken = self.buffers.take(self.n * row_bytes, self.capacity * row_bytes)
+        if taken is not None:  # a part's rows in a reused buffer (seneca.loader.part_buffers)
+            self.slot, buffer = taken
+            rows = torch.empty(0, dtype=dtype).set_(buffer.untyped_storage(), 0, (self.n, *shape))
+        elif get_worker_info() is not None:  # shared memory, as default_collate does in workers
+            storage = (
+                torch.empty(0, dtype=dtype)
+                ._typed_storage()
+                ._new_shared(self.n * row_numel, device="cpu")
+            )
             rows = torch.empty(0, dtype=dtype).new(storage).resize_(self.n, *shape)
         else:
             rows = torch.empty((self.n, *shape), dtype=dtype)
@@ -43,7 +63,7 @@ class BatchRows:
         self.rows = rows
         self._bytes = memoryview(rows.view(-1).view(torch.uint8).numpy())
         self._layout = (dtype, tuple(shape))
-        self._row_bytes = rows[0].numel() * rows.element_size()
+        self._row_bytes = row_bytes
 
     def place(self, row: int, dtype: torch.dtype, shape: tuple[int, ...]) -> memoryview | None:
         """The bytes of ``row`` for a tensor of ``dtype`` and ``shape`` (None: it does not fit)."""
@@ -66,12 +86,16 @@ class BatchRows:
 
     def settle(self, k: int, sample: Any) -> Any:
         """``sample`` (an ``(image, target)`` pair) with its image moved into row ``k`` when it
-        fits; otherwise as it is."""
-        rows = self.rows
-        if rows is None or not isinstance(sample, tuple) or len(sample) != 2:
+        fits; otherwise as it is. With ``buffers``, the first such image makes the rows."""
+        if not isinstance(sample, tuple) or len(sample) != 2:
             return sample
         image = sample[0]
-        if not isinstance(image, torch.Tensor) or self.holds(k, image):
+        if not isinstance(image, torch.Tensor):
+            return sample
+        if self.rows is None and self.buffers is not None:
+            self._make(image.dtype, tuple(image.shape))
+        rows = self.rows
+        if rows is None or self.holds(k, image):
             return sample
         if image.dtype != rows.dtype or image.shape != rows.shape[1:]:
             return sample

@@ -80,6 +80,35 @@ def test_batches_mixing_hits_and_misses(tiny_dataset, redis_proc, workers):
         # in order, each batch's hits (2 batches of 8, then 4) were read while its workers'
         # part was being made
         assert c._splitter.read_ahead == 3
+        # every part's rows were made in a worker's reused buffer
+        assert c._splitter.parts >= 1 and c._splitter.buffered == c._splitter.parts
+    c.close()
+    del keep
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_persistent_workers_reuse_their_buffers_after_an_epoch_cut_short(
+    tiny_dataset, redis_proc, context
+):
+    """An epoch cut short leaves parts in flight, dropped with their buffers busy; the next
+    iterations free them: every batch as read, every sample once, every part in a buffer, and
+    no more buffers than each worker's prefetch_factor + 1."""
+    ds = _indexed(tiny_dataset)
+    keep = _with_copies(ds, redis_proc.url)
+    c = _reader(
+        ds, redis_proc.url, 2, persistent_workers=True, multiprocessing_context=context
+    )  # fmt: skip
+    for k, _ in enumerate(c):
+        if k == 1:
+            break
+    for _ in range(2):
+        parts, buffered = c._splitter.parts, c._splitter.buffered
+        c.reset_stats()
+        _check_epoch(ds, c)
+        assert c.stats()["augmented"]["hits"] == 0  # this job has used the copies made for it
+        assert c._splitter.parts - parts == len(ds) // 8
+        assert c._splitter.buffered - buffered == c._splitter.parts - parts
+    assert len(c._splitter._parts._buffers) <= 2 * 3
     c.close()
     del keep
 
