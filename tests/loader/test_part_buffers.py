@@ -7,7 +7,7 @@ import torch.multiprocessing as mp
 
 from seneca.loader.bypass import Tagged, collate_part
 from seneca.loader.part_buffers import PartBuffers, PartReader, PartRef
-from seneca.loader.rows import BatchRows
+from seneca.loader.rows import BatchRows, collate_rows
 
 
 def test_buffers_are_taken_while_free_up_to_the_cap():
@@ -45,6 +45,23 @@ def test_a_buffer_is_sent_with_its_first_part_of_an_iteration():
     reader.clear()
     slot, _ = buffers.take(24, 24)
     assert buffers.ref(slot, rows).buffer is not None
+
+
+def test_rows_of_any_dtype_are_made_in_a_free_buffer():
+    buffers = PartBuffers(cap=1)
+    buffers.begin(1)
+    rows = BatchRows(3, buffers, capacity=4)
+    samples = [rows.settle(k, (torch.full((2, 3), k + 0.5), k)) for k in range(3)]
+    images, targets = collate_rows(samples)
+    assert images is rows.rows and rows.slot == 0 and targets.tolist() == [0, 1, 2]
+    assert images.dtype == torch.float32 and images.is_contiguous()
+    assert images[:, 0, 0].tolist() == [0.5, 1.5, 2.5]
+    buffer = buffers._buffers[0]
+    assert images.untyped_storage().data_ptr() == buffer.untyped_storage().data_ptr()
+    assert buffer.numel() == 4 * 6 * 4 + 1  # room for a whole batch, and the busy byte
+    other = BatchRows(2, buffers, capacity=4)  # the only buffer is busy: rows of their own
+    other.settle(0, (torch.zeros(2, 3), 0))
+    assert other.slot is None and other.rows is not None
 
 
 def _worker(tag, out, back):
