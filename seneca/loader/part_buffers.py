@@ -10,8 +10,10 @@ A worker's :class:`PartBuffers` keeps a few buffers mapped in both processes ins
 rows are made in a free buffer (``seneca.loader.rows.BatchRows``); what crosses is a
 :class:`PartRef` naming the buffer, which carries the buffer itself the first time in an
 iteration. The loader process (:class:`PartReader`) copies the rows into its batch and hands
-the buffer back by clearing its busy byte, the buffer's last byte. When every buffer is busy
-(the cap, ``defaults.PART_BUFFERS``), or a part does not fit, rows are made as before.
+the buffer back by clearing its busy byte, the buffer's last byte. A worker keeps at most one
+buffer more than its ``prefetch_factor`` (its parts in flight, and the one it makes before the
+loader process has copied the last); when every buffer is busy, or a part does not fit, rows
+are made as before.
 
 A new iteration frees every buffer: DataLoader has then drained or dropped the parts of the
 one before (persistent workers are reset first), so none is still being read.
