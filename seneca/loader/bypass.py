@@ -40,8 +40,8 @@ class Tag:
     and how many samples the whole batch has."""
 
     batch: int
-    iteration: int = 0
-    size: int = 0
+    iteration: int
+    size: int
 
 
 class Tagged(list):

@@ -215,7 +215,6 @@ class SenecaLoader(DataLoader[_T_co]):
             ):
                 self._splitter = HitSplitter(self._ods_sampler, wrapped)
                 args.update(batch_sampler=self._splitter, collate_fn=collate_part)
-                wrapped.part_buffers = (args["prefetch_factor"] or 2) + 1
         elif args["sampler"] is None and args["batch_sampler"] is None:  # over the user's dataset
             shuffle, args["shuffle"] = args["shuffle"], None
             args["sampler"] = (
@@ -229,6 +228,8 @@ class SenecaLoader(DataLoader[_T_co]):
             self._ods_sampler.strict, self._ods_sampler.backoff = self.strict, wrapped.backoff
         super().__init__(wrapped, **args)
         self._cached = wrapped
+        if self._splitter is not None:  # a worker's parts in flight, and the one it makes
+            wrapped.part_buffers = self.prefetch_factor + 1
         object.__setattr__(self, "dataset", dataset)  # the user's, as DataLoader's is
         if self._ods_sampler is not None:  # look like the DataLoader the user asked for
             object.__setattr__(self, "batch_size", batch_size)
