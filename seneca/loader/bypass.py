@@ -201,7 +201,7 @@ class HitSplitter:
             out = torch.empty((len(picks), *labels.shape[1:]), dtype=labels.dtype)
             out[slots] = labels
             if images is not None:
-                batch[others] = images
+                _copy_rows(batch, others, images)
                 out[others] = targets.to(labels.dtype)
             return [batch, out]
         # anything else (samples of other shapes, hits found gone and made here): collate the
@@ -213,6 +213,16 @@ class HitSplitter:
             for k, image, target in zip(others, images, _per_sample(targets, hits), strict=True):
                 samples[k] = (image, target)
         return default_collate(samples)
+
+
+def _copy_rows(batch: torch.Tensor, at: Sequence[int], images: torch.Tensor) -> None:
+    """``batch[at] = images``, as one copy per run of consecutive rows: indexed assignment
+    copies element by element (about 0.9 ms for 16 rows of 150 KB, against 0.08 ms here)."""
+    start = 0
+    for j in range(1, len(at) + 1):
+        if j == len(at) or at[j] != at[j - 1] + 1:
+            batch[at[start] : at[j - 1] + 1].copy_(images[start:j])
+            start = j
 
 
 def _per_sample(targets: Any, hits: Sequence[Any]) -> Any:

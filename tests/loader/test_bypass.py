@@ -10,6 +10,7 @@ from torchvision.transforms import v2
 
 from ods import routing
 from seneca import SenecaLoader
+from seneca.loader.bypass import _copy_rows
 
 DET = v2.Compose(
     [
@@ -196,3 +197,14 @@ def test_reads_ahead_whose_batch_does_not_come_are_dropped(tiny_dataset, redis_p
     assert set(pool._in_use_connections) == set(routing.kept(pool))
     c.close()
     del keep
+
+
+@pytest.mark.parametrize("at", [[0, 2, 4, 6], [1, 2, 3, 7], [0, 1, 2, 3], [5], []])
+def test_workers_rows_are_copied_where_indexed_assignment_puts_them(at):
+    batch = torch.zeros((8, 3, 4, 4), dtype=torch.uint8)
+    images = torch.arange(len(at) * 48, dtype=torch.int64).remainder(251).to(torch.uint8)
+    images = images.reshape(len(at), 3, 4, 4)
+    expected = batch.clone()
+    expected[at] = images
+    _copy_rows(batch, at, images)
+    assert torch.equal(batch, expected)
