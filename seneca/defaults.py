@@ -67,6 +67,10 @@ STRICT_ENV = "SENECA_STRICT"
 MALLOC_MMAP_THRESHOLD = 32 * 1024 * 1024
 MALLOC_TRIM_THRESHOLD = 256 * 1024 * 1024
 
+#: torch intra-op threads for the loader process's share of each batch while DataLoader workers
+#: make the rest (``seneca.loader.intra_op``): one, as each worker has.
+LOADER_THREADS = 1
+
 #: Seconds a DataLoader worker's exit waits for its result queue to finish sending
 #: (``seneca.loader.worker_exit``).
 WORKER_EXIT_WAIT_S = 2.0

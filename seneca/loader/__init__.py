@@ -6,7 +6,8 @@
 * ``fetch``: reading a batch that ODS decided, straight into the batch's rows;
 * ``rows``: batch tensors filled where values are read, and their collate;
 * ``stats``: per-job counters shared with DataLoader workers;
-* ``malloc``: glibc malloc tuning for loader processes.
+* ``malloc``: glibc malloc tuning for loader processes;
+* ``intra_op``: the loader process's share of a batch run with one thread while workers run.
 """
 
 from __future__ import annotations

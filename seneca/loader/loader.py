@@ -15,9 +15,11 @@ from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
 from ods.sampler import OdsBatchSampler, OdsSampler
 from ods.store import OdsStore
+from seneca import defaults
 from seneca.loader.bypass import HitSplitter, collate_part
 from seneca.loader.dataset import CachedDataset
 from seneca.loader.fetch import drop_ahead
+from seneca.loader.intra_op import with_threads
 from seneca.loader.malloc import tune_malloc
 from seneca.loader.options import (
     DATALOADER_ARGS,
@@ -254,12 +256,14 @@ class SenecaLoader(DataLoader[_T_co]):
         if self._ods_sampler is None:
             it = super().__iter__()
             it = it if self._batch_tail is None else self._finished(it)
+            it = it if self.num_workers == 0 else with_threads(it, defaults.LOADER_THREADS)
             return self._summarised(it, before)
         self._progress = (self._ods_sampler.next_epoch(), 0)
         self._iteration = object()
         it = super().__iter__()
         it = it if self._splitter is None else self._splitter.merged(it)
         it = it if self._batch_tail is None else self._finished(it)
+        it = it if self.num_workers == 0 else with_threads(it, defaults.LOADER_THREADS)
         return self._summarised(self._tracked(it, self._iteration), before)
 
     def _summarised(self, it: Any, before: dict[str, int]) -> Any:
