@@ -42,6 +42,7 @@ from seneca.loader.setup import (
 )
 from seneca.loader.source import NotCacheable, Resolved, resolve
 from seneca.loader.stats import Counters, epoch_summary, job_stats
+from seneca.pipeline.batch_tail import finished_batches
 from seneca_base.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -255,16 +256,20 @@ class SenecaLoader(DataLoader[_T_co]):
         before = self._counters.snapshot()  # before any worker fetches for this iteration
         if self._ods_sampler is None:
             it = super().__iter__()
-            it = it if self._batch_tail is None else self._finished(it)
-            it = it if self.num_workers == 0 else with_threads(it, defaults.LOADER_THREADS)
-            return self._summarised(it, before)
+            return self._summarised(self._in_this_process(it), before)
         self._progress = (self._ods_sampler.next_epoch(), 0)
         self._iteration = object()
         it = super().__iter__()
         it = it if self._splitter is None else self._splitter.merged(it)
-        it = it if self._batch_tail is None else self._finished(it)
-        it = it if self.num_workers == 0 else with_threads(it, defaults.LOADER_THREADS)
-        return self._summarised(self._tracked(it, self._iteration), before)
+        return self._summarised(self._tracked(self._in_this_process(it), self._iteration), before)
+
+    def _in_this_process(self, it: Any) -> Any:
+        """``it`` with the batch tail run on each batch; with workers, this process's share of
+        each batch made with their intra-op threads (``seneca.loader.intra_op``)."""
+        if self._batch_tail is not None:
+            pin = self.pin_memory and torch.cuda.is_available()
+            it = finished_batches(it, self._batch_tail, pin)
+        return it if self.num_workers == 0 else with_threads(it, defaults.LOADER_THREADS)
 
     def _summarised(self, it: Any, before: dict[str, int]) -> Any:
         """Yield the batches of ``it``; log a summary of the epoch at INFO when it ends."""
@@ -281,18 +286,6 @@ class SenecaLoader(DataLoader[_T_co]):
             epoch = self._ods_sampler.current if self._ods_sampler else None
             after = self._counters.snapshot()
             log.info("%s", epoch_summary(self.job, epoch, before, after, subs))
-
-    def _finished(self, it: Any) -> Any:
-        """Run the batch tail on the images of each default-collated ``[images, targets]``."""
-        pin = self.pin_memory and torch.cuda.is_available()
-        for batch in it:
-            if isinstance(batch, list) and batch and isinstance(batch[0], torch.Tensor):
-                batch[0] = self._batch_tail(batch[0])
-                if pin:
-                    batch[0] = batch[0].pin_memory()
-                    if len(batch) == 2 and isinstance(batch[1], torch.Tensor):
-                        batch[1] = batch[1].pin_memory()  # targets made in this process
-            yield batch
 
     def _tracked(self, it: Any, token: object) -> Any:
         """Yield the batches of ``it``, counting them for :meth:`state_dict` while it is the

@@ -17,14 +17,14 @@ is never written again; a new one is made instead.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
 from seneca import defaults
 
-__all__ = ["BatchTail", "TensorPool"]
+__all__ = ["BatchTail", "TensorPool", "finished_batches"]
 
 
 def _counts(t: torch.Tensor) -> tuple[int, ...] | None:
@@ -126,3 +126,16 @@ class BatchTail:
 
     def __repr__(self) -> str:
         return f"BatchTail({self.steps!r})"
+
+
+def finished_batches(it: Iterator[Any], tail: BatchTail, pin: bool) -> Iterator[Any]:
+    """The batches of ``it`` with ``tail`` run on the images of each default-collated
+    ``[images, targets]`` (then pinned, with its targets, when ``pin``)."""
+    for batch in it:
+        if isinstance(batch, list) and batch and isinstance(batch[0], torch.Tensor):
+            batch[0] = tail(batch[0])
+            if pin:
+                batch[0] = batch[0].pin_memory()
+                if len(batch) == 2 and isinstance(batch[1], torch.Tensor):
+                    batch[1] = batch[1].pin_memory()  # targets made in this process
+        yield batch
