@@ -25,7 +25,7 @@ from torch.utils.data import get_worker_info
 
 from ods.decision import Pick, hits_by_bucket
 from seneca.cache.resp import Pending, Place, Placed, post
-from seneca.loader.rows import BatchRows
+from seneca.loader.rows import BatchRows, RowBatch
 from seneca.loader.stats import process_row
 from seneca.pipeline import codec
 from seneca_base.errors import CacheError
@@ -239,6 +239,10 @@ def _samples(
     plain = ds.transform.after_tensor is None and ds.target_transform is None
     views = rows.rows.unbind(0) if rows is not None and rows.rows is not None else ()
     label = ds.source.target
+    if plain and isinstance(slots, range) and len(views) == len(picks) > 0:
+        whole = _all_placed(picks, values, rows.rows, views, label, count)
+        if whole is not None:
+            return whole
     out, bad = [], []
     placed = placed_bytes = 0
     for k, (p, (tier, value)) in enumerate(zip(picks, values, strict=True)):
@@ -265,6 +269,25 @@ def _samples(
     if bad:
         _forget_bad(ds, bad, count)
     return out
+
+
+def _all_placed(
+    picks: Sequence[Pick],
+    values: list,
+    rows: Any,
+    views: Sequence[Any],
+    label: Any,
+    count: Counter,
+) -> RowBatch | None:
+    """The samples of a batch every value of which was read into its row of ``rows``, in
+    order (``views`` of them), marked so that ``collate_rows`` takes the rows as they are;
+    None for any other batch."""
+    if not all(type(v) is Placed for _, v in values):
+        return None
+    count["hits_augmented"] += len(picks)  # what _samples counts for each such hit
+    count["bytes_cache"] += sum(v.size for _, v in values)
+    labels = [label(p.index) for p in picks]
+    return RowBatch(rows, zip(views, labels, strict=True))
 
 
 def _forget_bad(ds: Any, bad: list[tuple[str, int]], count: Counter) -> None:

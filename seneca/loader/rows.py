@@ -4,8 +4,10 @@ A fetch that reads a batch's cached augmented tensors (``seneca.loader.fetch``) 
 payload a row of one ``(batch, *shape)`` tensor (:class:`BatchRows`, the placer of
 ``seneca.cache.resp.execute``), and copies the samples it made itself (misses, other forms) into
 their rows. :func:`collate_rows` then returns that tensor as the batch's images instead of
-stacking copies: what ``default_collate`` would return, without the copy. Anything else (a
-sample of another shape, a custom structure) is collated by ``default_collate``.
+stacking copies: what ``default_collate`` would return, without the copy. A fetch that read
+every value of its batch into its row returns the samples as a :class:`RowBatch`, whose rows
+are taken without looking at each sample. Anything else (a sample of another shape, a custom
+structure) is collated by ``default_collate``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from torch.utils.data._utils.collate import default_collate
 if TYPE_CHECKING:
     from seneca.loader.part_buffers import PartBuffers
 
-__all__ = ["BatchRows", "collate_rows"]
+__all__ = ["BatchRows", "RowBatch", "collate_rows"]
 
 _MARK = "_seneca_rows"
 
@@ -103,6 +105,16 @@ class BatchRows:
         return (rows[k], sample[1])
 
 
+class RowBatch(list):
+    """Samples ``(image, target)`` whose images are, in order, the rows of :attr:`rows` (every
+    value of the batch read into its row): :func:`collate_rows` takes the rows as they are,
+    without looking at each sample."""
+
+    def __init__(self, rows: torch.Tensor, samples: Any) -> None:
+        super().__init__(samples)
+        self.rows = rows
+
+
 def _rows_of(images: Sequence[Any]) -> torch.Tensor | None:
     """The :class:`BatchRows` tensor whose rows, in order, ``images`` are; else None."""
     first = images[0]
@@ -126,6 +138,8 @@ def _rows_of(images: Sequence[Any]) -> torch.Tensor | None:
 def collate_rows(batch: Sequence[Any]) -> Any:
     """``default_collate``, except that ``(image, target)`` samples whose images are the rows of
     one :class:`BatchRows` tensor, in order, get that tensor as their images (no copy)."""
+    if type(batch) is RowBatch:
+        return [batch.rows, default_collate([s[1] for s in batch])]
     if batch and all(isinstance(s, tuple) and len(s) == 2 for s in batch):
         rows = _rows_of([s[0] for s in batch])
         if rows is not None:

@@ -10,7 +10,7 @@ from torchvision.transforms import v2
 
 from seneca import CacheBoundary, SenecaLoader
 from seneca.cache.resp import Placed, execute
-from seneca.loader.rows import BatchRows, collate_rows
+from seneca.loader.rows import BatchRows, RowBatch, collate_rows
 from seneca.pipeline import codec
 
 CROP = v2.Compose([v2.RandomResizedCrop(12, antialias=True), v2.PILToTensor()])
@@ -183,3 +183,13 @@ def test_a_batch_of_hits_and_misses(tiny_dataset, redis_proc):
         value = redis_proc.client.get(store.value_key("augmented", i))
         same += value is not None and torch.equal(image, codec.decode(value))
     assert same >= hits
+
+
+def test_a_row_batch_is_collated_to_its_rows_as_they_are():
+    rows = torch.arange(3 * 2 * 4, dtype=torch.uint8).reshape(3, 2, 4)
+    # copies, not views: only the mark makes collate_rows take the rows (it trusts the maker)
+    batch = RowBatch(rows, zip([r.clone() for r in rows], [7, 8, 9], strict=True))
+    assert [int(t) for _, t in batch] == [7, 8, 9]  # a list of samples, as any other
+    images, targets = collate_rows(batch)
+    assert images is rows
+    assert targets.tolist() == [7, 8, 9]
