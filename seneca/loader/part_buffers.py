@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["PartBuffers", "PartReader", "PartRef", "part_buffers"]
+__all__ = ["PartBuffers", "PartReader", "PartRef", "part_buffers", "shared_empty"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,9 +77,7 @@ class PartBuffers:
                 return slot, self._buffers[slot]
         if len(self._buffers) >= self.cap:
             return None
-        size = max(nbytes, capacity) + 1
-        storage = torch.empty(0, dtype=torch.uint8)._typed_storage()._new_shared(size)
-        buffer = torch.empty(0, dtype=torch.uint8).new(storage).resize_(size)
+        buffer = shared_empty((max(nbytes, capacity) + 1,), torch.uint8)
         busy = memoryview(buffer.numpy())
         busy[-1] = 1
         self._buffers.append(buffer)
@@ -97,6 +95,14 @@ class PartBuffers:
             self._sent.add(slot)
             buffer = self._buffers[slot]
         return PartRef(self.owner, slot, rows.dtype, tuple(rows.shape), buffer)
+
+
+def shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised tensor in shared memory, as DataLoader's collate makes one in a worker
+    (no copy, unlike ``share_memory_``)."""
+    numel = int(torch.Size(shape).numel())
+    storage = torch.empty(0, dtype=dtype)._typed_storage()._new_shared(numel, device="cpu")
+    return torch.empty(0, dtype=dtype).new(storage).resize_(shape)
 
 
 _buffers: PartBuffers | None = None

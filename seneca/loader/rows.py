@@ -19,6 +19,8 @@ import torch
 from torch.utils.data import get_worker_info
 from torch.utils.data._utils.collate import default_collate
 
+from seneca.loader.part_buffers import shared_empty
+
 if TYPE_CHECKING:
     from seneca.loader.part_buffers import PartBuffers
 
@@ -53,12 +55,7 @@ class BatchRows:
             self.slot, buffer = taken
             rows = torch.empty(0, dtype=dtype).set_(buffer.untyped_storage(), 0, (self.n, *shape))
         elif get_worker_info() is not None:  # shared memory, as default_collate does in workers
-            storage = (
-                torch.empty(0, dtype=dtype)
-                ._typed_storage()
-                ._new_shared(self.n * row_numel, device="cpu")
-            )
-            rows = torch.empty(0, dtype=dtype).new(storage).resize_(self.n, *shape)
+            rows = shared_empty((self.n, *shape), dtype)
         else:
             rows = torch.empty((self.n, *shape), dtype=dtype)
         setattr(rows, _MARK, True)
