@@ -41,19 +41,24 @@ def _stage(store: OdsStore, items: Sequence[tuple[int, str, int, bytes]], token:
     return out
 
 
-def admit_args(store: OdsStore, items: Sequence[tuple[int, str, int, bytes]]) -> list[object]:
-    """The arguments of the ``admit`` function for ``items`` (see ``admit.lua``)."""
+def admit_args(
+    store: OdsStore, items: Sequence[tuple[int, str, int, bytes]], made: Sequence[int] = ()
+) -> list[object]:
+    """The arguments of the ``admit`` function for ``items`` and the samples ``made`` from
+    storage but not offered (see ``admit.lua``)."""
     flat: list[object] = []
     for index, tier, size, _ in items:
         flat += [int(index), LETTER[tier], int(size)]
     args = [store.policy, *(store.capacity[t] for t in TIERS), store.admission_seed()]
     extra = [defaults.EVICTION_CANDIDATES, defaults.DEMAND_JOBS, defaults.EVICTION_POOL]
-    return [*args, *extra, *flat]
+    return [*args, *extra, len(made), *map(int, made), *flat]
 
 
-def _account(store: OdsStore, job: str, items: Sequence, staging: list) -> tuple[list, list]:
+def _account(
+    store: OdsStore, job: str, items: Sequence, staging: list, made: Sequence[int]
+) -> tuple[list, list]:
     """Round trip 1: the SETs and the ``admit`` call; returns each SET's reply and the call's."""
-    args = admit_args(store, items)
+    args = admit_args(store, items, made)
     commands = [command for _, _, command in staging]
     replies = routing.run(store.client, [*commands, store.command("admit", job, *args, jobs=True)])
     out = replies[-1]
@@ -65,24 +70,53 @@ def _account(store: OdsStore, job: str, items: Sequence, staging: list) -> tuple
 
 
 def admit(
-    store: OdsStore, job: str, items: Sequence[tuple[int, str, int, bytes]], wait: bool = True
+    store: OdsStore,
+    job: str,
+    items: Sequence[tuple[int, str, int, bytes]],
+    wait: bool = True,
+    made: Sequence[int] = (),
 ) -> list[int]:
     """``OdsStore.admit``: see the module docstring; ``wait=False`` posts round trip 2 to the
-    store's outbox instead of waiting for it."""
+    store's outbox instead of waiting for it. ``made``: samples the caller made from storage
+    and does not offer, no longer pending (``pending.lua``); with no items, that call is
+    sent through the outbox, its reply read later."""
+    if not items:
+        if made:
+            _made_later(store, job, made)
+        return []
     step = defaults.ADMIT_CHUNK
     results: list[int] = []
     for first in range(0, len(items), step):
-        results += _admit(store, job, items[first : first + step], wait)
+        results += _admit(store, job, items[first : first + step], wait, () if first else made)
     return results
 
 
+def _made_later(store: OdsStore, job: str, made: Sequence[int]) -> None:
+    """An ``admit`` call of no values that only ends ``made``'s pending, sent at once through
+    the outbox; its reply is read later (the orphans it collects are deleted then)."""
+
+    def done(reply: object) -> None:
+        if isinstance(reply, Exception):
+            if not store.recover(reply):
+                raise error_of(reply)
+            reply = store.call("admit", job, *admit_args(store, [], made), jobs=True)
+        store.unlink_values(reply[1], now=False)  # type: ignore[index]
+
+    command = store.command("admit", job, *admit_args(store, [], made), jobs=True)
+    store.outbox.post(command, hold=False, on_reply=done)
+
+
 def _admit(
-    store: OdsStore, job: str, items: Sequence[tuple[int, str, int, bytes]], wait: bool
+    store: OdsStore,
+    job: str,
+    items: Sequence[tuple[int, str, int, bytes]],
+    wait: bool,
+    made: Sequence[int],
 ) -> list[int]:
     """One ``admit`` call's admission (round trips 1 and 2) of at most ADMIT_CHUNK items."""
     token = os.urandom(8).hex()
     staging = _stage(store, items, token)
-    set_replies, (results, evicted) = _account(store, job, items, staging)
+    set_replies, (results, evicted) = _account(store, job, items, staging, made)
     results = [int(r) for r in results]
     finish: list[tuple] = []
     forget: list[object] = []

@@ -27,6 +27,7 @@ their letter; ``<form>`` below). A job's name in the engine ends with ``|<view>`
     seneca:{<dataset>}:g:<job>           bitmap: the job used the current augmented copy
     seneca:{<dataset>}:m:<job>           bitmap: samples the job trains on (absent: all)
     seneca:{<dataset>}:pin:<b>, pinc:<b> pins of fetches decided in pin-lease bucket b
+    seneca:{<dataset>}:pend:<b>          bitmap: misses decided in bucket b, not yet offered
     seneca:v:{<dataset>:<form>:<i>}      sample i's value in a tier
     seneca:v:{<dataset>:<form>:<i>}:s:<token>  a value staged for admission (expires)
 
@@ -121,18 +122,24 @@ class Keys:
         b = int(bucket)
         return [f"{self.meta}{k}:{x}" for x in (b, b - 1) for k in ("pin", "pinc")]
 
+    def pending(self, bucket: int) -> list[str]:
+        """pend of ``bucket`` and of the bucket before: misses being read from storage."""
+        b = int(bucket)
+        return [f"{self.meta}pend:{x}" for x in (b, b - 1)]
+
     def declared(self, job: str, bucket: int, jobs: Sequence[str]) -> tuple[str, ...]:
         """Every key a function call may touch, in the order ``ods/functions/lib.lua`` reads
-        them: the dataset's, the caller's job's, its pins', then r, g, m of each of ``jobs``
-        (names as the engine gives them). Remembered for the latest few arguments: a job's
-        calls declare the same keys until its pin bucket or the live jobs change."""
+        them: the dataset's, the caller's job's, its pins' and pending misses', then r, g, m of
+        each of ``jobs`` (names as the engine gives them). Remembered for the latest few
+        arguments: a job's calls declare the same keys until its pin bucket or the live jobs
+        change."""
         return _declared(self, job, int(bucket), tuple(jobs))
 
     def _declare(self, job: str, bucket: int, jobs: Sequence[str]) -> tuple[str, ...]:
         out = [self.tier(t) for t in TIERS] + [self.sizes(t) for t in TIERS]
         out += [self.used, self.jobs]
         out += [self.meta + k for k in ("ref", "doom", "x:c", "x:g")] + self.gc()
-        out += self.job(job) + self.pins(bucket)
+        out += self.job(job) + self.pins(bucket) + self.pending(bucket)
         for name in jobs:
             out += [f"{self.meta}{k}:{name}" for k in ("r", "g", "m")]
         return tuple(out)

@@ -317,13 +317,18 @@ class OdsStore(Engine):
         return ("HMGET", self.keys.used, *(self.keys.form(t) for t in TIERS))
 
     def admit(
-        self, job: str, items: Sequence[tuple[int, str, int, bytes]], wait: bool = True
+        self,
+        job: str,
+        items: Sequence[tuple[int, str, int, bytes]],
+        wait: bool = True,
+        made: Sequence[int] = (),
     ) -> list[int]:
         """Offer samples to the cache: (index, tier, size in units, value or b""); see
         ``ods.admission``. Returns per item 1 (admitted), 2 (already cached in that form) or 0
         (refused, also when Redis refused to store its value). ``wait=False``: the values'
-        renames and deletions are posted to the outbox."""
-        return admit(self, job, items, wait)
+        renames and deletions are posted to the outbox. A decision's misses are pending until
+        offered: ``made`` names those the job made from storage and does not offer."""
+        return admit(self, job, items, wait, made)
 
     # -- inspection -------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """The engine's server-side code: a Redis Functions library (``FUNCTION LOAD`` / ``FCALL``,
 Redis >= 7.0), one Lua file per command plus ``bits.lua`` (bitmap helpers), ``lib.lua`` (the
-shared helpers), ``substitute.lua`` (decide's substitution) and ``evict.lua`` (admission's
-helpers), assembled here when loaded.
+shared helpers), ``pending.lua`` (misses being made from storage), ``substitute.lua``
+(decide's substitution) and ``evict.lua`` (admission's helpers), assembled here when loaded.
 
 The library's name carries a hash of its source (``seneca_<hash>``), so loaders of different
 versions never call each other's functions. Error replies start with a code that
@@ -52,7 +52,7 @@ def _read(name: str) -> str:
 
 
 def _assemble() -> tuple[str, str]:
-    parts = [_read("bits"), _read("lib"), _read("substitute"), _read("evict")]
+    parts = [_read("bits"), _read("lib"), _read("pending"), _read("substitute"), _read("evict")]
     for cmd in COMMANDS:
         body = "\n".join("  " + line if line else line for line in _read(cmd).splitlines())
         parts.append(

@@ -1,6 +1,7 @@
 -- admit: account values offered to the cache. Arguments: policy, capacity per tier (TIERS
 -- order, units), seed, eviction candidates per offer, jobs sampled for demand, most
--- candidates per tier, then per sample: index, tier letter, size (units). Under pressure ('seneca') an offer evicts the
+-- candidates per tier, the number of samples made from storage and not offered, those samples
+-- (no longer pending, as the offered ones), then per sample: index, tier letter, size (units). Under pressure ('seneca') an offer evicts the
 -- unpinned candidates live jobs need least (from a random window of the tier), while they are
 -- needed less than the offered sample; demand is counted over a random sample of the live
 -- jobs. The caller writes the admitted values and deletes the evicted ones. Returns per sample
@@ -19,7 +20,9 @@ if not live then return fail('SENECA_JOBS') end
 collect()
 local S, T, Z, offered, by_tier = {}, {}, {}, {}, {}  -- offered[tier][sample]
 for _, t in ipairs(TIERS) do offered[t], by_tier[t] = {}, {} end
-for k = c + 4, #args, 3 do
+local made = {}
+for k = c + 5, c + 4 + tonumber(args[c + 4]) do made[#made + 1] = tonumber(args[k]) end
+for k = c + 5 + #made, #args, 3 do
   local m, i, t = #S + 1, tonumber(args[k]), args[k + 1]
   S[m], T[m], Z[m] = i, t, tonumber(args[k + 2])
   STR[i] = args[k]  -- the sample's number as the caller wrote it: not formatted again
@@ -28,6 +31,8 @@ for k = c + 4, #args, 3 do
     table.insert(by_tier[t], m)
   end
 end
+clear_pending(S)
+clear_pending(made)
 local result = {}
 for _, t in ipairs(TIERS) do
   local list = by_tier[t]

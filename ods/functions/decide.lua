@@ -4,7 +4,8 @@
 -- and the rest from its other unserved samples, at random: the same batches, in distribution,
 -- as picking at random from all unserved samples and replacing each miss by a random member of
 -- C while C lasts (the displaced misses stay unserved), without looking up or putting back the
--- misses a uniform pick would have drawn. Hits are pinned. Returns epoch, served,
+-- misses a uniform pick would have drawn; with substitution, misses another job is making now
+-- are put off while others are left (pending.lua). Hits are pinned, misses marked pending. Returns epoch, served,
 -- substitutions, samples, tier letters ('' for storage), pin bucket.
 local want, lease, n = tonumber(args[a]), tonumber(args[a + 1]), tonumber(args[a + 3])
 local substitute, policy = args[a + 4] == '1', args[a + 5]
@@ -25,6 +26,9 @@ if substitute then  -- exact: x:c holds exactly the picked hits, which have left
 end
 local still = exact and left - #picked or left  -- (in U)
 local rest, gone = pick(U, want - #picked, n, still / n, taken, nil, true)
+-- misses matter to other jobs only: a job alone neither puts off nor marks any
+local shared = redis.call('ZCOUNT', K.jobs, now, '+inf') > 1
+if substitute and shared then rest, gone = put_off_pending(U, rest, gone, n, still, taken) end
 -- the samples still in U: C's unless they left it with a BITOP (exact), the rest's unless the
 -- pick cleared them already
 local clear = {}
@@ -49,6 +53,13 @@ for k, i in ipairs(clear) do
 end
 chunked('BITFIELD', U, nil, bf, 4)
 local out_tiers = serve(picked, tiers, policy, exact and K.xc or nil, n)
+if shared then
+  local misses = {}
+  for k, i in ipairs(picked) do
+    if not tiers[k] then misses[#misses + 1] = i end
+  end
+  mark_pending(misses)
+end
 if exact then redis.call('DEL', K.xc) end
 redis.call('HINCRBY', K.j, 's' .. string.format('%d', st.epoch), #picked)
 if subs > 0 then redis.call('HINCRBY', K.used, 'subs', subs) end

@@ -14,7 +14,9 @@
 --   15-19  the caller's job: j (hash: n, epoch, s<e> served), r (unserved in its latest epoch),
 --          p (unserved in the epoch before), g (used the current augmented copy), m (members)
 --   20-23  pin:<b>, pinc:<b>, pin:<b-1>, pinc:<b-1> (b: the caller's pin-lease time bucket)
---   24-    per declared job: its r, g and m (the live jobs, as the caller last knew them)
+--   24-25  pend:<b>, pend:<b-1>  bitmaps: samples decided as misses in that bucket and not yet
+--                       offered to the cache (their values are being made from storage)
+--   26-    per declared job: its r, g and m (the live jobs, as the caller last knew them)
 -- A job's name ends with |<view> (none: no view). Augmented copies are the caller's view's:
 -- only jobs of that view count for their demand, and only they use them.
 -- ARGV: now (ms), job, pin lease (ms), orphan grace (ms), orphans collected per call, values
@@ -33,7 +35,8 @@ local function view_of(name) return string.match(name, '|([^|]*)$') or '' end
 -- the type each declared key holds (by position; 'string' past the list: jobs' bitmaps)
 local KEY_TYPES = {'string', 'string', 'string', 'string', 'string', 'string', 'hash', 'zset',
                    'string', 'set', 'string', 'string', 'zset', 'zset', 'hash', 'string',
-                   'string', 'string', 'string', 'string', 'hash', 'string', 'hash'}
+                   'string', 'string', 'string', 'string', 'hash', 'string', 'hash', 'string',
+                   'string'}
 
 -- the first declared key that holds another type than the engine keeps there (nil: none),
 -- checked before anything is written, so a call that fails on foreign data changes nothing
@@ -56,6 +59,7 @@ local function begin(keys, args)
   K.gc = {e = keys[13], d = keys[13], a = keys[14]}
   K.j, K.r, K.p, K.g, K.m = keys[15], keys[16], keys[17], keys[18], keys[19]
   K.pin, K.pinc, K.pin1, K.pinc1 = keys[20], keys[21], keys[22], keys[23]
+  K.pend, K.pend1 = keys[24], keys[25]
   now, job, PIN_LEASE, GRACE = tonumber(args[1]), args[2], tonumber(args[3]), tonumber(args[4])
   local view = view_of(job)
   F = {e = 'e', d = 'd', a = view == '' and 'a' or 'a:' .. view}
@@ -64,8 +68,8 @@ local function begin(keys, args)
   DECLARED = {}
   for k = 1, d do
     local name = args[8 + k]
-    DECLARED[k] = {name = name, r = keys[21 + 3 * k], g = keys[22 + 3 * k],
-                   m = keys[23 + 3 * k], same = view_of(name) == view}
+    DECLARED[k] = {name = name, r = keys[23 + 3 * k], g = keys[24 + 3 * k],
+                   m = keys[25 + 3 * k], same = view_of(name) == view}
   end
   EVICTED, DROPPED = {}, {e = {}, a = {}}
   return 9 + d, foreign(keys)  -- where the command's own arguments start; a bad key
