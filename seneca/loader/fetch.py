@@ -172,15 +172,18 @@ def _values(
     return values, used, live
 
 
-def _admit(ds: Any, admit: list[tuple[int, str, bytes]], count: Counter) -> None:
-    """Offer the batch's new values; the renames and deletions that finish the admission are
-    posted to the outbox (sent at once, replies read at the next fetch)."""
-    if not admit:
+def _admit(ds: Any, admit: list[tuple[int, str, bytes]], made: list[int], count: Counter) -> None:
+    """Offer the batch's new values, and end the pending of the decided misses ``made`` that
+    are not offered (``ods/functions/pending.lua``); the renames and deletions that finish the
+    admission are posted to the outbox (sent at once, replies read at the next fetch)."""
+    offered = {i for i, _, _ in admit}
+    made = [i for i in made if i not in offered]
+    if not admit and not made:
         return
     store = ds.store
     items = [(i, t, len(v) + store.overhead, v) for i, t, v in admit]
     try:
-        result = store.admit(ds.job, items, wait=False)
+        result = store.admit(ds.job, items, wait=False, made=made)
     except (redis.RedisError, OSError, CacheError) as err:
         ds._cache_failed(err, count)
         return
@@ -218,7 +221,9 @@ def fetch_decided(
     aug_ok = ds.transform.head is not None and live > 1
     out = _samples(ds, picks, values, count, rows, slots, offer, aug_ok)
     if used is not None:
-        _admit(ds, admit, count)
+        # an ODS batch's misses are pending until offered (a lookup's are not)
+        made = [p.index for p in picks if p.tier is None] if evict else []
+        _admit(ds, admit, made, count)
     ds.counters.add(process_row(), count)
     return out
 
