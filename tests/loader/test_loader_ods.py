@@ -305,3 +305,26 @@ def test_a_loader_leaves_its_job_when_closed_or_collected(tiny_dataset, redis_pr
     del named
     gc.collect()  # a named job may be resumed from a checkpoint: its state stays
     assert store.keys.job_name("keep-me") in jobs(store)
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_misses_a_full_cache_does_not_take_are_not_left_pending(tiny_dataset, redis_proc, workers):
+    """Two jobs mark their misses pending for each other; with room for a copy or two, most
+    misses are not offered, and each batch's misses end their pending all the same (in the
+    loader process or in a worker)."""
+    ds = indexed(tiny_dataset)
+    opts = dict(batch_size=6, shuffle=True, cache=redis_proc.url, cache_size="1KB")
+    a = SenecaLoader(ds, job="a", num_workers=workers, **opts)
+    b = SenecaLoader(ds, job="b", num_workers=workers, **opts)
+    seen = collections.Counter()
+    for (_, ya), (_, yb) in zip(a, b, strict=True):
+        seen.update(int(i) for i in [*ya, *yb])
+    assert seen == collections.Counter({i: 2 for i in range(48)})
+    stats = [loader.stats() for loader in (a, b)]
+    misses = sum(s["storage_reads"] for s in stats)
+    offered = sum(s[t]["admitted"] + s[t]["full"] for s in stats for t in ("augmented", "decoded"))
+    assert misses > 80 and offered + sum(s["encoded"]["admitted"] for s in stats) < misses // 4
+    for loader in (a, b):
+        loader._cached.store.outbox.settle()
+    r, prefix = redis_proc.client, a._cached.store.prefix
+    assert sum(r.bitcount(k) for k in r.keys(f"{prefix}pend:*")) == 0
