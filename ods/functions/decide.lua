@@ -26,8 +26,9 @@ if substitute then  -- exact: x:c holds exactly the picked hits, which have left
 end
 local still = exact and left - #picked or left  -- (in U)
 local rest, gone = pick(U, want - #picked, n, still / n, taken, nil, true)
--- misses matter to other jobs only: a job alone neither puts off nor marks any
-local shared = redis.call('ZCOUNT', K.jobs, now, '+inf') > 1
+-- misses matter to other jobs only: a job alone neither puts off nor marks any (a batch of
+-- hits alone asks nothing)
+local shared = #rest > 0 and redis.call('ZCOUNT', K.jobs, now, '+inf') > 1
 if substitute and shared then rest, gone = put_off_pending(U, rest, gone, n, still, taken) end
 -- the samples still in U: C's unless they left it with a BITOP (exact), the rest's unless the
 -- pick cleared them already
