@@ -68,8 +68,14 @@ MALLOC_MMAP_THRESHOLD = 32 * 1024 * 1024
 MALLOC_TRIM_THRESHOLD = 256 * 1024 * 1024
 
 #: torch intra-op threads for the loader process's share of each batch while DataLoader workers
-#: make the rest (``seneca.loader.intra_op``): one, as each worker has.
+#: make the rest (``seneca.loader.ahead``): one, as each worker has.
 LOADER_THREADS = 1
+
+#: The thread that makes the loader process's share of the next batch (``seneca.loader.ahead``):
+#: how often it checks, while its batch waits to be taken, whether the loop ended; and how long
+#: the end of a loop waits for it to stop before warning.
+AHEAD_POLL_S = 0.1
+AHEAD_STOP_WAIT_S = 60.0
 
 #: Seconds a DataLoader worker's exit waits for its result queue to finish sending
 #: (``seneca.loader.worker_exit``).

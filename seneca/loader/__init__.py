@@ -5,9 +5,9 @@
 * ``dataset``: CachedDataset, the user's dataset read through the cache tiers;
 * ``fetch``: reading a batch that ODS decided, straight into the batch's rows;
 * ``rows``: batch tensors filled where values are read, and their collate;
-* ``stats``: per-job counters shared with DataLoader workers;
+* ``stats``: per-job counters shared with DataLoader workers, and epoch summaries;
 * ``malloc``: glibc malloc tuning for loader processes;
-* ``intra_op``: the loader process's share of a batch run with one thread while workers run.
+* ``ahead``: with workers, the loader process's share of the next batch made by a thread.
 """
 
 from __future__ import annotations

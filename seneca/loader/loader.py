@@ -16,10 +16,10 @@ from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 from ods.sampler import OdsBatchSampler, OdsSampler
 from ods.store import OdsStore
 from seneca import defaults
+from seneca.loader.ahead import closing, made_ahead
 from seneca.loader.bypass import HitSplitter, collate_part
 from seneca.loader.dataset import CachedDataset
 from seneca.loader.fetch import drop_ahead
-from seneca.loader.intra_op import with_threads
 from seneca.loader.malloc import tune_malloc
 from seneca.loader.options import (
     DATALOADER_ARGS,
@@ -41,7 +41,7 @@ from seneca.loader.setup import (
     union_over_ranks,
 )
 from seneca.loader.source import NotCacheable, Resolved, resolve
-from seneca.loader.stats import Counters, epoch_summary, job_stats
+from seneca.loader.stats import Counters, job_stats, summarised
 from seneca.pipeline.batch_tail import finished_batches
 from seneca_base.errors import ConfigError
 
@@ -138,6 +138,7 @@ class SenecaLoader(DataLoader[_T_co]):
         self._splitter: HitSplitter | None = None  # hits read here, misses in the workers
         self._cached: CachedDataset | None = None
         self._batch_tail: Any = None
+        self._ahead: Any = None  # with workers: the thread making the next batch's share here
         self.cache_url: str | None = None
         self.cache_size: int | None = None
         self._split: dict[str, float] | None = None
@@ -188,10 +189,8 @@ class SenecaLoader(DataLoader[_T_co]):
         )
         wrapped = CachedDataset(dataset, resolved, self._counters, defer_tail=defer_tail)
         self._batch_tail = wrapped.transform.batch_tail if defer_tail else None
-        if defer_tail and args["collate_fn"] is None:
-            args["collate_fn"] = (
-                collate_rows  # default_collate, minus the copy of rows read in place
-            )
+        if defer_tail and args["collate_fn"] is None:  # default_collate, less the rows' copy
+            args["collate_fn"] = collate_rows
         setup = connect(options, self.strict)
         wrapped.strict = self.strict
         store = cache_store(setup, *wrapped.cache_ids(), len(resolved.source), dataset)
@@ -253,50 +252,47 @@ class SenecaLoader(DataLoader[_T_co]):
     def __iter__(self) -> Any:
         if self._cached is None:
             return super().__iter__()
+        self._stop_ahead()  # before DataLoader resets persistent workers the thread may use
         before = self._counters.snapshot()  # before any worker fetches for this iteration
         if self._ods_sampler is None:
             it = super().__iter__()
-            return self._summarised(self._in_this_process(it), before)
+            return summarised(self._in_this_process(it), self, before)
         self._progress = (self._ods_sampler.next_epoch(), 0)
         self._iteration = object()
         it = super().__iter__()
         it = it if self._splitter is None else self._splitter.merged(it)
-        return self._summarised(self._tracked(self._in_this_process(it), self._iteration), before)
+        it = self._tracked(self._in_this_process(it), self._iteration)
+        return summarised(it, self, before)
 
     def _in_this_process(self, it: Any) -> Any:
         """``it`` with the batch tail run on each batch; with workers, this process's share of
-        each batch made with their intra-op threads (``seneca.loader.intra_op``)."""
+        each batch made a batch ahead by a thread (``seneca.loader.ahead``)."""
+        pin = self.pin_memory and torch.cuda.is_available()
         if self._batch_tail is not None:
-            pin = self.pin_memory and torch.cuda.is_available()
             it = finished_batches(it, self._batch_tail, pin)
-        return it if self.num_workers == 0 else with_threads(it, defaults.LOADER_THREADS)
+        if self.num_workers == 0:
+            return it
+        device = torch.cuda.current_device() if pin else None
+        self._ahead = made_ahead(it, defaults.LOADER_THREADS, device)
+        return self._ahead
 
-    def _summarised(self, it: Any, before: dict[str, int]) -> Any:
-        """Yield the batches of ``it``; log a summary of the epoch at INFO when it ends."""
-        subs = self._ods_sampler.substitutions if self._ods_sampler else 0
-        planner = self.planner
-        if planner is None:
-            yield from it
-        else:
-            for batch in it:
-                planner.tick()  # at most every defaults.AUTO_TICK seconds
-                yield batch
-        if log.isEnabledFor(logging.INFO):
-            subs = (self._ods_sampler.substitutions if self._ods_sampler else 0) - subs
-            epoch = self._ods_sampler.current if self._ods_sampler else None
-            after = self._counters.snapshot()
-            log.info("%s", epoch_summary(self.job, epoch, before, after, subs))
+    def _stop_ahead(self) -> None:
+        """Stop the thread making the latest iteration's batches, if any."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.close()
 
     def _tracked(self, it: Any, token: object) -> Any:
         """Yield the batches of ``it``, counting them for :meth:`state_dict` while it is the
         latest iteration (``token``): an abandoned one counts no more."""
         epoch = None
-        for batch in it:
-            if epoch is None:  # the sampler has taken the iteration's epoch by now
-                epoch = self._ods_sampler.current
-            if self._iteration is token:
-                self._progress = (epoch, self._progress[1] + 1)
-            yield batch
+        with closing(it):  # a loop cut short stops the thread making the next batch at once
+            for batch in it:
+                if epoch is None:  # the sampler has taken the iteration's epoch by now
+                    epoch = self._ods_sampler.current
+                if self._iteration is token:
+                    self._progress = (epoch, self._progress[1] + 1)
+                yield batch
         if self._iteration is token and epoch is not None:
             self._progress = (epoch + 1, 0)
 
@@ -355,6 +351,7 @@ class SenecaLoader(DataLoader[_T_co]):
             finalizer()
         elif self.store is not None:
             leave_job(self.store, self.job, os.getpid())
+        self._stop_ahead()
         self._iterator = None  # persistent workers stop with their iterator
         if self._cached is not None:
             drop_ahead(self._cached)

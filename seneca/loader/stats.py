@@ -1,4 +1,4 @@
-"""Per-job counters shared by the loader process and its workers.
+"""Per-job counters shared by the loader process and its workers, and each epoch's summary.
 
 Each process writes only its own row of a small file-backed int64 matrix (no locks needed);
 ``snapshot`` sums the rows. The file path pickles, so fork, spawn and forkserver workers all
@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import logging
 import multiprocessing.context
 import os
 import tempfile
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-__all__ = ["FIELDS", "Counters", "epoch_summary", "job_stats", "process_row"]
+__all__ = ["FIELDS", "Counters", "epoch_summary", "job_stats", "process_row", "summarised"]
+
+log = logging.getLogger("seneca")
 
 FIELDS = (
     "samples",
@@ -110,6 +114,28 @@ class Counters:
         except FileExistsError:
             return False
         return True
+
+
+def summarised(it: Iterator[Any], loader: Any, before: dict) -> Iterator[Any]:
+    """The batches of ``loader``'s iteration ``it`` (its planner, if any, ticked between them);
+    a summary of the epoch logged at INFO when it ends (``before``: the counters at its start)."""
+    sampler, planner = loader._ods_sampler, loader.planner
+    subs = sampler.substitutions if sampler else 0
+    if planner is None:
+        yield from it  # (closes it when this is closed: a loop cut short)
+    else:
+        try:
+            for batch in it:
+                planner.tick()  # at most every defaults.AUTO_TICK seconds
+                yield batch
+        finally:  # a loop cut short: as yield from does
+            if hasattr(it, "close"):
+                it.close()
+    if log.isEnabledFor(logging.INFO):
+        subs = (sampler.substitutions if sampler else 0) - subs
+        epoch = sampler.current if sampler else None
+        after = loader._counters.snapshot()
+        log.info("%s", epoch_summary(loader.job, epoch, before, after, subs))
 
 
 def epoch_summary(job: str, epoch: int | None, before: dict, after: dict, subs: int) -> str:

@@ -1,0 +1,124 @@
+"""With workers, the loader process's share of each batch is made a batch ahead by a thread,
+with one intra-op thread there while the training loop keeps its own setting."""
+
+import threading
+
+import pytest
+import torch
+from helpers.indexed import indexed
+from torchvision.datasets import ImageFolder
+from torchvision.transforms import v2
+
+from seneca import SenecaLoader
+from seneca.loader.ahead import made_ahead
+
+TRANSFORM = v2.Compose(
+    [
+        v2.Resize((20, 28), antialias=True),
+        v2.PILToTensor(),
+        v2.ToDtype(torch.float32, scale=True),
+        v2.Normalize([0.5, 0.5, 0.5], [0.25, 0.25, 0.25]),
+    ]
+)
+
+
+@pytest.fixture
+def two_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_the_batch_tail_runs_ahead_with_one_thread_while_workers_run(
+    tiny_dataset, redis_proc, two_threads, workers
+):
+    ds = ImageFolder(str(tiny_dataset), transform=TRANSFORM)
+    loader = SenecaLoader(
+        ds, batch_size=8, shuffle=True, cache=redis_proc.url, split=(0, 0, 1), num_workers=workers
+    )
+    seen: list[tuple[int, bool]] = []
+    tail = loader._batch_tail
+    assert tail is not None  # Normalize runs once per batch, in the loader process
+
+    def record(x):
+        seen.append(
+            (torch.get_num_threads(), threading.current_thread() is threading.main_thread())
+        )
+        return x
+
+    tail.steps = [*tail.steps, record]
+    batches = 0
+    for x, _ in loader:
+        assert torch.get_num_threads() == 2  # the user's setting, all along
+        assert x.dtype == torch.float32
+        batches += 1
+    assert batches == len(loader) and len(seen) == batches
+    # with workers, in the batch thread with one intra-op thread; without, as DataLoader
+    assert set(seen) == ({(1, False)} if workers else {(2, True)})
+
+
+def test_the_next_item_is_made_while_the_caller_has_this_one():
+    making = [threading.Event() for _ in range(3)]
+
+    def items():
+        for k in range(3):
+            making[k].set()
+            yield k
+
+    it = made_ahead(items(), 1)
+    assert next(it) == 0
+    assert making[1].wait(5)  # made without asking
+    assert list(it) == [1, 2]
+
+
+def test_an_error_is_raised_where_its_item_is_asked_for():
+    def items():
+        yield "first"
+        raise ValueError("a bad sample")
+
+    it = made_ahead(items(), 1)
+    assert next(it) == "first"
+    with pytest.raises(ValueError, match="a bad sample"):
+        next(it)
+
+
+def test_a_loop_cut_short_stops_the_thread_and_closes_its_items():
+    closed = threading.Event()
+
+    def items():
+        try:
+            k = 0
+            while True:
+                yield k
+                k += 1
+        finally:
+            closed.set()
+
+    before = {t.ident for t in threading.enumerate()}
+    it = made_ahead(items(), 1)
+    assert next(it) == 0
+    it.close()
+    assert closed.is_set()  # closed in the thread, which has ended
+    assert {t.ident for t in threading.enumerate()} <= before
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_an_iteration_cut_short_stops_before_the_next_starts(tiny_dataset, redis_proc, persistent):
+    loader = SenecaLoader(
+        indexed(tiny_dataset),
+        batch_size=4,
+        shuffle=True,
+        cache=redis_proc.url,
+        num_workers=2,
+        persistent_workers=persistent,
+    )
+    first = iter(loader)  # kept: not closed by the loop's end
+    next(first)
+    thread = loader._ahead
+    assert thread is not None
+    got = sorted(int(i) for _, y in loader for i in y)
+    assert got == list(range(48))  # the next iteration: every sample once
+    with pytest.raises(StopIteration):
+        next(first)  # the abandoned iteration ends
