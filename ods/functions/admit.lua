@@ -1,14 +1,14 @@
 -- admit: account values offered to the cache. Arguments: policy, capacity per tier (TIERS
 -- order, units), seed, eviction candidates per offer, jobs sampled for demand, most
 -- candidates per tier, the number of samples made from storage and not offered, those samples
--- (no longer pending, as the offered ones), then per sample: index, tier letter, size (units). Under pressure ('seneca') an offer evicts the
--- unpinned candidates live jobs need least (from a random window of the tier), while they are
--- needed less than the offered sample; demand is counted over a random sample of the live
--- jobs. The caller writes the admitted values and deletes the evicted ones. Returns per sample
--- 1 (admitted), 2 (already cached in that form), 3 (already cached as an encoded or decoded
--- value of this size: the caller's value replaces it, in case it went missing) or 0
--- (refused), and the {letter, sample} pairs whose values the caller deletes (evicted now, or
--- orphans collected).
+-- (no longer pending, as the offered ones), then per sample: index, tier letter, size (units).
+-- Under pressure ('seneca') an offer evicts the unpinned candidates live jobs need least (from
+-- a random window of the tier), while they are needed less than the offered sample; demand is
+-- counted over a random sample of the live jobs. The caller writes the admitted values and
+-- deletes the evicted ones. Returns per sample 1 (admitted), 2 (already cached in that form), 3
+-- (already cached as an encoded or decoded value of this size: the caller's value replaces it,
+-- in case it went missing) or 0 (refused), and the {letter, sample} pairs whose values the
+-- caller deletes (evicted now, or orphans collected).
 local policy = args[a]
 local cap = {}
 for k, t in ipairs(TIERS) do cap[t] = tonumber(args[a + k]) end

@@ -5,8 +5,8 @@
 -- as picking at random from all unserved samples and replacing each miss by a random member of
 -- C while C lasts (the displaced misses stay unserved), without looking up or putting back the
 -- misses a uniform pick would have drawn; with substitution, misses another job is making now
--- are put off while others are left (pending.lua). Hits are pinned, misses marked pending. Returns epoch, served,
--- substitutions, samples, tier letters ('' for storage), pin bucket.
+-- are put off while others are left (pending.lua). Hits are pinned, misses marked pending.
+-- Returns epoch, served, substitutions, samples, tier letters ('' for storage), pin bucket.
 local want, lease, n = tonumber(args[a]), tonumber(args[a + 1]), tonumber(args[a + 3])
 local substitute, policy = args[a + 4] == '1', args[a + 5]
 math.randomseed(tonumber(args[a + 2]))
