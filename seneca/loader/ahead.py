@@ -21,13 +21,12 @@ the thread leaves it alone.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import queue
 import threading
 from collections.abc import Iterator
 from typing import Any, TypeVar
-
-import torch
 
 from seneca import defaults
 
@@ -37,8 +36,15 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _END = object()
-#: whether torch.set_num_threads in a thread leaves the other threads' setting alone
-_PER_THREAD = "OpenMP" in torch.__config__.parallel_info()
+
+
+@functools.cache
+def _per_thread() -> bool:
+    """Whether torch.set_num_threads in a thread leaves the other threads' setting alone (torch
+    is imported here, so :func:`closing` is usable without it)."""
+    import torch
+
+    return "OpenMP" in torch.__config__.parallel_info()
 
 
 def made_ahead(it: Iterator[T], threads: int, device: int | None = None) -> Iterator[T]:
@@ -90,9 +96,11 @@ def _make(
     it: Iterator[Any], box: queue.Queue, stop: threading.Event, threads: int, device: int | None
 ) -> None:
     """The thread: ``it``'s items into ``box`` until it ends, fails or ``stop`` is set."""
+    import torch
+
     with closing(it):
         try:
-            if threads and _PER_THREAD:
+            if threads and _per_thread():
                 torch.set_num_threads(threads)
             if device is not None:
                 torch.cuda.set_device(device)

@@ -176,8 +176,9 @@ def _admit(ds: Any, admit: list[tuple[int, str, bytes]], made: list[int], count:
     """Offer the batch's new values, and end the pending of the decided misses ``made`` that
     are not offered (``ods/functions/pending.lua``); the renames and deletions that finish the
     admission are posted to the outbox (sent at once, replies read at the next fetch)."""
-    offered = {i for i, _, _ in admit}
-    made = [i for i in made if i not in offered]
+    if made and admit:
+        offered = {i for i, _, _ in admit}
+        made = [i for i in made if i not in offered]
     if not admit and not made:
         return
     store = ds.store

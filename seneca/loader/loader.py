@@ -256,13 +256,12 @@ class SenecaLoader(DataLoader[_T_co]):
         before = self._counters.snapshot()  # before any worker fetches for this iteration
         if self._ods_sampler is None:
             it = super().__iter__()
-            return summarised(self._in_this_process(it), self, before)
+            return self._summarised(self._in_this_process(it), before)
         self._progress = (self._ods_sampler.next_epoch(), 0)
         self._iteration = object()
         it = super().__iter__()
         it = it if self._splitter is None else self._splitter.merged(it)
-        it = self._tracked(self._in_this_process(it), self._iteration)
-        return summarised(it, self, before)
+        return self._summarised(self._tracked(self._in_this_process(it), self._iteration), before)
 
     def _in_this_process(self, it: Any) -> Any:
         """``it`` with the batch tail run on each batch; with workers, this process's share of
@@ -275,6 +274,10 @@ class SenecaLoader(DataLoader[_T_co]):
         device = torch.cuda.current_device() if pin else None
         self._ahead = made_ahead(it, defaults.LOADER_THREADS, device)
         return self._ahead
+
+    def _summarised(self, it: Any, before: dict[str, int]) -> Any:
+        """``it``, planned between batches and summarised at its end (``stats.summarised``)."""
+        return summarised(it, self.job, self._counters, self._ods_sampler, self.planner, before)
 
     def _stop_ahead(self) -> None:
         """Stop the thread making the latest iteration's batches, if any."""

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from seneca.loader.ahead import closing
+
 __all__ = ["FIELDS", "Counters", "epoch_summary", "job_stats", "process_row", "summarised"]
 
 log = logging.getLogger("seneca")
@@ -116,26 +118,22 @@ class Counters:
         return True
 
 
-def summarised(it: Iterator[Any], loader: Any, before: dict) -> Iterator[Any]:
-    """The batches of ``loader``'s iteration ``it`` (its planner, if any, ticked between them);
-    a summary of the epoch logged at INFO when it ends (``before``: the counters at its start)."""
-    sampler, planner = loader._ods_sampler, loader.planner
+def summarised(
+    it: Iterator[Any], job: str, counters: Counters, sampler: Any, planner: Any, before: dict
+) -> Iterator[Any]:
+    """The batches of an iteration ``it`` of ``job`` (``planner``, if any, ticked between them);
+    a summary of the epoch logged at INFO when it ends (``before``: ``counters`` at its start;
+    ``sampler``: its ODS sampler, if any)."""
     subs = sampler.substitutions if sampler else 0
-    if planner is None:
-        yield from it  # (closes it when this is closed: a loop cut short)
-    else:
-        try:
-            for batch in it:
+    with closing(it):  # a loop cut short closes what it iterates (the batch thread stops)
+        for batch in it:
+            if planner is not None:
                 planner.tick()  # at most every defaults.AUTO_TICK seconds
-                yield batch
-        finally:  # a loop cut short: as yield from does
-            if hasattr(it, "close"):
-                it.close()
+            yield batch
     if log.isEnabledFor(logging.INFO):
         subs = (sampler.substitutions if sampler else 0) - subs
         epoch = sampler.current if sampler else None
-        after = loader._counters.snapshot()
-        log.info("%s", epoch_summary(loader.job, epoch, before, after, subs))
+        log.info("%s", epoch_summary(job, epoch, before, counters.snapshot(), subs))
 
 
 def epoch_summary(job: str, epoch: int | None, before: dict, after: dict, subs: int) -> str:
