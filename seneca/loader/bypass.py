@@ -5,13 +5,19 @@ hits before any worker sees the batch. An augmented hit needs no CPU work: its b
 the cache into the batch's rows. :class:`HitSplitter`, the DataLoader's batch sampler, hands
 the workers each batch's other samples (misses, and hits that still need a decode or a
 transform) behind a :class:`Tag` naming the batch, and keeps the hits. Each worker's part
-comes back tagged (:func:`collate_part`). :meth:`HitSplitter.merged` reads a batch's hits
-in the loader process while the workers make its part, straight into the rows of the batch
-tensor (``fetch_decided``: the zero-copy reader, pins released, stats counted, a hit found
-gone read from storage), copies the workers' rows into theirs and yields the batch in the
-decided order, ready for the batch tail. Exactly-once, admissions, ``state_dict`` and the
-batch tail are as without the bypass; tags match parts to batches whatever order the workers
-finish in (``in_order=False``).
+comes back tagged (:func:`collate_part`). The batch's hits are read in the loader process as
+soon as the batch is decided, when DataLoader hands its part to a worker, straight into the
+rows of the batch tensor (``fetch_decided``: the zero-copy reader, pins released, stats
+counted, a hit found gone read from storage). A decided hit is pinned in the cache until it
+is read, and DataLoader decides up to ``prefetch_factor`` x ``num_workers`` batches before
+the loop takes them: read when the batch was merged, the pins of that many batches' hits
+kept their copies from being evicted, and a small cache then had no room left for the copies
+other jobs made. Read at once, the hits of the batches in flight wait in the loader process's
+memory instead (uint8 rows, at most one batch tensor per batch in flight).
+:meth:`HitSplitter.merged` copies the workers' rows into the rest of each batch and yields
+the batches in the decided order, ready for the batch tail. Exactly-once, admissions,
+``state_dict`` and the batch tail are as without the bypass; tags match parts to batches
+whatever order the workers finish in (``in_order=False``).
 
 Used with workers, ODS, and the default collate with the batch tail deferred (what lets a hit
 be a row of the batch tensor); otherwise every sample goes to the workers as before.
@@ -97,12 +103,13 @@ class HitSplitter:
         self.sampler = sampler
         self.dataset = dataset  # the CachedDataset the loader process reads hits through
         self._pending: dict[int, list[Pick]] = {}
+        self._ready: dict[int, tuple[BatchRows, list[Any]]] = {}
         self._next = 0
         self._iteration = 0
         self._parts = PartReader()  # the workers' buffers their parts' rows are in
         #: batches made of hits read here and samples from a worker
         self.mixed = 0
-        #: batches whose hits were read before their workers' part came
+        #: batches whose hits were read before their workers' part came (when decided)
         self.read_ahead = 0
         #: workers' parts with samples, and those whose rows came in a reused shared buffer
         self.parts = 0
@@ -113,21 +120,23 @@ class HitSplitter:
 
     def __iter__(self) -> Iterator[list[Any]]:
         self._pending.clear()  # an abandoned iteration's batches are not coming back
+        self._ready.clear()
         self._iteration += 1
         for picks in self.sampler:
             tag = self._next
             self._next += 1
             self._pending[tag] = picks
+            slots = _hit_slots(picks)
+            if slots:  # read now: the pins go at once, not when the batch is merged
+                self._ready[tag] = self._read(picks, slots)
             yield [Tag(tag, self._iteration, len(picks)), *(p for p in picks if not _bypassed(p))]
 
     def merged(self, it: Iterator[Any]) -> Iterator[Any]:
-        """The batches of ``it`` (the workers' tagged parts) with their hits read here and put
-        in place, in the order each batch was decided. The hits of the oldest batch still out
-        are read before waiting for its part, while the workers make it."""
-        ready: dict[int, tuple[BatchRows, list[Any]]] = {}
+        """The batches of ``it`` (the workers' tagged parts) with their hits (read here when
+        the batch was decided) put in place, in the order each batch was decided."""
+        ready = self._ready
         self._parts.clear()  # workers send their buffers again in a new iteration
         while True:
-            self._read_ahead(ready)
             try:
                 tag, images, targets = next(it)
             except StopIteration:
@@ -158,18 +167,6 @@ class HitSplitter:
         if ref is not None:
             self._parts.release(ref)
         return batch
-
-    def _read_ahead(self, ready: dict[int, tuple[BatchRows, list[Any]]]) -> None:
-        """Read the hits of the oldest batch still with the workers, unless read already."""
-        if not self._pending:
-            return
-        tag = min(self._pending)
-        if tag in ready:
-            return
-        picks = self._pending[tag]
-        slots = _hit_slots(picks)
-        if slots:
-            ready[tag] = self._read(picks, slots)
 
     def _read(self, picks: Sequence[Pick], slots: list[int]) -> tuple[BatchRows, list[Any]]:
         """Batch ``picks``' hits (at ``slots``) read into the rows of a new batch."""
