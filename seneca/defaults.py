@@ -120,6 +120,10 @@ PROFILE_DEFAULTS = {
     "model.batch_size": 256,
 }
 
+#: ``device=``: pinned host buffers a loader keeps per batch shape to copy batches to the device
+#: from (``seneca.loader.device``): one being filled, one being copied, one spare.
+STAGING_BUFFERS = 3
+
 #: Batch tails (``seneca.pipeline.batch_tail``): how many recent output batches a loader keeps
 #: to reuse once nobody holds them (0: a new tensor per batch).
 BATCH_POOL = 4

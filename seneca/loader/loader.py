@@ -19,6 +19,7 @@ from seneca import defaults
 from seneca.loader.ahead import closing, made_ahead
 from seneca.loader.bypass import HitSplitter, collate_part
 from seneca.loader.dataset import CachedDataset
+from seneca.loader.device import DeviceFeed, handed_over, resolve_device, staged
 from seneca.loader.fetch import drop_ahead
 from seneca.loader.malloc import tune_malloc
 from seneca.loader.options import (
@@ -92,6 +93,12 @@ class SenecaLoader(DataLoader[_T_co]):
             batching; True without them is an error.
         strict: any cache failure is an error (``CacheError``) instead of a warning and reads
             from storage. Default: the environment variable ``SENECA_STRICT`` ("1", "true").
+        device: ``"cuda"``, ``"cuda:N"``, ``"cpu"`` or a ``torch.device``: the loader yields
+            batches on this device. Each batch's tensors are copied through pinned host
+            buffers it reuses, on a CUDA stream of its own, one batch ahead with workers, and
+            the batch tail (``ToDtype``/``Normalize``) runs on the device on the uint8 images
+            (``seneca.loader.device``); ``pin_memory`` is then not needed. Default: None, the
+            batches stay on the CPU (pinned with ``pin_memory=True``), as DataLoader's.
     """
 
     def __init__(
@@ -123,10 +130,16 @@ class SenecaLoader(DataLoader[_T_co]):
         ods: bool | None = None,
         batch_tail: bool | None = None,
         strict: bool | None = None,
+        device: str | torch.device | None = None,
     ) -> None:
         given = locals()
         args: dict[str, Any] = {name: given[name] for name in DATALOADER_ARGS}
         DataLoader(dataset, **args)  # DataLoader's own checks come first, with its errors
+        #: the device batches are yielded on (None: the CPU, as DataLoader yields them)
+        self.device = resolve_device(device)
+        if self.device is not None:
+            args["pin_memory"] = False  # the device feed copies through pinned buffers
+        self._feed: DeviceFeed | None = None
         tune_malloc()
         options = cache_options(cache, cache_size, split, plan, spec)
         self.strict = resolve_strict(strict)
@@ -172,6 +185,16 @@ class SenecaLoader(DataLoader[_T_co]):
         )
         log.info("not caching %s: %s", type(dataset).__name__, why)
         super().__init__(dataset, **args)
+        self._feed = self._device_feed(None)
+
+    def _device_feed(self, tail: Any) -> DeviceFeed | None:
+        """The feed of :attr:`device` (None without one); ``tail``: the batch tail it runs."""
+        device = self.device
+        if device is None:
+            return None
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        return DeviceFeed(device, tail)
 
     def _wire(
         self,
@@ -230,6 +253,7 @@ class SenecaLoader(DataLoader[_T_co]):
             self._ods_sampler.strict, self._ods_sampler.backoff = self.strict, wrapped.backoff
         super().__init__(wrapped, **args)
         self._cached = wrapped
+        self._feed = self._device_feed(self._batch_tail)
         if self._splitter is not None:  # a worker's parts in flight, and the one it makes
             wrapped.part_buffers = self.prefetch_factor + 1
         object.__setattr__(self, "dataset", dataset)  # the user's, as DataLoader's is
@@ -251,7 +275,8 @@ class SenecaLoader(DataLoader[_T_co]):
 
     def __iter__(self) -> Any:
         if self._cached is None:
-            return super().__iter__()
+            it = super().__iter__()
+            return it if self._feed is None else handed_over(staged(it, self._feed), self._feed)
         self._stop_ahead()  # before DataLoader resets persistent workers the thread may use
         before = self._counters.snapshot()  # before any worker fetches for this iteration
         if self._ods_sampler is None:
@@ -264,16 +289,21 @@ class SenecaLoader(DataLoader[_T_co]):
         return self._summarised(self._tracked(self._in_this_process(it), self._iteration), before)
 
     def _in_this_process(self, it: Any) -> Any:
-        """``it`` with the batch tail run on each batch; with workers, this process's share of
-        each batch made a batch ahead by a thread (``seneca.loader.ahead``)."""
-        pin = self.pin_memory and torch.cuda.is_available()
-        if self._batch_tail is not None:
-            it = finished_batches(it, self._batch_tail, pin)
-        if self.num_workers == 0:
-            return it
-        device = torch.cuda.current_device() if pin else None
-        self._ahead = made_ahead(it, defaults.LOADER_THREADS, device)
-        return self._ahead
+        """``it`` with the batch tail run on each batch (on :attr:`device` when given, after
+        the batch is copied there); with workers, this process's share of each batch made a
+        batch ahead by a thread (``seneca.loader.ahead``)."""
+        feed = self._feed
+        if feed is not None:
+            it = staged(it, feed)
+            cuda = feed.device.index if feed.cuda else None
+        else:
+            pin = self.pin_memory and torch.cuda.is_available()
+            if self._batch_tail is not None:
+                it = finished_batches(it, self._batch_tail, pin)
+            cuda = torch.cuda.current_device() if pin else None
+        if self.num_workers > 0:
+            it = self._ahead = made_ahead(it, defaults.LOADER_THREADS, cuda)
+        return it if feed is None else handed_over(it, feed)
 
     def _summarised(self, it: Any, before: dict[str, int]) -> Any:
         """``it``, planned between batches and summarised at its end (``stats.summarised``)."""
@@ -390,10 +420,15 @@ class SenecaLoader(DataLoader[_T_co]):
         ``misses``, ``hit_rate`` and ``admitted``; ``storage_reads``, ``decodes``,
         ``transforms``, ``bytes_storage``, ``bytes_cache`` and ``cache_errors``; with ODS
         ``substitutions`` (misses replaced by hits) and ``ods_gone`` (decided hits found
-        evicted, read from the next tier or storage).
+        evicted, read from the next tier or storage); with ``device=``, ``device``: the batches
+        staged and the host buffers made and reused for their copies
+        (``DeviceFeed.stats``).
         """
         subs = self._ods_sampler.substitutions if self._ods_sampler else 0
-        return job_stats(self._counters.snapshot(), subs)
+        out = job_stats(self._counters.snapshot(), subs)
+        if self._feed is not None:
+            out["device"] = self._feed.stats()
+        return out
 
     def reset_stats(self) -> None:
         """Set every counter of :meth:`stats` back to zero."""
