@@ -73,7 +73,7 @@ def test_on_the_cpu_the_batches_are_dataloaders_with_the_tail_run_per_batch(
 ):
     expected = reference(tiny_dataset)
     ours = loader(tiny_dataset, redis_url, num_workers=workers, device="cpu", ods=False)
-    for epoch in range(2):  # the second epoch reads the cached uint8 images
+    for _ in range(2):  # the second epoch reads the cached uint8 images
         got = list(ours)
         assert len(got) == len(expected)
         for (x, y), (ex, ey) in zip(got, expected, strict=True):
