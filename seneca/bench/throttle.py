@@ -1,39 +1,79 @@
 """A storage-bandwidth throttle shared by processes: emulates remote storage in benchmarks.
 
 Reads reserve time on one shared clock (``bytes / rate`` each), so all the processes that hold
-the same :class:`Throttle`, including DataLoader workers it is pickled into while they start,
-together read at most ``rate`` bytes per second. This is an emulation for ``seneca bench
---storage-mbps``, not a model of any particular storage system.
+the same :class:`Throttle` (the benchmark's jobs, each a fresh interpreter, and the DataLoader
+workers it is pickled into) together read at most ``rate`` bytes per second. The clock is one
+number in a small file (in ``/dev/shm`` where there is one), read and written under an
+exclusive ``flock``; ``time.monotonic()`` is the same clock in every process of the machine.
+This is an emulation for ``seneca bench --storage-mbps``, not a model of any storage system.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+import struct
+import tempfile
 import time
+import weakref
 from typing import Any
 
-from seneca.bench.spawn import job_context
 from seneca_base.errors import ConfigError
 
 __all__ = ["Throttle"]
 
+_CLOCK = struct.Struct("d")
+
+
+def _remove(path: str, owner: int) -> None:
+    """Remove the clock's file, in the process that made it only (a forked process inherits
+    the finalizer)."""
+    if os.getpid() == owner:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
 
 class Throttle:
-    """At most ``rate`` bytes per second over all processes sharing this object."""
+    """At most ``rate`` bytes per second over all processes sharing this object (or its
+    :attr:`path`: ``Throttle(rate, path)`` in another process joins it). The process that
+    made the file removes it when its object is collected."""
 
-    def __init__(self, rate: float, context: Any = None) -> None:
+    def __init__(self, rate: float, path: str | None = None) -> None:
         if not rate > 0:
             raise ConfigError(f"--storage-mbps: must be positive, got {rate!r}")
         self.rate = float(rate)
-        ctx = context or job_context()
-        self._next = ctx.Value("d", 0.0)  # monotonic time when the link is free again
+        if path is None:
+            where = "/dev/shm" if os.path.isdir("/dev/shm") else None
+            fd, path = tempfile.mkstemp(prefix="seneca-throttle-", dir=where)
+            os.write(fd, _CLOCK.pack(0.0))  # when the link is free again (monotonic seconds)
+            os.close(fd)
+            weakref.finalize(self, _remove, path, os.getpid())
+        self.path = path
+        self._fd: int | None = None
+        self._pid = 0
+
+    def __getstate__(self) -> dict[str, Any]:  # the file, not this process's descriptor
+        return {"rate": self.rate, "path": self.path, "_fd": None, "_pid": 0}
+
+    def _file(self) -> int:
+        if self._fd is None or self._pid != os.getpid():
+            self._fd, self._pid = os.open(self.path, os.O_RDWR), os.getpid()
+        return self._fd
 
     def reserve(self, nbytes: int, now: float | None = None) -> float:
         """Book ``nbytes`` on the shared link at ``now`` (default: ``time.monotonic()``); returns
         when (on that clock) the transfer is done. A link left idle banks no credit."""
-        with self._next.get_lock():
-            start = max(time.monotonic() if now is None else now, self._next.value)
-            self._next.value = start + nbytes / self.rate
-            return self._next.value
+        fd = self._file()
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            (free,) = _CLOCK.unpack(os.pread(fd, _CLOCK.size, 0))
+            start = max(time.monotonic() if now is None else now, free)
+            done = start + nbytes / self.rate
+            os.pwrite(fd, _CLOCK.pack(done), 0)
+            return done
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
     def wait(self, nbytes: int) -> None:
         """Block until ``nbytes`` may have been transferred."""
