@@ -2,7 +2,11 @@
 ``demo`` and ``mdp profile``. Nothing in the loader imports them.
 
 * ``harness``: concurrent training jobs over one cache, per loader (``seneca bench``);
-* ``baselines``: the loaders compared (DataLoader, MINIO, Quiver, MDP, Seneca);
+* ``fresh``: the bench's jobs as fresh interpreters, started together, reporting once;
+* ``training``: what a job does per batch: nothing, an emulated step or a model's step; the
+  no-loader ceiling;
+* ``gpu_busy``: how busy the GPU was (NVML);
+* ``baselines``: the loaders compared (DataLoader, MINIO, Quiver, MDP, Seneca, none);
 * ``report``: the bench's tables and plots;
 * ``splits``: the planned split against fixed ones, from one bench run;
 * ``timeline``: the planned split and throughput as jobs join and leave;
@@ -14,7 +18,7 @@
 * ``synthetic``: synthetic JPEG datasets;
 * ``throttle``: emulated storage bandwidth;
 * ``provenance``: the command, date, machine and revision each result file records;
-* ``spawn``: processes that start together and report once.
+* ``spawn``: processes that start together and report once (``mdp profile``, accuracy, demo).
 """
 
 __all__: list[str] = []

@@ -9,12 +9,17 @@
   remaining random order and takes the cached samples first (MINIO's cache).
 * ``mdp``: the tiers split by the MDP plan, plain random sampling (no ODS).
 * ``seneca``: MDP's split plus ODS.
+* ``none``: no loader, the ceiling: one uint8 batch made once, its batch tail run per step
+  (``seneca.bench.training.NoLoader``).
 
 ``mdp`` and ``seneca`` take the split of ``seneca bench --split`` (or ``--plan``); a name
 ``kind@split`` (:func:`variant`) gives one a split of its own, ``E-D-A`` in percent or ``auto``,
 so one run can compare splits side by side (``seneca@auto,seneca@50-30-20,seneca@0-0-100``).
 
-Every loader gets the same dataset, transform, batch size and workers.
+Every loader gets the same dataset, transform, batch size and workers. With a ``device``
+every loader yields batches there: SenecaLoader through its ``device=`` option, the DataLoaders
+with ``pin_memory=True`` and a copy per batch (``pytorch-tuned`` then runs its batch tail on the
+device).
 """
 
 from __future__ import annotations
@@ -26,16 +31,17 @@ from typing import Any
 
 import redis
 import torch
-from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
 
 from seneca.bench.torch_loaders import Counted, CountedDataLoader, counted_folder
+from seneca.bench.training import NoLoader
 from seneca.loader import SenecaLoader
+from seneca.pipeline.transforms import split_transform
 from seneca_base.errors import ConfigError
 
 __all__ = ["LOADERS", "QuiverBatchSampler", "make_loader", "variant"]
 
-LOADERS = ("pytorch", "pytorch-tuned", "minio", "quiver", "mdp", "seneca")
+LOADERS = ("pytorch", "pytorch-tuned", "minio", "quiver", "mdp", "seneca", "none")
 _ENCODED_ONLY = (1.0, 0.0, 0.0)
 _SPLIT_LOADERS = ("mdp", "seneca")  # the loaders a split applies to
 
@@ -120,12 +126,14 @@ def make_loader(
     split: Mapping[str, float] | Sequence[float] | None = None,
     job: str | None = None,
     throttle: Any = None,
+    device: str | None = None,
     **kwargs: Any,
-) -> DataLoader:
+) -> Any:
     """A loader of ``kind`` (one of :data:`LOADERS`) over the ImageFolder at ``root``.
 
     ``split`` is the MDP split for ``mdp`` and ``seneca`` (MINIO and Quiver cache encoded bytes
-    only); ``throttle`` limits storage reads (:class:`seneca.bench.throttle.Throttle`).
+    only); ``throttle`` limits storage reads (:class:`seneca.bench.throttle.Throttle`);
+    ``device``: where the batches go (None: they stay on the CPU).
     """
     if kind not in LOADERS:
         raise ConfigError(f"loader: expected one of {', '.join(LOADERS)}, got {kind!r}")
@@ -133,9 +141,13 @@ def make_loader(
     if kind in ("pytorch", "pytorch-tuned"):
         counted, tuned = Counted(), kind == "pytorch-tuned"
         ds, tail = counted_folder(root, transform, counted, throttle, tuned=tuned)
-        return CountedDataLoader(ds, counted, tail, tuned, shuffle=True, **common)
+        return CountedDataLoader(ds, counted, tail, tuned, device, shuffle=True, **common)
     ds = ImageFolder(root, transform=transform)
-    cached = {"cache": cache, "cache_size": cache_size, "job": job}
+    if kind == "none":
+        tail = split_transform(transform).batch_tail
+        crop = _crop_of(ds[0][0])
+        return NoLoader(len(ds), batch_size, crop, len(ds.classes), device, tail)
+    cached = {"cache": cache, "cache_size": cache_size, "job": job, "device": device}
     if kind == "quiver":
         sampler = QuiverBatchSampler(len(ds), batch_size)
         loader = SenecaLoader(
@@ -156,3 +168,8 @@ def make_loader(
         )
     loader._cached.source.storage.throttle = throttle
     return loader
+
+
+def _crop_of(image: Any) -> int:
+    """The side of the transform's (square) output ``image``."""
+    return int(image.shape[-1])

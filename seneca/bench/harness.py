@@ -2,12 +2,15 @@
 
 For each cache fraction in ``--cache-frac``, each K in ``--jobs`` and each loader in
 ``--loaders`` (``--repeats`` rounds, each round in an order of its own) it warms (or drops) the
-dataset's page cache, clears the cache node, starts K jobs as separate processes that begin
-together (each: the loader, ``--epochs`` epochs, an optional ``--step-ms`` sleep per batch
-standing in for the GPU step), and records per job the first-epoch and stable-epoch samples/s,
-the loader's counters and the split it ended with; per configuration the makespan, aggregate
-samples/s (all samples / makespan) and the machine's CPU utilisation (``/proc/stat``). Writes
-``results.json``, ``results.md`` and PNG plots to ``--out``.
+dataset's page cache, clears the cache node, starts K jobs that begin together, each a fresh
+interpreter as a user's training script is (``seneca.bench.fresh``): the loader, ``--epochs``
+epochs, and per batch nothing, a ``--step-ms`` sleep standing in for the GPU step, or a real
+step of a torchvision ``--model`` on ``--device`` (``seneca.bench.training``). It records per
+job the first-epoch and stable-epoch samples/s, the wait for each epoch's first batch, the
+loader's counters and the split it ended with; per configuration the makespan, aggregate
+samples/s (all samples / makespan), the machine's CPU utilisation (``/proc/stat``) and, on a
+CUDA device, how busy the GPU was (NVML, ``seneca.bench.gpu_busy``). Writes ``results.json``,
+``results.md`` and PNG plots to ``--out``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,11 +27,10 @@ from typing import Any
 from ods import defaults as ods_defaults
 from seneca import defaults
 from seneca.bench.baselines import LOADERS, variant
-from seneca.bench.spawn import ProcessGroup, job_context
 from seneca_base.errors import ConfigError
 from seneca_base.tiers import SPLIT_ORDER, TIERS
 
-__all__ = ["BenchConfig", "clear_cache", "run_bench", "run_configuration"]
+__all__ = ["BenchConfig", "clear_cache", "run_bench", "run_configuration", "run_job"]
 
 
 @dataclass
@@ -48,8 +51,15 @@ class BenchConfig:
     workers: int | list[int] = 0
     #: batches each worker loads ahead (DataLoader's prefetch_factor; None: its default, 2)
     prefetch_factor: int | None = None
+    #: DataLoader's ``persistent_workers`` for every loader (its default: off)
+    persistent_workers: bool = False
     crop: int = 224
     step_ms: float = 0.0
+    #: a torchvision model each job trains (None: no model; ``step_ms`` or nothing per batch)
+    model: str | None = None
+    #: where the jobs' batches go and the model trains ("cuda", "cuda:1", "cpu"; None: the
+    #: batches stay on the CPU, as a loader yields them)
+    device: str | None = None
     storage_mbps: float | None = None
     #: E, D, A fractions, or "auto": each job's loader plans the split (SenecaLoader's default)
     split: tuple[float, float, float] | str = tuple(defaults.SPLIT[t] for t in SPLIT_ORDER)
@@ -88,6 +98,23 @@ class BenchConfig:
         ):
             if not ok:
                 raise ConfigError(f"{name}: out of range: {value!r}")
+        if self.model and self.step_ms:
+            raise ConfigError("give --model or --step-ms, not both")
+        if self.model:
+            import torchvision
+
+            if self.model not in torchvision.models.list_models():
+                raise ConfigError(
+                    f"--model: torchvision has no model {self.model!r} (resnet18, resnet50, "
+                    "mobilenet_v3_large, ...: torchvision.models.list_models())"
+                )
+        if self.device is not None:
+            from seneca.loader.device import resolve_device
+
+            try:
+                resolve_device(self.device)
+            except ConfigError as e:
+                raise ConfigError(f"--{e}") from None
 
 
 def _cpu_times() -> tuple[float, float]:
@@ -98,44 +125,62 @@ def _cpu_times() -> tuple[float, float]:
     return sum(parts) - idle, sum(parts)
 
 
-def _job(spec: dict[str, Any], throttle: Any, barrier: Any, out: Any) -> None:
-    """One training job (a separate process): run the loader and report what it measured."""
-    try:
-        import torch
+def run_job(spec: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
+    """One training job (a fresh interpreter, ``seneca.bench.fresh``): make the loader (and
+    the model), call ``ready`` (it returns when every job is ready), run the epochs and return
+    what the job measured."""
+    import torch
 
-        from seneca.bench.baselines import make_loader
-        from seneca.pipeline.transforms import default_train_transform
+    from seneca.bench.baselines import make_loader
+    from seneca.bench.throttle import Throttle
+    from seneca.bench.training import Trainer
+    from seneca.pipeline.transforms import default_train_transform
 
-        torch.set_num_threads(1)
-        loader = make_loader(
-            spec["loader"],
-            spec["data"],
-            transform=default_train_transform(spec["crop"]),
-            batch_size=spec["batch_size"],
-            num_workers=spec["workers"],
-            cache=spec["cache"],
-            cache_size=spec["cache_size"],
-            split=spec["split"],
-            job=spec["job"],
-            throttle=throttle,
-            persistent_workers=spec["workers"] > 0,
-            **_prefetch(spec),
-        )
-        barrier.wait()
-        epochs = [_epoch(loader, spec["step_ms"]) for _ in range(spec["epochs"])]
-        stats = loader.stats() if hasattr(loader, "stats") else None
-        split = getattr(loader, "split", None)  # the split in use at the end (auto: planned)
-        planner = getattr(loader, "planner", None)
-        plans = [
-            {"split": p.split_text(), "version": p.version, "source": p.source, "at_ms": p.at_ms,
-             "jobs": p.inputs.get("cluster.jobs"), "throughput": p.throughput, "gain": p.gain}
-            for p in (planner.history if planner else [])
-        ]  # fmt: skip
-        report = {"job": spec["job"], "epochs": epochs, "stats": stats, "split": split}
-        out.put({**report, "plans": plans, "end": time.time()})
-    except BaseException as e:  # reported to the parent
-        barrier.abort()
-        out.put({"job": spec["job"], "error": f"{type(e).__name__}: {e}"})
+    torch.set_num_threads(1)
+    throttle = spec["throttle"] and Throttle(spec["throttle"]["rate"], spec["throttle"]["path"])
+    loader = make_loader(
+        spec["loader"],
+        spec["data"],
+        transform=default_train_transform(spec["crop"]),
+        batch_size=spec["batch_size"],
+        num_workers=spec["workers"],
+        cache=spec["cache"],
+        cache_size=spec["cache_size"],
+        split=spec["split"],
+        job=spec["job"],
+        throttle=throttle,
+        device=spec["device"],
+        persistent_workers=spec["workers"] > 0 and spec["persistent_workers"],
+        **_prefetch(spec),
+    )
+    trainer = Trainer(spec["model"], spec["device"], spec["step_ms"], spec["classes"], spec["crop"])
+    trainer.warm_up(spec["batch_size"])
+    ready()
+    cpu = _cpu_used()
+    epochs = [_epoch(loader, trainer) for _ in range(spec["epochs"])]
+    stats = loader.stats()
+    split = getattr(loader, "split", None)  # the split in use at the end (auto: planned)
+    planner = getattr(loader, "planner", None)
+    loader.close()  # persistent workers end, so their CPU time is counted
+    cpu = {k: v - cpu[k] for k, v in _cpu_used().items()}
+    plans = [
+        {"split": p.split_text(), "version": p.version, "source": p.source, "at_ms": p.at_ms,
+         "jobs": p.inputs.get("cluster.jobs"), "throughput": p.throughput, "gain": p.gain}
+        for p in (planner.history if planner else [])
+    ]  # fmt: skip
+    report = {"job": spec["job"], "epochs": epochs, "stats": stats, "split": split}
+    return {**report, "plans": plans, "cpu_s": cpu, "end": time.time()}
+
+
+def _cpu_used() -> dict[str, float]:
+    """CPU seconds (user + system) of this process (the loader process and the training loop)
+    and of its ended children (the loader's workers)."""
+    import resource
+
+    own, children = (
+        resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return {"loader": own.ru_utime + own.ru_stime, "workers": children.ru_utime + children.ru_stime}
 
 
 def _prefetch(spec: dict[str, Any]) -> dict[str, int]:
@@ -146,15 +191,22 @@ def _prefetch(spec: dict[str, Any]) -> dict[str, int]:
     return {}
 
 
-def _epoch(loader: Any, step_ms: float) -> dict[str, float]:
-    """One epoch: samples, batches and seconds, each batch followed by a ``step_ms`` sleep."""
-    start, n, batches = time.perf_counter(), 0, 0
-    for _, y in loader:
+def _epoch(loader: Any, trainer: Any) -> dict[str, float]:
+    """One epoch: samples, batches, seconds, the wait for its first batch and the decodes it
+    made (from the loader's counters), each batch followed by ``trainer``'s step."""
+    decodes = loader.stats()["decodes"]
+    start, n, batches, first = time.perf_counter(), 0, 0, 0.0
+    for x, y in loader:
+        if not batches:
+            first = time.perf_counter() - start
         n += len(y)
         batches += 1
-        if step_ms:
-            time.sleep(step_ms / 1000)
-    return {"samples": n, "batches": batches, "seconds": time.perf_counter() - start}
+        trainer.step(x, y)
+    trainer.drain()
+    seconds = time.perf_counter() - start
+    decodes = loader.stats()["decodes"] - decodes
+    return {"samples": n, "batches": batches, "seconds": seconds, "first_batch_s": first,
+            "decodes": decodes}  # fmt: skip
 
 
 def clear_cache(url: str) -> None:
@@ -186,6 +238,7 @@ def _summary(
             "stable_samples_per_s": sum(x["samples"] for x in stable)
             / sum(x["seconds"] for x in stable),
             "samples": sum(x["samples"] for x in e),
+            "epochs": e,
             # with a step, the emulated GPU's idle share: its steps' nominal time against the wall
             # time (a sleep that overruns on a busy machine is not time a GPU would be busy)
             "gpu_idle": 1 - sum(x["batches"] for x in e) * step_s / sum(x["seconds"] for x in e)
@@ -197,6 +250,10 @@ def _summary(
         job["decodes"], job["transforms"] = s["decodes"], s["transforms"]
         job["storage_reads"], job["bytes_storage"] = s["storage_reads"], s["bytes_storage"]
         job["substitutions"] = s.get("substitutions", 0)
+        job["cpu_s"] = r.get("cpu_s")
+        job["ods_gone"] = s.get("ods_gone", 0)
+        job["admitted"] = {t: s[t].get("admitted", 0) for t in TIERS}
+        job["full"] = {t: s[t].get("full", 0) for t in TIERS}
         if r.get("split"):
             job["split"] = "-".join(f"{100 * r['split'][t]:.0f}" for t in SPLIT_ORDER)
             job["plans"] = r["plans"]  # the plans it used, oldest first (auto)
@@ -234,26 +291,40 @@ def run_configuration(
     ``cache_size`` bytes (a cleared cache is the caller's task)."""
     if workers is None:
         workers = cfg.worker_counts[0]
+    from seneca.bench.fresh import FreshJobs
+    from seneca.bench.gpu_busy import GpuBusy
     from seneca.bench.throttle import Throttle
 
-    ctx = job_context()
-    throttle = Throttle(cfg.storage_mbps * 1e6, ctx) if cfg.storage_mbps else None
+    throttle = Throttle(cfg.storage_mbps * 1e6) if cfg.storage_mbps else None
     kind, split = variant(name, cfg.split)
+    classes = sum(1 for e in os.scandir(cfg.data) if e.is_dir())
     specs = []
     for j in range(k):
         job = f"bench-{name.replace('@', '-')}-{k}-{j}"
         spec = {**asdict(cfg), "loader": kind, "split": split, "job": job, "cache": url}
-        spec["cache_size"], spec["workers"] = cache_size, workers
-        specs.append((spec, throttle))
-    group = ProcessGroup(_job, specs, parent_waits=True, context=ctx)
-    group.start_together(timeout=600)
+        spec["cache_size"], spec["workers"], spec["classes"] = cache_size, workers, classes
+        spec["throttle"] = throttle and {"rate": throttle.rate, "path": throttle.path}
+        specs.append(spec)
+    what = f"bench {name} x{k}"
+    jobs = FreshJobs("seneca.bench.harness:run_job", specs)
+    jobs.start_together(timeout=600, what=what)
     busy0, total0 = _cpu_times()
     start = time.time()
-    results = group.reports(3600, f"bench {name} x{k}")
+    with GpuBusy(_cuda_index(cfg.device)) as gpu:
+        results = jobs.reports(3600, what)
     busy1, total1 = _cpu_times()
     makespan = max(r["end"] for r in results) - start
     cpu = (busy1 - busy0) / max(total1 - total0, 1e-9)
-    return _summary(name, k, results, makespan, cpu, n, cfg.step_ms / 1000)
+    summary = _summary(name, k, results, makespan, cpu, n, cfg.step_ms / 1000)
+    return {**summary, "gpu_busy": gpu.busy}
+
+
+def _cuda_index(device: str | None) -> int | None:
+    """The index of the CUDA device ``device`` names (None: not a CUDA device)."""
+    if not device or not device.startswith("cuda"):
+        return None
+    _, _, index = device.partition(":")
+    return int(index) if index.isdigit() else 0
 
 
 def _schedule(cfg: BenchConfig) -> list[tuple[int, float, int, int, str]]:
@@ -312,15 +383,6 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> dict:
 
         url = acquire_embedded(int(max(sizes.values()) * 1.5) + 64_000_000, name="bench")
     Path(cfg.out).mkdir(parents=True, exist_ok=True)
-    runs = []
-    bar = tqdm(_schedule(cfg), desc="seneca bench", unit="config", disable=not progress)
-    for r, f, w, k, kind in bar:
-        bar.set_postfix_str(f"{kind} x{k}, {w} workers, cache {f:g}, round {r + 1}")
-        prepare_page_cache(storage, cfg.page_cache)
-        clear_cache(url)
-        run = run_configuration(cfg, kind, k, url, sizes[f], n, w)
-        runs.append({**run, "cache_frac": f, "cache_bytes": sizes[f], "workers": w, "round": r})
-    clear_cache(url)
     result: dict[str, Any] = {
         "config": {
             **asdict(cfg),
@@ -330,9 +392,23 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> dict:
             "cache_bytes": sizes[cfg.fractions[0]] if len(sizes) == 1 else list(sizes.values()),
         },
         "provenance": provenance(),
-        "runs": runs,
+        "runs": [],
     }
-    Path(cfg.out, "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    # a progress bar on a terminal only (None: tqdm decides)
+    bar = tqdm(
+        _schedule(cfg), desc="seneca bench", unit="config", disable=None if progress else True
+    )
+    for r, f, w, k, kind in bar:
+        bar.set_postfix_str(f"{kind} x{k}, {w} workers, cache {f:g}, round {r + 1}")
+        prepare_page_cache(storage, cfg.page_cache)
+        clear_cache(url)
+        run = run_configuration(cfg, kind, k, url, sizes[f], n, w)
+        result["runs"].append(
+            {**run, "cache_frac": f, "cache_bytes": sizes[f], "workers": w, "round": r}
+        )
+        # written after every configuration: a run cut short keeps what it measured
+        Path(cfg.out, "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    clear_cache(url)
     write_reports(result, cfg.out)
     rows = compare(result)
     if rows:  # a planned split ran beside fixed ones

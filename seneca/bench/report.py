@@ -59,6 +59,10 @@ def _ratio(by: dict[Key, dict[str, Any]], g: dict[str, Any], base: str) -> str:
     return f"{g['median'] / other['median']:.2f}x" if other else "-"
 
 
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
 def _listed(value: Any) -> str:
     return " / ".join(str(v) for v in value) if isinstance(value, list) else str(value)
 
@@ -84,12 +88,22 @@ def _header(cfg: dict[str, Any]) -> str:
             if cfg.get("prefetch_factor")
             else ", "
         )
-        + f"crop {cfg['crop']}, step {cfg['step_ms']:g} ms, storage "
+        + f"crop {cfg['crop']}, "
+        + _step_text(cfg)
+        + ", storage "
         + (f"{cfg['storage_mbps']:g} MB/s (emulated)" if cfg["storage_mbps"] else "local disk")
         + f"; {cfg.get('repeats', 1)} round(s), each in its own shuffled order; page cache "
         + ("dropped" if cfg.get("page_cache") == "drop" else "warmed")
         + " before each configuration"
     )
+
+
+def _step_text(cfg: dict[str, Any]) -> str:
+    """What each job does per batch."""
+    if cfg.get("model"):
+        return f"a {cfg['model']} training step on {cfg.get('device') or 'cpu'}"
+    step = f"step {cfg['step_ms']:g} ms"
+    return step + (f", batches on {cfg['device']}" if cfg.get("device") else "")
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -102,15 +116,18 @@ def markdown(result: dict[str, Any]) -> str:
     # a column for a setting that differs between configurations
     shown = [n for n in ("cache_frac", "workers") if len({g[n] for g in gs}) > 1]
     idle = bool(result["config"].get("step_ms"))  # the emulated GPU's idle share
+    busy = any(r.get("gpu_busy") is not None for r in result["runs"])  # measured by NVML
+    ceiling = any(g["loader"] == "none" for g in gs)
     lines = [
         _header(result["config"]),
         "",
         "".join(f"| {'cache' if n == 'cache_frac' else n} " for n in shown)
         + "| jobs | loader | aggregate samples/s (median, min-max) | vs pytorch-tuned | vs pytorch"
-        " | makespan s | first-epoch samples/s (mean/job) | stable samples/s (mean/job) |"
+        + (" | of the ceiling (none)" if ceiling else "")
+        + " | makespan s | first-epoch samples/s (mean/job) | stable samples/s (mean/job) |"
         " hit aug / dec / enc | crops made by another job (per job) | decodes per sample-epoch"
-        " | CPU |" + (" GPU idle (per job) |" if idle else ""),
-        "|---" * (len(shown) + 12 + idle) + "|",
+        " | CPU |" + (" GPU idle (per job) |" if idle else "") + (" GPU busy |" if busy else ""),
+        "|---" * (len(shown) + 12 + idle + busy + ceiling) + "|",
     ]
     for g in gs:
         r, jobs = g["median_run"], g["median_run"]["per_job"]
@@ -118,6 +135,8 @@ def markdown(result: dict[str, Any]) -> str:
         rates = g["rates"]
         spread = f" ({min(rates):,.1f}-{max(rates):,.1f})" if len(rates) > 1 else ""
         ratios = [_ratio(by, g, base) for base in ("pytorch-tuned", "pytorch")]
+        if ceiling:
+            ratios.append(_ratio(by, g, "none").replace("x", "") if g["loader"] != "none" else "1")
         cells = "".join(f"| {g[n]:.0%} " if n == "cache_frac" else f"| {g[n]} " for n in shown)
         lines.append(
             cells
@@ -134,6 +153,7 @@ def markdown(result: dict[str, Any]) -> str:
                 if idle
                 else ""
             )
+            + (f" {_percent(r.get('gpu_busy'))} |" if busy else "")
         )
     return "\n".join(lines) + "\n"
 

@@ -149,7 +149,13 @@ def make_dataset(
     total = 0
     with (
         ProcessPoolExecutor(max_workers=workers) as pool,
-        tqdm(total=images, desc=f"make-dataset {root}", unit="img", disable=not progress) as bar,
+        # a progress bar on a terminal only (None: tqdm decides)
+        tqdm(
+            total=images,
+            desc=f"make-dataset {root}",
+            unit="img",
+            disable=None if progress else True,
+        ) as bar,
     ):
         for n in pool.map(_write, jobs, chunksize=16):
             total += n

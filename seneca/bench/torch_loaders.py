@@ -16,9 +16,11 @@ import multiprocessing
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import torch
 from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
 
+from seneca.bench.training import on_device
 from seneca.loader.malloc import tune_malloc
 from seneca.loader.source import pil_decode
 from seneca.pipeline.transforms import split_transform
@@ -97,7 +99,9 @@ def counted_folder(
 class CountedDataLoader(DataLoader):
     """A DataLoader over a :func:`counted_folder` with ``stats()``; its collated images go
     through ``tail`` (when given) in the loading process; ``tuned``: glibc's malloc tuned as
-    SenecaLoader tunes it."""
+    SenecaLoader tunes it. With ``device``, each batch is copied there as a training script
+    copies it (``pin_memory=True``, then ``.to(device, non_blocking=True)``) and ``tail`` runs
+    on the device, on the uint8 images."""
 
     def __init__(
         self,
@@ -105,19 +109,29 @@ class CountedDataLoader(DataLoader):
         counted: Counted,
         tail: Callable | None = None,
         tuned: bool = False,
+        device: str | None = None,
         **kwargs: Any,
     ) -> None:
         if tuned:
             tune_malloc()
+        if device is not None and torch.device(device).type == "cuda":
+            kwargs["pin_memory"] = True
         super().__init__(dataset, **kwargs)
         self._tail, self._counted, self._served = tail, counted, 0
+        self._device = None if device is None else torch.device(device)
 
     def __iter__(self) -> Iterator[Any]:
         for batch in super().__iter__():
+            if self._device is not None:
+                batch = on_device(batch, self._device)
             if self._tail is not None:
                 batch[0] = self._tail(batch[0])
             self._served += len(batch[1])
             yield batch
+
+    def close(self) -> None:
+        """Stop persistent workers (as ``SenecaLoader.close`` does)."""
+        self._iterator = None
 
     def stats(self) -> dict[str, Any]:
         """What was counted, with SenecaLoader's keys (no cache: no hits)."""

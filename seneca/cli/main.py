@@ -132,7 +132,8 @@ def _add_bench(sub: Any) -> None:
         "--loaders",
         default="pytorch,pytorch-tuned,minio,quiver,mdp,seneca",
         help="loaders to compare; mdp@E-D-A, seneca@E-D-A or seneca@auto: that loader with a "
-        "split of its own (one run can compare splits)",
+        "split of its own (one run can compare splits); none: no loader, the ceiling (one batch "
+        "made once)",
     )
     b.add_argument(
         "--cache-frac",
@@ -153,8 +154,24 @@ def _add_bench(sub: Any) -> None:
         default=None,
         help="batches each worker loads ahead, for every loader (DataLoader's default: 2)",
     )
+    b.add_argument(
+        "--persistent-workers",
+        action="store_true",
+        help="every loader keeps its workers between epochs (DataLoader's default: off)",
+    )
     b.add_argument("--crop", type=int, default=224, help="RandomResizedCrop size")
     b.add_argument("--step-ms", type=float, default=0.0, help="emulated GPU step per batch")
+    b.add_argument(
+        "--model",
+        default=None,
+        help="a torchvision model each job trains (resnet18, resnet50, ...) instead of a step",
+    )
+    b.add_argument(
+        "--device",
+        default=None,
+        help="where batches go and the model trains: cuda, cuda:N or cpu (default: batches stay "
+        "on the CPU; with --model, the CPU)",
+    )
     b.add_argument("--storage-mbps", type=float, default=None, help="emulated storage MB/s")
     b.add_argument(
         "--split",
@@ -323,8 +340,11 @@ def _bench(args: argparse.Namespace) -> None:
         batch_size=args.batch_size,
         workers=_int_list(args.workers, "--workers"),
         prefetch_factor=args.prefetch_factor,
+        persistent_workers=args.persistent_workers,
         crop=args.crop,
         step_ms=args.step_ms,
+        model=args.model,
+        device=args.device,
         storage_mbps=args.storage_mbps,
         split=split,
         cache=args.cache,

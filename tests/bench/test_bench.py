@@ -33,7 +33,8 @@ def test_bench_runs_every_loader_side_by_side(
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", made["date"])
     assert made["machine"]["cpus"] == os.cpu_count() and made["machine"]["torch"]
     assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?|seneca-loader .+", made["revision"])
-    assert sorted(r["loader"] for r in result["runs"]) == sorted(LOADERS)  # shuffled order
+    ran = sorted(r["loader"] for r in result["runs"])  # every loader by default but the ceiling
+    assert ran == sorted(k for k in LOADERS if k != "none")
     for run in result["runs"]:
         assert run["jobs"] == 2 and len(run["per_job"]) == 2
         assert run["aggregate_samples_per_s"] > 0 and run["makespan_s"] > 0
@@ -75,6 +76,38 @@ def test_bench_option_errors(tiny_dataset, tmp_path, capsys):
     assert "--cache-frac: out of range" in capsys.readouterr().err
     assert main([*base, "--prefetch-factor", "0"]) == 2
     assert "--prefetch-factor: out of range" in capsys.readouterr().err
+    assert main([*base, "--model", "resnet18", "--step-ms", "5"]) == 2
+    assert "--model or --step-ms, not both" in capsys.readouterr().err
+    assert main([*base, "--model", "resnet1800"]) == 2
+    assert "--model: torchvision has no model 'resnet1800'" in capsys.readouterr().err
+    assert main([*base, "--device", "tpu"]) == 2
+    assert "--device: expected 'cuda', 'cuda:N', 'cpu'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_bench_trains_a_model_beside_the_no_loader_ceiling(tiny_dataset, redis_url, tmp_path):
+    out = tmp_path / "model"
+    argv = ["bench", "--data", str(tiny_dataset), "--jobs", "1", "--epochs", "2"]
+    argv += ["--crop", "16", "--batch-size", "8", "--workers", "1", "--cache", redis_url]
+    argv += ["--loaders", "none,pytorch-tuned,seneca", "--model", "resnet18", "--device", "cpu"]
+    argv += ["--persistent-workers", "--out", str(out)]
+    assert main(argv) == 0
+    result = json.loads((out / "results.json").read_text())
+    assert result["config"]["model"] == "resnet18" and result["config"]["persistent_workers"]
+    by = {r["loader"]: r for r in result["runs"]}
+    assert by["none"]["decodes_per_sample_epoch"] == 0  # one batch made once
+    assert by["pytorch-tuned"]["decodes_per_sample_epoch"] == 1
+    for run in result["runs"]:
+        assert run["gpu_busy"] is None  # measured on a CUDA device only
+        for job in run["per_job"]:
+            assert job["samples"] == 2 * 48
+            assert all(e["first_batch_s"] > 0 for e in job["epochs"])
+            assert job["cpu_s"]["loader"] > 0  # the loop's process, the model's steps in it
+            # persistent workers are counted once the loader is closed
+            assert (job["cpu_s"]["workers"] > 0) == (run["loader"] != "none")
+    table = (out / "results.md").read_text()
+    assert "a resnet18 training step on cpu" in table
+    assert "| of the ceiling (none) |" in table and "| 1 | none |" in table
 
 
 def test_the_prefetch_factor_reaches_the_loaders_that_have_workers(tiny_dataset):
@@ -237,6 +270,23 @@ def test_the_report_gives_medians_ranges_and_ratios_of_medians():
     assert "3 round(s), each in its own shuffled order; page cache warmed" in text
 
 
+def test_the_report_gives_the_share_of_the_ceiling_and_the_gpus_busy_time():
+    from seneca.bench.report import markdown
+
+    config = {"samples": 10, "encoded_bytes": 1e6, "cache_frac": 0.25, "cache_bytes": 2.5e5,
+              "epochs": 2, "batch_size": 8, "workers": 4, "crop": 224, "step_ms": 0,
+              "model": "resnet18", "device": "cuda", "storage_mbps": None, "repeats": 1,
+              "page_cache": "warm"}  # fmt: skip
+    runs = [_run("none", 1000.0, 0), _run("pytorch-tuned", 250.0, 0), _run("seneca", 500.0, 0)]
+    for run, busy in zip(runs, (0.99, 0.25, None), strict=True):
+        run["gpu_busy"] = busy
+    text = markdown({"config": config, "runs": runs})
+    assert "a resnet18 training step on cuda" in text
+    assert "| vs pytorch | of the ceiling (none) | makespan s |" in text
+    assert "| 2 | seneca | 500.0 | 2.00x | - | 0.50 |" in text and "| 1.00 | 100% | - |" in text
+    assert "| 2 | none | 1,000.0 | 4.00x | - | 1 |" in text and "| 100% | 99% |" in text
+
+
 def test_the_report_has_a_column_per_setting_that_varies_and_the_gpu_idle_share():
     from seneca.bench.report import markdown, targets
 
@@ -342,3 +392,19 @@ def test_quiver_serves_each_sample_once_in_a_seeded_order():
         epochs.append([i for batch in sampler for i in batch])
     assert sorted(epochs[0]) == list(range(1000))
     assert epochs[0] == epochs[1] != epochs[2]
+
+
+def test_the_gpus_busy_time_is_measured_where_nvml_sees_a_gpu():
+    import time
+
+    from seneca.bench.gpu_busy import GpuBusy
+
+    with GpuBusy(None) as nothing:  # not a CUDA device
+        time.sleep(0.05)
+    assert nothing.busy is None
+    with GpuBusy(0, interval=0.01) as gpu:
+        time.sleep(0.2)
+    if torch.cuda.is_available():
+        assert 0 <= gpu.busy <= 1
+    else:  # no NVIDIA driver (or no pynvml): nothing measured
+        assert gpu.busy is None

@@ -1,0 +1,139 @@
+"""What a ``seneca bench`` job does with each batch: nothing, an emulated step, or a real one.
+
+* ``--step-ms MS``: a sleep of MS per batch stands in for an accelerator's step.
+* ``--model NAME``: a torchvision model (``resnet18``, ``resnet50``, ``mobilenet_v3_large``,
+  ...; any name ``torchvision.models.get_model`` knows) trains on ``--device``: SGD with
+  momentum, channels-last images, bf16 autocast on CUDA, as a typical image-classification
+  script. The model is warmed up (cuDNN's choice of algorithms, the allocator) on a synthetic
+  batch before the job says it is ready, so the timed epochs measure the steady state; each
+  epoch ends with the device's queue drained, so its time includes the steps it queued.
+
+``no_loader`` is the benchmark's ceiling, the loader ``none``: one uint8 batch made once on the
+device, its ``ToDtype``/``Normalize`` run on every step: what the accelerator does when input
+costs nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+__all__ = ["NoLoader", "Trainer", "on_device"]
+
+
+def on_device(batch: Any, device: torch.device) -> Any:
+    """``batch`` ([images, labels]) on ``device`` (a no-op for tensors already there)."""
+    return [t.to(device, non_blocking=True) if isinstance(t, torch.Tensor) else t for t in batch]
+
+
+class Trainer:
+    """One job's step: ``model`` (a torchvision name) trained on ``device``, or a ``step_ms``
+    sleep, or nothing."""
+
+    def __init__(
+        self, model: str | None, device: str | None, step_ms: float, classes: int, crop: int
+    ) -> None:
+        self.device = torch.device(device or "cpu")
+        self.step_ms = step_ms
+        self.model: Any = None
+        if model:
+            self._build(model, classes, crop)
+
+    def _build(self, name: str, classes: int, crop: int) -> None:
+        import torchvision
+
+        from seneca_base.errors import ConfigError
+
+        try:
+            model = torchvision.models.get_model(name, weights=None, num_classes=classes)
+        except ValueError as e:
+            raise ConfigError(f"--model: {e}") from None
+        self.cuda = self.device.type == "cuda"
+        if self.cuda:
+            torch.backends.cudnn.benchmark = True
+        self.model = model.to(self.device, memory_format=torch.channels_last).train()
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+        self.classes = classes
+        self.crop = crop
+
+    def warm_up(self, batch_size: int, steps: int = 3) -> None:
+        """A few steps on a synthetic batch (before the timed epochs)."""
+        if self.model is None:
+            return
+        x = torch.randn(batch_size, 3, self.crop, self.crop, device=self.device)
+        y = torch.randint(0, self.classes, (batch_size,), device=self.device)
+        for _ in range(steps):
+            self.step(x, y)
+        self.drain()
+
+    def step(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+        """One training step on a batch (moved to the device first when it is elsewhere)."""
+        if self.model is None:
+            if self.step_ms:
+                import time
+
+                time.sleep(self.step_ms / 1000)
+            return
+        images, labels = on_device([images, labels], self.device)
+        images = images.contiguous(memory_format=torch.channels_last)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cuda):
+            loss = torch.nn.functional.cross_entropy(self.model(images), labels)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+
+    def drain(self) -> None:
+        """Wait until the device has run every step queued."""
+        if self.model is not None and self.cuda:
+            torch.cuda.synchronize(self.device)
+
+
+class NoLoader:
+    """The ceiling: ``samples`` per epoch as batches of one uint8 batch made once on
+    ``device``, each turned into float images by ``tail`` (the transform's batch tail) there."""
+
+    def __init__(
+        self,
+        samples: int,
+        batch_size: int,
+        crop: int,
+        classes: int,
+        device: str | None,
+        tail: Callable[[Any], Any] | None,
+    ) -> None:
+        where = torch.device(device or "cpu")
+        self.images = torch.randint(0, 256, (batch_size, 3, crop, crop), dtype=torch.uint8)
+        self.images = self.images.to(where)
+        self.labels = torch.randint(0, classes, (batch_size,)).to(where)
+        self.tail = tail
+        self.samples = samples
+        self.batch_size = batch_size
+        self._served = 0
+
+    def __len__(self) -> int:
+        return math.ceil(self.samples / self.batch_size)
+
+    def __iter__(self) -> Iterator[list[torch.Tensor]]:
+        left = self.samples
+        while left > 0:
+            n = min(left, self.batch_size)
+            images = self.images[:n]
+            images = self.tail(images) if self.tail is not None else images
+            self._served += n
+            left -= n
+            yield [images, self.labels[:n]]
+
+    def close(self) -> None:
+        """Nothing to stop."""
+
+    def stats(self) -> dict[str, Any]:
+        """What a loader's ``stats()`` says, with nothing read or decoded."""
+        out: dict[str, Any] = {"samples": self._served}
+        for name in ("decodes", "transforms", "storage_reads", "bytes_storage"):
+            out[name] = 0
+        for tier in ("augmented", "decoded", "encoded"):
+            out[tier] = {"hits": 0, "misses": 0, "hit_rate": 0.0, "admitted": 0, "full": 0}
+        return out
