@@ -13,7 +13,6 @@ transforms, the value codec), ``cache`` (Redis plumbing), ``bench`` (measurement
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -70,7 +69,9 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'seneca' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
+    from seneca.lazy import attribute
+
+    value = attribute(home, name)
     globals()[name] = value
     return value
 

@@ -7,7 +7,11 @@
 * ``rows``: batch tensors filled where values are read, and their collate;
 * ``stats``: per-job counters shared with DataLoader workers, and epoch summaries;
 * ``malloc``: glibc malloc tuning for loader processes;
-* ``ahead``: with workers, the loader process's share of the next batch made by a thread.
+* ``ahead``: with workers, the loader process's share of the next batch made by a thread;
+* ``device``: batches moved to the accelerator (``device=``), the batch tail run there;
+* ``bypass``, ``part_buffers``: with workers, hits read here and the workers' reused buffers;
+* ``setup``, ``source``, ``worker_exit``: the cache a loader is wired to, what it can cache,
+  a worker's exit.
 """
 
 from __future__ import annotations
@@ -22,9 +26,9 @@ __all__ = ["SenecaLoader"]
 
 def __getattr__(name: str) -> Any:
     # imported on first use, so that the small modules here (``malloc``, ``stats``) load
-    # without torch
+    # without torch (``seneca.lazy``: with the garbage collector paused)
     if name == "SenecaLoader":
-        from seneca.loader.loader import SenecaLoader
+        from seneca.lazy import attribute
 
-        return SenecaLoader
+        return attribute("seneca.loader.loader", "SenecaLoader")
     raise AttributeError(f"module 'seneca.loader' has no attribute {name!r}")
