@@ -174,13 +174,17 @@ def run_job(spec: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
 
 def _cpu_used() -> dict[str, float]:
     """CPU seconds (user + system) of this process (the loader process and the training loop)
-    and of its ended children (the loader's workers)."""
+    and of its ended children (the loader's workers), and this process's minor page faults."""
     import resource
 
     own, children = (
         resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
     )
-    return {"loader": own.ru_utime + own.ru_stime, "workers": children.ru_utime + children.ru_stime}
+    return {
+        "loader": own.ru_utime + own.ru_stime,
+        "workers": children.ru_utime + children.ru_stime,
+        "loader_page_faults": own.ru_minflt,
+    }
 
 
 def _prefetch(spec: dict[str, Any]) -> dict[str, int]:
