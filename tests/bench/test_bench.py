@@ -408,3 +408,12 @@ def test_the_gpus_busy_time_is_measured_where_nvml_sees_a_gpu():
         assert 0 <= gpu.busy <= 1
     else:  # no NVIDIA driver (or no pynvml): nothing measured
         assert gpu.busy is None
+
+
+def test_provenance_names_the_command_however_it_was_started():
+    from seneca.bench.provenance import provenance
+
+    for argv0 in ("/usr/local/bin/seneca", "/repo/seneca/cli/__main__.py"):  # python -m seneca.cli
+        made = provenance([argv0, "bench", "--data", "d d"])
+        assert made["command"] == "seneca bench --data 'd d'"
+    assert provenance(["/x/ipykernel_launcher.py", "-f"])["command"].startswith("called from")
