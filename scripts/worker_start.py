@@ -120,7 +120,8 @@ def main() -> None:
     env = dict(os.environ, WS_LOG=tempfile.mktemp(prefix="worker-start-"))
     env["SENECA_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="ws-")
     print("per epoch after the first (median of the rounds' epochs), seconds:")
-    print(f"{'method':11} {'loader':13} {'workers ready':>14} {'first batch':>12} {'worker CPU':>11}")
+    columns = ("workers ready", "first batch", "worker CPU")
+    print(f"{'method':11} {'loader':13} " + " ".join(f"{c:>14}" for c in columns))
     for method in args.methods.split(","):
         for name, (imports, make) in _LOADERS.items():
             ready, first, cpu = [], [], []
@@ -133,10 +134,8 @@ def main() -> None:
                 ready += [e["ready"] for e in epochs]
                 first += [e["first"] for e in epochs]
                 cpu += [c for e in epochs for c in e["worker_cpu"]]
-            print(
-                f"{method:11} {name:13} {statistics.median(ready):14.3f} "
-                f"{statistics.median(first):12.3f} {statistics.median(cpu):11.3f}"
-            )
+            values = (statistics.median(v) for v in (ready, first, cpu))
+            print(f"{method:11} {name:13} " + " ".join(f"{v:14.3f}" for v in values))
     print("\nimporting seneca.loader.loader after torch and torchvision (wall, CPU seconds):")
     for label, gc in (("garbage collector on", ""), ("garbage collector off", "gc.disable()")):
         runs = [_run(_IMPORT.format(gc=gc), env).split() for _ in range(3)]

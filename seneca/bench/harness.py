@@ -196,21 +196,24 @@ def _prefetch(spec: dict[str, Any]) -> dict[str, int]:
 
 
 def _epoch(loader: Any, trainer: Any) -> dict[str, float]:
-    """One epoch: samples, batches, seconds, the wait for its first batch and the decodes it
-    made (from the loader's counters), each batch followed by ``trainer``'s step."""
+    """One epoch: samples, batches, seconds, the wait for its first batch, the time from its
+    last step to the loop's end (the loader's wind-down) and the decodes it made (from the
+    loader's counters), each batch followed by ``trainer``'s step."""
     decodes = loader.stats()["decodes"]
-    start, n, batches, first = time.perf_counter(), 0, 0, 0.0
+    start, n, batches, first, stepped = time.perf_counter(), 0, 0, 0.0, 0.0
     for x, y in loader:
         if not batches:
             first = time.perf_counter() - start
         n += len(y)
         batches += 1
         trainer.step(x, y)
+        stepped = time.perf_counter()
+    end = time.perf_counter()
     trainer.drain()
     seconds = time.perf_counter() - start
     decodes = loader.stats()["decodes"] - decodes
     return {"samples": n, "batches": batches, "seconds": seconds, "first_batch_s": first,
-            "decodes": decodes}  # fmt: skip
+            "end_s": end - (stepped or end), "decodes": decodes}  # fmt: skip
 
 
 def clear_cache(url: str) -> None:
