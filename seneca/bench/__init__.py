@@ -3,10 +3,11 @@
 
 * ``harness``: concurrent training jobs over one cache, per loader (``seneca bench``);
 * ``fresh``: the bench's jobs as fresh interpreters, started together, reporting once;
-* ``training``: what a job does per batch: nothing, an emulated step or a model's step; the
-  no-loader ceiling;
+* ``training``: what a job does per batch: nothing, an emulated step or a model's step;
 * ``gpu_busy``: how busy the GPU was (NVML);
 * ``baselines``: the loaders compared (DataLoader, MINIO, Quiver, MDP, Seneca, none);
+* ``torch_loaders``: the DataLoader baselines, counted as SenecaLoader counts, and the
+  no-loader ceiling;
 * ``report``: the bench's tables and plots;
 * ``splits``: the planned split against fixed ones, from one bench run;
 * ``timeline``: the planned split and throughput as jobs join and leave;

@@ -10,7 +10,7 @@
 * ``mdp``: the tiers split by the MDP plan, plain random sampling (no ODS).
 * ``seneca``: MDP's split plus ODS.
 * ``none``: no loader, the ceiling: one uint8 batch made once, its batch tail run per step
-  (``seneca.bench.training.NoLoader``).
+  (``seneca.bench.torch_loaders.NoLoader``).
 
 ``mdp`` and ``seneca`` take the split of ``seneca bench --split`` (or ``--plan``); a name
 ``kind@split`` (:func:`variant`) gives one a split of its own, ``E-D-A`` in percent or ``auto``,
@@ -33,8 +33,7 @@ import redis
 import torch
 from torchvision.datasets import ImageFolder
 
-from seneca.bench.torch_loaders import Counted, CountedDataLoader, counted_folder
-from seneca.bench.training import NoLoader
+from seneca.bench.torch_loaders import Counted, CountedDataLoader, NoLoader, counted_folder
 from seneca.loader import SenecaLoader
 from seneca.pipeline.transforms import split_transform
 from seneca_base.errors import ConfigError

@@ -32,14 +32,15 @@ _GO = b"go\n"
 
 def _read_line(fd: int, deadline: float) -> bytes | None:
     """One line from pipe ``fd`` (without waiting past ``deadline``); None at its end or at
-    the deadline."""
+    the deadline. Each pipe carries one line at a time (a job writes its report only after the
+    go-ahead), so what is read in chunks never runs past the line."""
     line = b""
     while not line.endswith(b"\n"):
         left = deadline - time.monotonic()
         wait = None if left == float("inf") else left
         if left <= 0 or not select.select([fd], [], [], wait)[0]:
             return None
-        chunk = os.read(fd, 1)
+        chunk = os.read(fd, 1 << 16)
         if not chunk:
             return None
         line += chunk

@@ -15,6 +15,7 @@ CUDA device, how busy the GPU was (NVML, ``seneca.bench.gpu_busy``). Writes ``re
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -161,7 +162,8 @@ def run_job(spec: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
     stats = loader.stats()
     split = getattr(loader, "split", None)  # the split in use at the end (auto: planned)
     planner = getattr(loader, "planner", None)
-    loader.close()  # persistent workers end, so their CPU time is counted
+    del loader  # its workers (persistent ones too) end, so their CPU time is counted
+    gc.collect()
     cpu = {k: v - cpu[k] for k, v in _cpu_used().items()}
     plans = [
         {"split": p.split_text(), "version": p.version, "source": p.source, "at_ms": p.at_ms,
@@ -328,10 +330,10 @@ def run_configuration(
 
 def _cuda_index(device: str | None) -> int | None:
     """The index of the CUDA device ``device`` names (None: not a CUDA device)."""
-    if not device or not device.startswith("cuda"):
-        return None
-    _, _, index = device.partition(":")
-    return int(index) if index.isdigit() else 0
+    import torch
+
+    where = torch.device(device) if device else None
+    return None if where is None or where.type != "cuda" else where.index or 0
 
 
 def _schedule(cfg: BenchConfig) -> list[tuple[int, float, int, int, str]]:

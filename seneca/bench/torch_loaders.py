@@ -1,4 +1,5 @@
-"""The DataLoader baselines of ``seneca bench``, instrumented like SenecaLoader.
+"""The DataLoader baselines of ``seneca bench``, instrumented like SenecaLoader, and the
+no-loader ceiling.
 
 * ``pytorch``: torch's DataLoader over ImageFolder with the transform as given.
 * ``pytorch-tuned``: the same DataLoader given every non-cache trick SenecaLoader uses: the
@@ -12,6 +13,7 @@ keys SenecaLoader's stats use.
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -26,7 +28,7 @@ from seneca.loader.source import pil_decode
 from seneca.pipeline.transforms import split_transform
 from seneca_base.tiers import TIERS
 
-__all__ = ["Counted", "CountedDataLoader", "CountingLoader", "counted_folder"]
+__all__ = ["Counted", "CountedDataLoader", "CountingLoader", "NoLoader", "counted_folder"]
 
 _KEYS = ("decodes", "transforms", "storage_reads", "bytes_storage")
 
@@ -129,10 +131,45 @@ class CountedDataLoader(DataLoader):
             self._served += len(batch[1])
             yield batch
 
-    def close(self) -> None:
-        """Stop persistent workers (as ``SenecaLoader.close`` does)."""
-        self._iterator = None
-
     def stats(self) -> dict[str, Any]:
         """What was counted, with SenecaLoader's keys (no cache: no hits)."""
+        return self._counted.stats(self._served)
+
+
+class NoLoader:
+    """The ceiling, loader ``none``: ``samples`` per epoch as batches of one uint8 batch made
+    once on ``device``, each turned into float images by ``tail`` (the transform's batch tail)
+    there: what the accelerator does when input costs nothing. Counts what it serves as the
+    DataLoader baselines do (nothing read or decoded)."""
+
+    def __init__(
+        self,
+        samples: int,
+        batch_size: int,
+        crop: int,
+        classes: int,
+        device: str | None,
+        tail: Callable[[Any], Any] | None,
+    ) -> None:
+        where = torch.device(device or "cpu")
+        self.images = torch.randint(0, 256, (batch_size, 3, crop, crop), dtype=torch.uint8)
+        self.images = self.images.to(where)
+        self.labels = torch.randint(0, classes, (batch_size,)).to(where)
+        self.tail = tail
+        self.samples = samples
+        self.batch_size = batch_size
+        self._counted, self._served = Counted(), 0
+
+    def __len__(self) -> int:
+        return math.ceil(self.samples / self.batch_size)
+
+    def __iter__(self) -> Iterator[list[torch.Tensor]]:
+        for start in range(0, self.samples, self.batch_size):
+            n = min(self.samples - start, self.batch_size)
+            images = self.images[:n]
+            self._served += n
+            yield [self.tail(images) if self.tail is not None else images, self.labels[:n]]
+
+    def stats(self) -> dict[str, Any]:
+        """What was counted, with SenecaLoader's keys (no reads, no decodes)."""
         return self._counted.stats(self._served)

@@ -8,20 +8,16 @@
   batch before the job says it is ready, so the timed epochs measure the steady state; each
   epoch ends with the device's queue drained, so its time includes the steps it queued.
 
-``no_loader`` is the benchmark's ceiling, the loader ``none``: one uint8 batch made once on the
-device, its ``ToDtype``/``Normalize`` run on every step: what the accelerator does when input
-costs nothing.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator
+import time
 from typing import Any
 
 import torch
 
-__all__ = ["NoLoader", "Trainer", "on_device"]
+__all__ = ["Trainer", "on_device"]
 
 
 def on_device(batch: Any, device: torch.device) -> Any:
@@ -73,8 +69,6 @@ class Trainer:
         """One training step on a batch (moved to the device first when it is elsewhere)."""
         if self.model is None:
             if self.step_ms:
-                import time
-
                 time.sleep(self.step_ms / 1000)
             return
         images, labels = on_device([images, labels], self.device)
@@ -89,51 +83,3 @@ class Trainer:
         """Wait until the device has run every step queued."""
         if self.model is not None and self.cuda:
             torch.cuda.synchronize(self.device)
-
-
-class NoLoader:
-    """The ceiling: ``samples`` per epoch as batches of one uint8 batch made once on
-    ``device``, each turned into float images by ``tail`` (the transform's batch tail) there."""
-
-    def __init__(
-        self,
-        samples: int,
-        batch_size: int,
-        crop: int,
-        classes: int,
-        device: str | None,
-        tail: Callable[[Any], Any] | None,
-    ) -> None:
-        where = torch.device(device or "cpu")
-        self.images = torch.randint(0, 256, (batch_size, 3, crop, crop), dtype=torch.uint8)
-        self.images = self.images.to(where)
-        self.labels = torch.randint(0, classes, (batch_size,)).to(where)
-        self.tail = tail
-        self.samples = samples
-        self.batch_size = batch_size
-        self._served = 0
-
-    def __len__(self) -> int:
-        return math.ceil(self.samples / self.batch_size)
-
-    def __iter__(self) -> Iterator[list[torch.Tensor]]:
-        left = self.samples
-        while left > 0:
-            n = min(left, self.batch_size)
-            images = self.images[:n]
-            images = self.tail(images) if self.tail is not None else images
-            self._served += n
-            left -= n
-            yield [images, self.labels[:n]]
-
-    def close(self) -> None:
-        """Nothing to stop."""
-
-    def stats(self) -> dict[str, Any]:
-        """What a loader's ``stats()`` says, with nothing read or decoded."""
-        out: dict[str, Any] = {"samples": self._served}
-        for name in ("decodes", "transforms", "storage_reads", "bytes_storage"):
-            out[name] = 0
-        for tier in ("augmented", "decoded", "encoded"):
-            out[tier] = {"hits": 0, "misses": 0, "hit_rate": 0.0, "admitted": 0, "full": 0}
-        return out

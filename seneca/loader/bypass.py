@@ -134,7 +134,6 @@ class HitSplitter:
     def merged(self, it: Iterator[Any]) -> Iterator[Any]:
         """The batches of ``it`` (the workers' tagged parts) with their hits (read here when
         the batch was decided) put in place, in the order each batch was decided."""
-        ready = self._ready
         self._parts.clear()  # workers send their buffers again in a new iteration
         while True:
             try:
@@ -148,22 +147,19 @@ class HitSplitter:
                 images = self._parts.rows(ref)
                 self.buffered += 1
             self.parts += images is not None
-            yield self._batch(tag, images, targets, ready, ref)
+            yield self._batch(tag, images, targets, ref)
 
-    def _batch(
-        self, tag: int, images: Any, targets: Any, ready: dict, ref: PartRef | None
-    ) -> list[Any]:
-        """Batch ``tag`` from its workers' part and its hits (read ahead into ``ready`` or now);
-        the worker's buffer of ``ref`` goes back once its rows are copied."""
+    def _batch(self, tag: int, images: Any, targets: Any, ref: PartRef | None) -> list[Any]:
+        """Batch ``tag`` from its workers' part and its hits (read when it was decided); the
+        worker's buffer of ``ref`` goes back once its rows are copied."""
         picks = self._pending.pop(tag)
-        slots = _hit_slots(picks)
-        if not slots:
+        read = self._ready.pop(tag, None)  # None: the batch has no hits read here
+        if read is None:
             batch = [images if ref is None else images.clone(), targets]
         else:
             self.mixed += images is not None
-            read = ready.pop(tag, None)
-            self.read_ahead += read is not None
-            batch = self._assemble(picks, slots, read or self._read(picks, slots), images, targets)
+            self.read_ahead += 1
+            batch = self._assemble(picks, _hit_slots(picks), read, images, targets)
         if ref is not None:
             self._parts.release(ref)
         return batch

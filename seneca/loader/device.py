@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from seneca import defaults
+from seneca.loader.ahead import closing
 from seneca_base.errors import ConfigError
 
 __all__ = ["DeviceFeed", "HostBuffers", "handed_over", "resolve_device", "staged"]
@@ -230,10 +231,6 @@ def staged(it: Iterator[Any], feed: DeviceFeed) -> Iterator[Staged]:
 
 def handed_over(it: Iterator[Staged], feed: DeviceFeed) -> Iterator[Any]:
     """The staged batches of ``it``, handed over to the loop's stream by ``feed``."""
-    try:
+    with closing(it):  # a loop cut short stops the thread making the next batch at once
         for item in it:
             yield feed.hand_over(item)
-    finally:
-        close = getattr(it, "close", None)
-        if close is not None:
-            close()
