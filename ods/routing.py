@@ -121,16 +121,24 @@ def send(client: Any, commands: Sequence[Sequence[Any]]) -> Sent:
 
 def _packed(conn: Any, commands: list[tuple]) -> Any:
     """``commands`` in the protocol: packed by hiredis directly when every argument is of a
-    type it takes (redis-py's own packing of the same bytes costs several times more a call);
-    otherwise (a ``bytearray`` value, a command name with a space) by redis-py."""
+    type it takes (redis-py's own packing of the same bytes costs several times more a call;
+    a ``bytearray`` value is handed to hiredis as a memoryview of it); otherwise (a command
+    name with a space, an argument of another type) by redis-py."""
     if _pack is not None:
         try:
             if not any(_spaced(c[0]) for c in commands):
-                pieces = [_pack(c) for c in commands]
+                pieces = [_pack_one(c) for c in commands]
                 return [b"".join(pieces)] if sum(map(len, pieces)) <= _JOIN else pieces
         except TypeError:
             pass
     return conn.pack_commands(commands)
+
+
+def _pack_one(command: tuple) -> bytes:
+    try:
+        return _pack(command)
+    except TypeError:  # hiredis takes no bytearray, but a memoryview of one
+        return _pack(tuple(memoryview(a) if isinstance(a, bytearray) else a for a in command))
 
 
 def _spaced(name: Any) -> bool:

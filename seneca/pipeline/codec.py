@@ -13,17 +13,20 @@ Layout (little endian)::
     payload                   prod(shape) x itemsize bytes
 
 Decoding returns views into the value (``torch.frombuffer``/``np.frombuffer``), never a copy,
-except for IMAGE values where PIL needs its own pixel buffer. A value decodes to the type it
-was made from (bytes, tensor, PIL image, numpy array, with its dtype); other types, dtypes and
-image modes are refused with CodecError (the loader then does not cache them). Pickle is never
-used.
+except for IMAGE values where PIL needs its own pixel buffer. Values are made as ``bytearray``
+and the cache's replies are read into ``bytearray`` (``seneca.cache.resp``), so a tensor is
+always a view of writable memory; a read-only buffer (``bytes``) given to :func:`decode` is
+copied once before a tensor is made over it, as torch has no read-only tensors.
+
+A value decodes to the type it was made from (bytes, tensor, PIL image, numpy array, with its
+dtype); other types, dtypes and image modes are refused with CodecError (the loader then does
+not cache them). Pickle is never used.
 """
 
 from __future__ import annotations
 
 import math
 import struct
-import warnings
 from enum import IntEnum
 from typing import Any
 
@@ -50,10 +53,6 @@ FORMAT_VERSION = 1
 _FIXED = struct.Struct("<4sBBBB")
 #: Bytes at the start of every value that say how long its header is.
 FIXED_SIZE = _FIXED.size
-
-# torch.frombuffer over an immutable Redis reply warns once per process that the buffer is not
-# writable. The tensors we hand out are consumed by transforms/collate that copy; see decode().
-warnings.filterwarnings("ignore", message="The given buffer is not writable", module=__name__)
 
 
 class Kind(IntEnum):
@@ -101,16 +100,21 @@ def _tensor_bytes(t: torch.Tensor) -> memoryview:
     return memoryview(t.numpy()).cast("B")
 
 
-def encode(obj: Any) -> bytes:
+def _joined(*parts: bytes | memoryview) -> bytearray:
+    """One value made of ``parts`` (writable: tensors decoded from it need no copy)."""
+    return bytearray().join(parts)
+
+
+def encode(obj: Any) -> bytearray:
     """Encode file bytes, a tensor, a numpy array or a PIL image as one cache value."""
     if isinstance(obj, bytes | bytearray | memoryview):
         payload = memoryview(obj).cast("B")
-        return b"".join((_header(Kind.RAW, _DTYPE_CODE[torch.uint8], (len(payload),)), payload))
+        return _joined(_header(Kind.RAW, _DTYPE_CODE[torch.uint8], (len(payload),)), payload)
     if isinstance(obj, Image.Image):
         if obj.mode not in _IMAGE_MODES.values():
             raise CodecError(f"cannot encode images of mode {obj.mode!r}")
         arr = np.asarray(obj)
-        return b"".join((_header(Kind.IMAGE, 0, arr.shape), memoryview(arr).cast("B")))
+        return _joined(_header(Kind.IMAGE, 0, arr.shape), memoryview(arr).cast("B"))
     if isinstance(obj, np.ndarray):
         try:
             t = torch.from_numpy(np.ascontiguousarray(obj))
@@ -118,16 +122,16 @@ def encode(obj: Any) -> bytes:
             raise CodecError(f"cannot encode arrays of dtype {obj.dtype}") from None
         if t.dtype not in _DTYPE_CODE or t.dtype == torch.bfloat16:
             raise CodecError(f"cannot encode arrays of dtype {obj.dtype}")
-        return b"".join((_header(Kind.ARRAY, _DTYPE_CODE[t.dtype], obj.shape), _tensor_bytes(t)))
+        return _joined(_header(Kind.ARRAY, _DTYPE_CODE[t.dtype], obj.shape), _tensor_bytes(t))
     if isinstance(obj, torch.Tensor):
         if obj.dtype not in _DTYPE_CODE:
             raise CodecError(f"cannot encode tensors of dtype {obj.dtype}")
         head = _header(Kind.TENSOR, _DTYPE_CODE[obj.dtype], tuple(obj.shape))
-        return b"".join((head, _tensor_bytes(obj)))
+        return _joined(head, _tensor_bytes(obj))
     raise CodecError(f"cannot encode a value of type {type(obj).__name__}")
 
 
-def encode_image_chw(img: Image.Image) -> bytes | None:
+def encode_image_chw(img: Image.Image) -> bytearray | None:
     """A TENSOR value of ``img``'s pixels laid out as ``PILToTensor`` gives them (C x H x W
     uint8, here contiguous), made band by band: no transposing copy, unlike
     ``encode(pil_to_tensor(img))``. None for modes other than L, RGB and RGBA."""
@@ -136,7 +140,14 @@ def encode_image_chw(img: Image.Image) -> bytes | None:
     bands = img.split()
     width, height = img.size
     head = _header(Kind.TENSOR, _DTYPE_CODE[torch.uint8], (len(bands), height, width))
-    return b"".join((head, *(band.tobytes() for band in bands)))
+    return _joined(head, *(band.tobytes() for band in bands))
+
+
+def _read_only(buf: Any) -> bool:
+    if isinstance(buf, bytearray):
+        return False
+    with memoryview(buf) as view:
+        return view.readonly
 
 
 def _parse(buf: bytes | memoryview) -> tuple[Kind, torch.dtype, tuple[int, ...], int]:
@@ -203,13 +214,16 @@ def decode(
     """Decode a value made by :func:`encode`.
 
     RAW values come back as a memoryview, TENSOR values as a tensor and ARRAY values as a numpy
-    array, all sharing memory with ``buf`` (zero-copy; when ``buf`` is an immutable ``bytes``
-    they must be treated as read-only). IMAGE values come back as a PIL image, or with
-    ``image_tensor`` as a zero-copy uint8 tensor laid out as ``PILToTensor`` gives it
-    (C x H x W, a permuted view). ``expect`` raises CodecError when the value is of another
-    kind.
+    array, all sharing memory with ``buf`` (zero-copy; a RAW or ARRAY value of an immutable
+    ``bytes`` is read-only, and a tensor of one is made over a copy). IMAGE values come back as
+    a PIL image, or with ``image_tensor`` as a zero-copy uint8 tensor laid out as
+    ``PILToTensor`` gives it (C x H x W, a permuted view). ``expect`` raises CodecError when the
+    value is of another kind.
     """
     kind, dtype, shape, offset = _parse(buf)
+    tensor = kind is Kind.TENSOR or (kind is Kind.IMAGE and image_tensor)
+    if tensor and _read_only(buf):
+        buf = bytearray(buf)  # a tensor is always over writable memory (see the module's doc)
     if expect is not None and kind != expect:
         raise CodecError(f"mismatched value: expected a {expect.name} value, found {kind.name}")
     count = math.prod(shape)

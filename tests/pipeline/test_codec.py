@@ -134,3 +134,16 @@ def test_errors_are_seneca_errors_and_unencodable_types():
         codec.encode({"a": 1})
     with pytest.raises(CodecError, match="dtype"):
         codec.encode(torch.zeros(2, dtype=torch.complex64))
+
+
+def test_values_are_writable_and_a_read_only_one_is_copied_for_a_tensor():
+    t = torch.arange(6, dtype=torch.int32).view(2, 3)
+    value = codec.encode(t)
+    assert isinstance(value, bytearray)
+    view = codec.decode(value)
+    view[0, 0] = 7  # a view of the value's own memory
+    assert codec.decode(value)[0, 0] == 7
+    frozen = bytes(value)
+    copy = codec.decode(frozen)  # over a copy: torch has no read-only tensors
+    copy[0, 0] = 9
+    assert codec.decode(frozen)[0, 0] == 7
