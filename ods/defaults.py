@@ -46,3 +46,13 @@ DEMAND_JOBS = 4
 LOOKAHEAD = 4
 #: Times a call is made again after its functions were loaded or the live jobs refreshed.
 CALL_RETRIES = 3
+#: Deadlines of cache calls (``ods.deadlines``): a call whose server sends nothing for its
+#: deadline is abandoned (its connection closed). The deadline is DEADLINE_FACTOR times the
+#: slowest recent wait of that kind of call in the process (each older wait counting
+#: DEADLINE_DECAY times less per call), within [DEADLINE_FLOOR, DEADLINE_CEILING]; a kind not
+#: measured yet gets the ceiling. The ceiling is also every socket timeout of a loader's client
+#: (a new connection's handshake, the calls made when a job joins).
+DEADLINE_FLOOR = 0.2
+DEADLINE_CEILING = 0.5
+DEADLINE_FACTOR = 10.0
+DEADLINE_DECAY = 0.9

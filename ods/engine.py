@@ -187,9 +187,8 @@ class Engine:
         raise AssertionError("unreachable")
 
     def _execute(self, command: tuple) -> Any:
-        """Run one command; on a cluster, on the node of its first key (``ods.routing``)."""
-        if not routing.is_cluster(self.client):
-            return self.client.execute_command(*command)
+        """Run one command within its deadline; on a cluster, on the node of its first key
+        (``ods.routing``)."""
         reply = routing.run(self.client, [command])[0]
         if isinstance(reply, Exception):
             raise reply

@@ -14,6 +14,10 @@ A write takes a connection kept by this module after every reply on it was read 
 pool and process), else one from the client's pool; commands are packed by hiredis directly
 where it takes their arguments.
 
+Every socket a call uses waits at most the call's deadline (``ods.deadlines``) for the server to
+take a write or send a byte of a reply; the wait of each node's replies is measured for the
+deadlines of later calls of that kind.
+
 Error replies come back in place as exceptions. A node that cannot be reached fails the batch on
 a single server (the exception is raised); on a cluster its commands get the exception in place,
 so the other nodes' replies are still used (its values become misses).
@@ -23,12 +27,15 @@ from __future__ import annotations
 
 import os
 import select
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
+
+from ods import deadlines
 
 __all__ = ["Sent", "abandon", "is_cluster", "kept", "receive", "run", "send"]
 
@@ -77,6 +84,8 @@ class Sent:
     spans: list[tuple[str, int, int]]  # per command asked: (name, first, count) in commands
     groups: list[tuple[Any, Any, list[int]]] = field(default_factory=list)  # pool, conn, where
     failed: dict[int, BaseException] = field(default_factory=dict)
+    kind: str = ""  # the call's kind (``ods.deadlines``) ...
+    deadline: float = 0.0  # ... and how long its sockets may wait for the server (s)
 
 
 def _expand(client: Any, commands: Sequence[Sequence[Any]]) -> tuple[list, list]:
@@ -107,7 +116,8 @@ def _node(client: Any, command: Sequence[Any]) -> redis.Redis:
 def send(client: Any, commands: Sequence[Sequence[Any]]) -> Sent:
     """Write ``commands`` to the nodes that serve them (all writes before any read)."""
     flat, spans = _expand(client, commands)
-    sent = Sent(client, flat, spans)
+    of = deadlines.kind(flat)
+    sent = Sent(client, flat, spans, kind=of, deadline=deadlines.deadline(of))
     if is_cluster(client):
         by_node: dict[int, tuple[redis.Redis, list[int]]] = {}
         for k, command in enumerate(flat):
@@ -193,6 +203,9 @@ def _write(sent: Sent, targets: list[tuple[redis.Redis, list[int]]]) -> None:
         conn = None
         try:
             conn = _take(pool)
+            if conn._sock is None:
+                conn.connect()
+            conn._sock.settimeout(sent.deadline)
             conn.send_packed_command(_packed(conn, [sent.commands[k] for k in where]))
             sent.groups.append((pool, conn, where))
         except (redis.RedisError, OSError) as err:
@@ -223,11 +236,14 @@ def _as_redis_error(err: BaseException) -> BaseException:
 def _read_group(sent: Sent, group: tuple[Any, Any, list[int]], read: Read, out: list) -> None:
     pool, conn, where = group
     try:
+        start = time.monotonic()
         for k in where:
             try:
                 out[k] = read(conn, k)
             except redis.ResponseError as err:  # read whole: the connection is in step
                 out[k] = err
+        deadlines.measured(sent.kind, time.monotonic() - start)
+        conn._sock.settimeout(conn.socket_timeout)
     except (redis.RedisError, OSError) as err:
         conn.disconnect()
         pool.release(conn)
@@ -298,7 +314,8 @@ def _ask(sent: Sent, asked: dict[int, tuple[str, int]], depth: int) -> list[Any]
     for k, (host, port) in asked.items():
         by_node.setdefault((host, port), []).extend((len(flat), len(flat) + 1))
         flat += [("ASKING",), sent.commands[k]]
-    again = Sent(client, flat, [("", k, 1) for k in range(len(flat))])
+    spans = [("", k, 1) for k in range(len(flat))]
+    again = Sent(client, flat, spans, kind=sent.kind, deadline=sent.deadline)
     targets = []
     for (host, port), where in by_node.items():
         node = client.get_node(host=host, port=port)

@@ -47,6 +47,10 @@ __all__ = ["OdsBatchSampler", "OdsSampler"]
 _log = logging.getLogger("seneca.ods")
 
 
+class _BackingOff(CacheUnavailableError):
+    """The job backs off the cache: no call was made."""
+
+
 @dataclass
 class _Run:
     """One epoch's iteration: what is decided and not yet yielded, and how to decide next."""
@@ -175,26 +179,23 @@ class OdsBatchSampler:
                 set_bit(bits, i)
         return bytes(bits)
 
-    def _fallback(self, epoch: int, err: Exception, left: int | None) -> Iterator[list[Pick]]:
-        if self.strict:
-            raise CacheUnavailableError(f"ODS cache unreachable ({type(err).__name__}: {err})")
-        if not self._warned:
-            self._warned = True
-            _log.warning(
-                "ODS cache unreachable (%s: %s); finishing the epoch from storage in random order",
-                type(err).__name__,
-                str(err)[:120],
-            )
+    def _fallback(self, epoch: int, left: int | None) -> Iterator[list[Pick]]:
+        """The samples of ``epoch`` this sampler has not yielded, from storage in random order
+        (``left``: a rank's share still due). Returns True, having stopped early, when a retry
+        of the backed-off cache is due: the epoch goes on with decisions."""
         done = self.consumed_bitmap(epoch, len(self.yielded.get(epoch, [])))
         rest = [i for i in self._members() if not test_bit(done, i)]
         random.shuffle(rest)
         if left is not None:
             rest = (rest + random.choices(list(self._members()), k=left))[:left]
         for k in range(0, len(rest), self.batch_size):
+            if self.backoff is not None and not self.backoff.down():
+                return True
             batch = rest[k : k + self.batch_size]
             if self.drop_last and len(batch) < self.batch_size:
                 break
             yield self._record(epoch, [Pick(i, None, 0) for i in batch])
+        return False
 
     def _record(self, epoch: int, picks: list[Pick]) -> list[Pick]:
         self.yielded.setdefault(epoch, []).append(array("I", [p.index for p in picks]))
@@ -259,6 +260,8 @@ class OdsBatchSampler:
         else:
             ask = self._ask(run.span if span is None else span, len(run.ahead), run.left)
             d = self._decide(run.epoch, ask, run.ahead)
+        if self.backoff is not None:
+            self.backoff.succeeded()
         run.ahead += [Pick(i, t, d.pin_bucket) for i, t in zip(d.indices, d.tiers, strict=True)]
         self.substitutions += d.substitutions
         run.drained = len(d.indices) < ask
@@ -266,10 +269,24 @@ class OdsBatchSampler:
         run.span = self.lookahead if covered else 1
 
     def _check_backoff(self) -> None:
-        """Raise CacheUnavailableError while this process backs off the cache (another of its
-        callers found it failing): no call is made, the epoch finishes from storage."""
+        """Raise CacheUnavailableError while the job backs off the cache (one of its callers
+        found it failing): no call is made, the epoch goes on from storage."""
         if self.backoff is not None and self.backoff.down():
-            raise CacheUnavailableError(f"backing off the cache {self.backoff.cache}")
+            raise _BackingOff(f"backing off the cache {self.backoff.cache}")
+
+    def _failed(self, err: Exception) -> None:
+        """A call to the cache failed with ``err`` (not a back-off): the job backs off."""
+        if self.strict:
+            raise CacheUnavailableError(f"ODS cache unreachable ({type(err).__name__}: {err})")
+        if self.backoff is not None:
+            self.backoff.failed(err)  # warns once per outage, for the whole job
+        elif not self._warned:
+            self._warned = True
+            _log.warning(
+                "ODS cache unreachable (%s: %s); finishing the epoch from storage in random order",
+                type(err).__name__,
+                str(err)[:120],
+            )
 
     def _post_next(self, run: _Run) -> None:
         """While the cache covers the job, post the decision after the batches in hand a batch
@@ -329,33 +346,42 @@ class OdsBatchSampler:
         left = self._quota()
         if left is not None and self.resumed is not None and self.resumed[0] == epoch:
             left = max(0, left - self.resumed[1])
-        run = self._run = _Run(epoch, left)
-        try:
-            self._check_backoff()
-            self.join()
-            try:
-                self.store.start_epoch(self.job, epoch)
-            except UnknownJobError:  # forgotten by the server since it joined
-                self._rejoin(epoch)
-            yield from self._batches(run)
-            self._drop_prefetch(epoch, run.prefetch)
-            self._release(run.ahead)
-            self.store.outbox.settle()
-        except GeneratorExit:  # the loop stopped early: a prefetch not sent yet is dropped
-            if run.prefetch is not None:
-                run.prefetch[0].cancel()
-            raise
-        except (redis.ConnectionError, redis.TimeoutError, OSError) as err:
-            if run.prefetch is not None:
-                run.prefetch[0].cancel()
-            if self.backoff is not None:
-                self.backoff.failed()
-            self._joined, self._run = False, None
+        back = False  # the cache answers again after a fallback within this epoch
+        while True:
             done = sum(len(b) for b in self.yielded[epoch])
-            yield from self._fallback(epoch, err, None if left is None else left - done)
-        finally:
-            if self._run is run:
-                self._run = None
+            run = self._run = _Run(epoch, None if left is None else left - done)
+            try:
+                self._check_backoff()
+                if back:  # the epoch goes on from what this sampler has yielded
+                    self._rejoin(epoch)
+                else:
+                    self.join()
+                    try:
+                        self.store.start_epoch(self.job, epoch)
+                    except UnknownJobError:  # forgotten by the server since it joined
+                        self._rejoin(epoch)
+                yield from self._batches(run)
+                self._drop_prefetch(epoch, run.prefetch)
+                self._release(run.ahead)
+                self.store.outbox.settle()
+                return
+            except GeneratorExit:  # the loop stopped early: a prefetch not sent yet is dropped
+                if run.prefetch is not None:
+                    run.prefetch[0].cancel()
+                raise
+            except (redis.ConnectionError, redis.TimeoutError, OSError) as err:
+                if run.prefetch is not None:
+                    run.prefetch[0].cancel()
+                if not isinstance(err, _BackingOff):
+                    self._failed(err)
+                self._joined, self._run = False, None
+                done = sum(len(b) for b in self.yielded[epoch])
+                back = yield from self._fallback(epoch, None if left is None else left - done)
+                if not back:
+                    return
+            finally:
+                if self._run is run:
+                    self._run = None
 
     def upcoming(self) -> list[Pick] | None:
         """The latest iteration's next batch when it is decided already, else None: what a

@@ -49,13 +49,16 @@ AUTO_LOCK_MS = 5_000
 #: Bytes charged per cached entry on top of its value, for Redis' own per-key overhead.
 ENTRY_OVERHEAD = 96
 
-#: Fail-fast socket timeouts for cache connections.
+#: Socket timeouts of cache connections: connecting, and any wait of an operator's command
+#: (``seneca cache ...``). A loader's connections wait at most ``ods.defaults.DEADLINE_CEILING``.
 CONNECT_TIMEOUT = 0.25
 SOCKET_TIMEOUT = 5.0
 #: times a Redis Cluster client retries a command after a cluster error (a node down, MOVED)
 CLUSTER_RETRIES = 2
-#: After a failed cache call, read from storage only for this long before trying the cache again.
-CACHE_RETRY_AFTER = 5.0
+#: After a failed cache call, a job reads from storage for CACHE_RETRY_FIRST seconds before it
+#: tries the cache again; each retry that fails doubles the wait, up to CACHE_RETRY_CAP.
+CACHE_RETRY_FIRST = 0.25
+CACHE_RETRY_CAP = 4.0
 #: Environment variable that makes every SenecaLoader strict when its ``strict`` is not given:
 #: "1", "true" or "yes" (any case).
 STRICT_ENV = "SENECA_STRICT"

@@ -3,7 +3,11 @@
 Clients are never created at import or construction time: a :class:`CacheClient` holds only the
 URL and makes its redis-py client lazily in the process that first uses it, so it pickles cleanly
 into fork or spawn DataLoader workers. Timeouts are short and redis-py's retries are off, so an
-unreachable cache costs well under a second per call instead of seconds of retries.
+unreachable cache costs well under a second per call instead of seconds of retries: a loader's
+client waits at most ``ods.defaults.DEADLINE_CEILING`` on any socket (and the calls made on
+each batch their measured deadline, ``ods.deadlines``); operators' commands wait up to
+``defaults.SOCKET_TIMEOUT``. A new connection sends nothing before the first command (no
+``CLIENT SETINFO``), so connecting to a frozen server costs no extra wait.
 """
 
 from __future__ import annotations
@@ -23,6 +27,13 @@ from seneca_base.errors import CacheUnavailableError, ConfigError
 __all__ = ["CacheClient", "redact_url", "validate_url"]
 
 _SCHEMES = ("redis", "rediss", "unix")
+
+try:  # redis-py >= 8: no CLIENT SETINFO on connect
+    import redis.driver_info
+
+    _NO_SETINFO: dict = {"driver_info": None}
+except ImportError:
+    _NO_SETINFO = {"lib_name": None, "lib_version": None}
 
 
 def redact_url(url: str) -> str:
@@ -64,14 +75,15 @@ def validate_url(url: str) -> str:
     return url
 
 
-def _options(retries: int = 0) -> dict:
+def _options(timeout: float, retries: int = 0) -> dict:
     """Options of every client: fail fast (short timeouts, no retries by redis-py; a cluster
-    client's ``retries`` after cluster errors)."""
+    client's ``retries`` after cluster errors), no handshake beyond a login."""
     return {
-        "socket_connect_timeout": defaults.CONNECT_TIMEOUT,
-        "socket_timeout": defaults.SOCKET_TIMEOUT,
+        "socket_connect_timeout": min(defaults.CONNECT_TIMEOUT, timeout),
+        "socket_timeout": timeout,
         "retry": Retry(NoBackoff(), retries),
         "health_check_interval": 0,
+        **_NO_SETINFO,
     }
 
 
@@ -86,19 +98,21 @@ def _cluster_enabled(client: redis.Redis) -> bool | None:
 
 
 class CacheClient:
-    """A lazily connected, fail-fast Redis client for one cache URL (picklable)."""
+    """A lazily connected, fail-fast Redis client for one cache URL (picklable); ``timeout``:
+    seconds any socket may wait (default ``defaults.SOCKET_TIMEOUT``)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, timeout: float | None = None) -> None:
         self.url = validate_url(url)
+        self.timeout = defaults.SOCKET_TIMEOUT if timeout is None else float(timeout)
         self._redis: redis.Redis | None = None
         self._cluster: bool | None = None
         self._pid = -1
 
     def __getstate__(self) -> dict:
-        return {"url": self.url, "cluster": self._cluster}
+        return {"url": self.url, "timeout": self.timeout, "cluster": self._cluster}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["url"])
+        self.__init__(state["url"], state.get("timeout"))
         self._cluster = state.get("cluster")
 
     @property
@@ -117,7 +131,7 @@ class CacheClient:
         """The redis-py client of this process (re-created after a fork): a ``RedisCluster``
         when the server is a node of a Redis Cluster (asked once, with ``INFO cluster``)."""
         if self._redis is None or self._pid != os.getpid():
-            self._redis = redis.Redis.from_url(self.url, **_options())
+            self._redis = redis.Redis.from_url(self.url, **_options(self.timeout))
             self._pid = os.getpid()
             if self._cluster is None:
                 self._cluster = _cluster_enabled(self._redis)
@@ -126,7 +140,7 @@ class CacheClient:
                 self._redis = RedisCluster.from_url(
                     self.url,
                     require_full_coverage=False,  # a dead primary's values are misses
-                    **_options(defaults.CLUSTER_RETRIES),
+                    **_options(self.timeout, defaults.CLUSTER_RETRIES),
                 )
         return self._redis
 

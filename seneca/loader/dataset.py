@@ -4,8 +4,9 @@ Per batch (``__getitems__``, called in the loader process or a DataLoader worker
 read each sample from comes with the batch when ODS decided it, else from one ``lookup`` call
 (the loader's own order); ``seneca.loader.fetch`` then reads the values, reads misses from
 storage, runs only the remaining work (decode, transform head), offers new values to the cache
-and runs the transform tail. An unreachable cache never stops training: one warning per
-process, then reads from storage until the cache answers again.
+and runs the transform tail. An unreachable cache never stops training: a call that failed or
+was abandoned at its deadline makes the whole job read from storage until a retry finds the
+cache answering again (``seneca_base.backoff``: one warning per outage).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class CachedDataset(torch.utils.data.Dataset):
     _OWN = frozenset(
         {"dataset", "resolved", "source", "positions", "transform", "target_transform"}
         | {"counters", "defer_tail", "store", "job", "cache_name", "plan_size", "part_buffers"}
+        | {"backoff", "strict"}
     )
 
     def __init__(
@@ -88,8 +90,8 @@ class CachedDataset(torch.utils.data.Dataset):
         #: fetch reads the plan and sets the store's budgets; None: a fixed split)
         self.plan_size: int | None = None
         self._plan_raw: Any = None
-        self.backoff = Backoff("", defaults.CACHE_RETRY_AFTER)
-        self._warned = False
+        #: the job's back-off of the cache (see ``attach``; None: no cache)
+        self.backoff: Backoff | None = None
         #: a cache failure is raised (CacheError) instead of read around
         self.strict = False
         #: in the loader process without workers: the sampler's next batch when it is decided
@@ -106,13 +108,16 @@ class CachedDataset(torch.utils.data.Dataset):
         view is the transform's cached head (its augmented copies are its own)."""
         return self.source.id, self.transform.fingerprint
 
-    def attach(self, store: OdsStore, job: str, name: str, warned: bool = False) -> None:
-        """Read and fill the cache ``store`` as ``job``; ``name``: the cache's URL as warnings
-        show it; ``warned``: its failure was reported already (no warning per worker)."""
-        self.store, self.job, self._warned = store, job, warned
+    def attach(self, store: OdsStore, job: str, name: str, unreachable: bool = False) -> None:
+        """Read and fill the cache ``store`` as ``job``; ``name``: the cache's URL as logs show
+        it; ``unreachable``: it did not answer when the loader was made (reported then: the
+        job starts backing off without another warning)."""
+        self.store, self.job = store, job
         self.cache_name = name
-        #: shared with the sampler and every other reader of this cache in a process
-        self.backoff = Backoff(name, defaults.CACHE_RETRY_AFTER)
+        #: shared with the sampler and the workers: the job backs off the cache as one
+        self.backoff = Backoff(name, defaults.CACHE_RETRY_FIRST, defaults.CACHE_RETRY_CAP)
+        if unreachable:
+            self.backoff.failed(said=True)
 
     def adopt_plan(self, raw: Any) -> None:
         """Budget the tiers by the shared plan ``raw`` (a ``seneca.autoplan`` record, as read
@@ -152,23 +157,18 @@ class CachedDataset(torch.utils.data.Dataset):
                 f"cache {self.cache_name} failed ({type(err).__name__}: {err})"
             ) from err
         count["cache_errors"] += 1
-        self.backoff.failed()
-        if not self._warned:
-            self._warned = True
-            if not self.counters.once("cache-failed"):  # said by another process of the job
-                return
-            log.warning(
-                "cache %s failed (%s: %s); reading from storage, retrying the cache every %gs",
-                self.cache_name,
-                type(err).__name__,
-                str(err)[:160],
-                defaults.CACHE_RETRY_AFTER,
-            )
+        if self.backoff is not None:
+            self.backoff.failed(err)  # warns once per outage, for the whole job
+
+    def cache_answered(self) -> None:
+        """A call to the cache succeeded: any outage of the job ends (logged once)."""
+        if self.backoff is not None:
+            self.backoff.succeeded()
 
     def cache_down(self) -> bool:
-        """Whether the cache failed less than ``defaults.CACHE_RETRY_AFTER`` ago (or there is
-        none): read from storage without trying it."""
-        return self.store is None or self.backoff.down()
+        """Whether the job backs off the cache now (see ``seneca_base.backoff``), or there is
+        none: read from storage without trying it."""
+        return self.store is None or self.backoff is None or self.backoff.down()
 
     def _lookup(self, indices: list[int]) -> list[Pick]:
         """Where to read each sample of a batch in the loader's own order."""
@@ -180,6 +180,7 @@ class CachedDataset(torch.utils.data.Dataset):
                 self._cache_failed(err, count)
                 self.counters.add(process_row(), count)
             else:
+                self.cache_answered()
                 return [Pick(i, t, d.pin_bucket) for i, t in zip(indices, d.tiers, strict=True)]
         return [Pick(i, None, 0) for i in indices]
 

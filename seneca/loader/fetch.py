@@ -164,6 +164,7 @@ def _values(
     except (redis.RedisError, OSError, CacheError) as err:
         ds._cache_failed(err, count)
         return nothing, None, 0
+    ds.cache_answered()
     try:  # the next batch's reads, the releases and the sampler's next decision run while
         _read_next(ds)  # this batch is made
         ds.store.outbox.flush()

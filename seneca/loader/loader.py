@@ -247,8 +247,7 @@ class SenecaLoader(DataLoader[_T_co]):
                 if shuffle
                 else SequentialSampler(dataset)
             )
-        # an unreachable cache has warned already: one warning, not one more per worker
-        wrapped.attach(store, self.job, self.cache_url, warned=not setup.reachable)
+        wrapped.attach(store, self.job, self.cache_url, unreachable=not setup.reachable)
         if self._ods_sampler is not None:
             self._ods_sampler.strict, self._ods_sampler.backoff = self.strict, wrapped.backoff
         super().__init__(wrapped, **args)

@@ -47,6 +47,9 @@ __all__ = [
 
 log = logging.getLogger("seneca")
 
+#: the longest any socket of a loader's client waits (its calls on each batch: their deadline)
+_TIMEOUT = ods_defaults.DEADLINE_CEILING
+
 
 @dataclass(frozen=True)
 class CacheOptions:
@@ -98,7 +101,7 @@ def cache_options(
         fractions, size = chosen.split, size or chosen.cache_bytes
     else:
         fractions = parse_split(None if auto else split)
-    client = CacheClient(cache) if cache is not None else None
+    client = CacheClient(cache, _TIMEOUT) if cache is not None else None
     return CacheOptions(client, size, fractions, auto, base)
 
 
@@ -146,7 +149,7 @@ def connect(options: CacheOptions, strict: bool = False) -> CacheSetup:
     size, client = options.size, options.client
     if client is None:
         size = size or defaults.CACHE_SIZE
-        client = CacheClient(acquire_embedded(size))
+        client = CacheClient(acquire_embedded(size), _TIMEOUT)
     try:
         client.ping()
     except CacheUnavailableError as err:

@@ -255,7 +255,7 @@ def test_a_cache_lost_mid_run_is_reported_once_per_job(tiny_dataset, capfd):
         logger.handlers = [h for h in logger.handlers if not getattr(h, "_to_stderr", False)]
     assert capfd.readouterr().err.count("failed (") == 1
     assert loader.stats()["storage_reads"] == 2 * len(ds)
-    assert loader.stats()["cache_errors"] >= 2  # more than one process found it gone
+    assert loader.stats()["cache_errors"] >= 1  # the job's processes back off as one
 
 
 def test_each_epoch_ends_with_a_summary_line_at_info(tiny_dataset, redis_url, caplog):
