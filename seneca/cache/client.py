@@ -150,15 +150,22 @@ class CacheClient:
         _ = self.redis
         return bool(self._cluster)
 
-    def maxmemory(self) -> int:
-        """The server's ``maxmemory`` in bytes (a cluster's: summed over its primaries; 0: no
-        limit on some node)."""
+    def memory(self) -> tuple[int, int]:
+        """The server's ``maxmemory`` and ``used_memory`` in bytes, from ``INFO memory`` (a
+        loader's ACL user may not run CONFIG): a cluster's summed over its primaries (maxmemory
+        0: no limit on some node)."""
         client = self.redis
         if isinstance(client, RedisCluster):
-            nodes = client.config_get("maxmemory", target_nodes=RedisCluster.PRIMARIES)
-            values = [int(v.get("maxmemory", 0)) for v in nodes.values()]
-            return 0 if not values or 0 in values else sum(values)
-        return int(client.config_get("maxmemory").get("maxmemory", 0))
+            nodes = client.info("memory", target_nodes=RedisCluster.PRIMARIES).values()
+        else:
+            nodes = [client.info("memory")]
+        limits = [int(n.get("maxmemory", 0)) for n in nodes]
+        used = sum(int(n.get("used_memory", 0)) for n in nodes)
+        return (0 if not limits or 0 in limits else sum(limits)), used
+
+    def maxmemory(self) -> int:
+        """The server's ``maxmemory`` in bytes (see :meth:`memory`)."""
+        return self.memory()[0]
 
     def ping(self) -> None:
         """Check that the server answers. A refused login, a command the ACL user may not run
@@ -168,7 +175,14 @@ class CacheClient:
         try:
             self.redis.ping()
         except (redis.AuthenticationError, redis.exceptions.NoPermissionError) as e:
-            raise ConfigError(f"cache: {self.redacted} refused the login: {e}") from None
+            parts = urlsplit(self.url)
+            hint = ""
+            if parts.password is not None and not parts.username:
+                hint = (
+                    " (a node started with --password-file logs loaders in as the user "
+                    "'loader': redis://loader:PASSWORD@host:port)"
+                )
+            raise ConfigError(f"cache: {self.redacted} refused the login: {e}{hint}") from None
         except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
             if isinstance(e.__context__, ssl.SSLCertVerificationError):
                 raise ConfigError(f"cache: {self.redacted} failed TLS verification: {e}") from None

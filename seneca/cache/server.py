@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import secrets
 import shutil
 import sys
 from collections.abc import Mapping
@@ -18,6 +19,7 @@ log = logging.getLogger("seneca")
 
 __all__ = [
     "CLUSTER_LINES",
+    "LOADER_REFUSED",
     "LOADER_RULES",
     "acl_lines",
     "cache_node_config",
@@ -58,9 +60,15 @@ CLUSTER_LINES = [
 #: slot map; nothing that flushes, reconfigures or lists the whole keyspace.
 LOADER_RULES = (
     "resetchannels -@all +@read +@write +@keyspace +@connection +@scripting +@transaction "
-    "-@dangerous +function|load +time +info +config|get -eval -evalsha -script "
+    "-@dangerous +function|load +time +info -eval -evalsha -script -config -acl "
+    "-function|flush -function|delete -function|restore -function|kill "
     "+cluster|slots +cluster|shards +cluster|nodes +cluster|info +cluster|myid +asking +readonly"
 )
+#: Commands the ``loader`` user is refused (``tests/cache/test_acl.py`` runs each).
+LOADER_REFUSED = (
+    "KEYS", "CONFIG", "FLUSHALL", "FLUSHDB", "SCRIPT", "EVAL", "MODULE", "ACL", "SAVE",
+    "BGSAVE", "DEBUG", "SHUTDOWN", "FUNCTION FLUSH", "FUNCTION DELETE", "CLIENT KILL",
+)  # fmt: skip
 
 
 def acl_lines(users: Mapping[str, str], prefix: str = KEY_PREFIX) -> list[str]:
@@ -167,16 +175,34 @@ def read_password_file(path: str | os.PathLike, option: str = "--password-file")
     return password
 
 
-def _users(loader_file: str | None, admin_file: str | None) -> dict[str, str] | None:
-    """ACL users from their password files (both or neither)."""
-    if (loader_file is None) != (admin_file is None):
-        raise ConfigError("give --loader-password-file and --admin-password-file together")
-    if loader_file is None or admin_file is None:
-        return None
-    return {
-        "loader": read_password_file(loader_file, "--loader-password-file"),
-        "admin": read_password_file(admin_file, "--admin-password-file"),
-    }
+def _users(
+    loader_file: str | None, admin_file: str | None, option: str = "--password-file"
+) -> dict[str, str]:
+    """ACL users: ``loader`` from its password file, ``admin`` from its own, or with a password
+    generated into ``<loader's file>.admin`` (kept there for the next start)."""
+    if loader_file is None:
+        raise ConfigError("--admin-password-file needs --password-file (the loader's login)")
+    loader = read_password_file(loader_file, option)
+    if admin_file is None:
+        admin_file = f"{loader_file}.admin"
+        if not os.path.exists(admin_file):
+            try:
+                fd = os.open(admin_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except OSError as e:
+                raise ConfigError(
+                    f"--admin-password-file: none given, and {admin_file} cannot be written "
+                    f"for a generated one: {e.strerror}"
+                ) from None
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_hex(24) + "\n")
+            log.warning(  # said once, when the operator most needs to know where it is
+                "generated the admin user's password into %s (--admin-password-file chooses one)",
+                admin_file,
+            )
+    admin = read_password_file(admin_file, "--admin-password-file")
+    if admin == loader:
+        raise ConfigError("--admin-password-file: the admin's password must not be the loader's")
+    return {"loader": loader, "admin": admin}
 
 
 def _tls(cert: str | None, key: str | None, ca: str | None) -> tuple[str, str, str | None] | None:
@@ -205,12 +231,21 @@ def cache_node_config(
     cluster: bool = False,
 ) -> str:
     """The redis.conf text of ``seneca cache-node`` (and of the compose files' cache nodes):
-    checks the options and reads the password files."""
+    checks the options and reads the password files. A password file (``password_file``, or
+    the same as ``loader_password_file``) makes the node least-privilege: ACL users ``loader``
+    (:data:`LOADER_RULES`) and ``admin`` (the admin's file, else a generated password in
+    ``<password file>.admin``), the default user off."""
     if not 0 < port < 65536:
         raise ConfigError(f"--port: must be 1..65535, got {port}")
-    password = read_password_file(password_file) if password_file else None
-    users = _users(loader_password_file, admin_password_file)
-    if password is None and users is None and bind not in ("127.0.0.1", "::1", "localhost"):
+    if password_file is not None and loader_password_file is not None:
+        raise ConfigError("give --password-file or --loader-password-file (the same), not both")
+    loader_file, option = password_file, "--password-file"
+    if loader_password_file is not None:
+        loader_file, option = loader_password_file, "--loader-password-file"
+    users = None
+    if loader_file is not None or admin_password_file is not None:
+        users = _users(loader_file, admin_password_file, option)
+    if users is None and bind not in ("127.0.0.1", "::1", "localhost"):
         log.warning(
             "cache node on %s without a password file: Redis protected mode will refuse "
             "non-loopback clients",
@@ -221,7 +256,6 @@ def cache_node_config(
         maxmemory=maxmemory,
         port=port,
         bind=bind,
-        password=password,
         users=users,
         tls=tls,
         cluster=cluster,

@@ -57,7 +57,11 @@ def _add_tools(sub: Any) -> None:
     c = sub.add_parser("cache-node", help="run a standalone cache node in the foreground")
     c.add_argument("--port", type=int, default=defaults.CACHE_NODE_PORT)
     c.add_argument("--maxmemory", required=True, help="cache size, e.g. 64GB")
-    c.add_argument("--password-file", help="file whose first line is the password")
+    c.add_argument(
+        "--password-file",
+        help="file whose first line is the loaders' password: ACL user 'loader' (Seneca's keys "
+        "and functions only) and an 'admin' user; the default user is off",
+    )
     c.add_argument(
         "--bind",
         default=defaults.CACHE_NODE_BIND,
@@ -75,8 +79,12 @@ def _add_tools(sub: Any) -> None:
     c.add_argument(
         "--write-config", metavar="FILE", help="write the node's redis.conf to FILE and exit"
     )
-    c.add_argument("--loader-password-file", help="ACL user 'loader' (Seneca's keys only)")
-    c.add_argument("--admin-password-file", help="ACL user 'admin' (everything)")
+    c.add_argument("--loader-password-file", help="the same as --password-file")
+    c.add_argument(
+        "--admin-password-file",
+        help="ACL user 'admin' (everything; default: a password generated into "
+        "PASSWORD_FILE.admin)",
+    )
     c.add_argument("--tls-cert", help="serve TLS only, with this certificate (PEM)")
     c.add_argument("--tls-key", help="the certificate's private key (PEM)")
     c.add_argument("--tls-ca", help="CA certificate for clients that present one")

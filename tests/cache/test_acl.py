@@ -6,6 +6,7 @@ import hashlib
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 import redis
@@ -14,7 +15,7 @@ from helpers.indexed import indexed
 from helpers.tls import self_signed
 
 from seneca import ConfigError, SenecaLoader
-from seneca.cache.server import redis_config
+from seneca.cache.server import LOADER_REFUSED, redis_config
 from seneca.cli.main import main
 
 
@@ -50,17 +51,70 @@ def test_the_loader_user_trains_and_the_admin_user_operates(tiny_dataset, acl_no
     assert main(["cache", "gc", admin_url, "--apply"]) == 0
 
 
+#: an example of each command the loader may not run
+REFUSED = {
+    "KEYS": ("KEYS", "*"), "CONFIG": ("CONFIG", "GET", "maxmemory"), "FLUSHALL": ("FLUSHALL",),
+    "FLUSHDB": ("FLUSHDB",), "SCRIPT": ("SCRIPT", "FLUSH"), "EVAL": ("EVAL", "return 1", "0"),
+    "MODULE": ("MODULE", "LIST"), "ACL": ("ACL", "LIST"), "SAVE": ("SAVE",),
+    "BGSAVE": ("BGSAVE",), "DEBUG": ("DEBUG", "SLEEP", "0"), "SHUTDOWN": ("SHUTDOWN", "NOSAVE"),
+    "FUNCTION FLUSH": ("FUNCTION", "FLUSH"), "FUNCTION DELETE": ("FUNCTION", "DELETE", "x"),
+    "CLIENT KILL": ("CLIENT", "KILL", "ID", "1"),
+}  # fmt: skip
+#: the refusal: by the ACL, or (DEBUG) by the server's own setting
+DENIED = "no permissions|DEBUG command not allowed"
+
+
 def test_the_loader_user_may_touch_only_senecas_keys(acl_node):
     loader_url, _, admin = acl_node
     admin.set("other", b"x")
     r = redis.Redis.from_url(loader_url)
     r.set("seneca:probe", b"1")
-    for command in (("GET", "other"), ("FLUSHALL",), ("KEYS", "*"), ("CONFIG", "SET", "save", "")):
-        with pytest.raises(redis.exceptions.NoPermissionError):
+    assert set(REFUSED) == set(LOADER_REFUSED)
+    for command in [("GET", "other"), *REFUSED.values()]:
+        with pytest.raises(redis.ResponseError, match=DENIED):
             r.execute_command(*command)
     with pytest.raises(redis.exceptions.NoPermissionError):
         r.eval("return redis.call('GET', KEYS[1])", 1, "other")
-    assert admin.get("other") == b"x"
+    assert admin.get("other") == b"x" and admin.ping()
+
+
+def test_a_password_file_starts_a_least_privilege_node(tmp_path, free_port, tiny_dataset):
+    """``seneca cache-node --password-file`` (as the README shows): the loader's login is the
+    ``loader`` user, refused every command of LOADER_REFUSED; an ``admin`` user gets a
+    generated password (kept for the next start); the default user is off."""
+    pw = tmp_path / "pw.txt"
+    pw.write_text("loader-secret\n")
+    node = _cache_node("--port", str(free_port), "--password-file", str(pw))
+    try:
+        admin_pw = tmp_path / "pw.txt.admin"
+        for _ in range(100):
+            if admin_pw.exists() and admin_pw.read_text().strip():
+                break
+            time.sleep(0.05)
+        assert admin_pw.stat().st_mode & 0o777 == 0o600
+        secret = admin_pw.read_text().strip()
+        admin = redis.Redis(port=free_port, username="admin", password=secret)
+        wait_for_ping(admin, node)
+        url = f"redis://loader:loader-secret@127.0.0.1:{free_port}"
+        loader = redis.Redis.from_url(url)
+        for name, command in REFUSED.items():
+            with pytest.raises(redis.ResponseError, match=DENIED):
+                loader.execute_command(*command)
+            assert admin.ping(), name
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(port=free_port, password="loader-secret").ping()  # the default user
+        with pytest.raises(redis.AuthenticationError):  # a login is needed
+            redis.Redis(port=free_port).set("seneca:x", b"1")
+        job = SenecaLoader(indexed(tiny_dataset), batch_size=8, cache=url, cache_size="20MB")
+        assert sum(len(y) for _, y in job) == 48 and job.stats()["cache_errors"] == 0
+        job.close()
+        assert main(["cache", "gc", f"redis://admin:{secret}@127.0.0.1:{free_port}"]) == 0
+    finally:
+        node.terminate()
+        node.wait(timeout=10)
+    _cache_node("--port", str(free_port), "--password-file", str(pw), "--write-config",
+                str(tmp_path / "again.conf")).wait(timeout=60)  # fmt: skip
+    assert admin_pw.read_text().strip() == secret  # kept, not generated again
 
 
 def test_a_wrong_password_is_a_config_error_naming_the_url(tiny_dataset, acl_node):
@@ -105,7 +159,9 @@ def test_cache_node_serves_tls_with_acl_users(tmp_path, free_port):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--loader-password-file", "x"], "--admin-password-file together"),
+        (["--admin-password-file", "x"], "needs --password-file"),
+        (["--password-file", "x", "--loader-password-file", "x"], "not both"),
+        (["--password-file", "/nonexistent"], "--password-file: cannot read /nonexistent"),
         (["--tls-cert", "x"], "--tls-key: give both"),
         (["--tls-cert", "/nonexistent", "--tls-key", "/nonexistent"], "--tls-cert: cannot read"),
     ],
@@ -116,17 +172,17 @@ def test_cache_node_option_errors(args, message):
     assert node.returncode == 2 and message in err
 
 
-def test_a_written_config_with_a_plain_password_is_for_its_owner_only(tmp_path):
+def test_a_written_config_holds_passwords_only_as_hashes(tmp_path):
     (tmp_path / "pw").write_text("plain-secret\n")
     (tmp_path / "admin").write_text("a\n")
-    (tmp_path / "loader").write_text("l\n")
     for name, args in (
-        ("plain.conf", ["--password-file", str(tmp_path / "pw")]),
-        ("acl.conf", ["--loader-password-file", str(tmp_path / "loader"),
-                      "--admin-password-file", str(tmp_path / "admin")]),
+        ("generated.conf", ["--password-file", str(tmp_path / "pw")]),
+        ("given.conf", ["--password-file", str(tmp_path / "pw"),
+                        "--admin-password-file", str(tmp_path / "admin")]),
     ):  # fmt: skip
         assert main(["cache-node", "--maxmemory", "1MB", *args, "--write-config",
                      str(tmp_path / name)]) == 0  # fmt: skip
-    assert (tmp_path / "plain.conf").stat().st_mode & 0o777 == 0o600
-    acl = (tmp_path / "acl.conf").read_text()
-    assert "#" + hashlib.sha256(b"l").hexdigest() in acl  # ACL passwords only as hashes
+        text = (tmp_path / name).read_text()
+        assert "plain-secret" not in text and "user default off" in text
+        assert "#" + hashlib.sha256(b"plain-secret").hexdigest() in text
+    assert "#" + hashlib.sha256(b"a").hexdigest() in (tmp_path / "given.conf").read_text()
