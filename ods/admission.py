@@ -3,14 +3,17 @@
 Round trip 1 SETs each value under an expiring staging key in its own slot and calls ``admit``,
 which decides and accounts in the metadata's slot (an admission of more than
 ``defaults.ADMIT_CHUNK`` values is made in several such calls, one round trip each, so no call
-holds the server for long). Round trip 2 renames the admitted values
-into place and makes them permanent, deletes the refused ones' staging keys and the values of
-entries the admission evicted (or orphans it collected), and forgets an admitted entry whose
-value Redis refused to store (at maxmemory). An offer of an encoded or decoded value already
-cached at that size replaces the cached value, so an entry whose value went missing (deleted by
-a racing eviction's late UNLINK) heals at its next miss. Until round trip 2 runs, a reader
-decided to read an admitted value finds it missing: a counted miss, never a wrong value; a
-staged value nobody renames expires.
+holds the server for long). Round trip 2 renames the admitted values into place and makes them
+permanent, deletes the refused ones' staging keys and the values of entries the admission
+evicted (or orphans it collected), and forgets an admitted entry whose value Redis refused to
+store (at maxmemory): its result is :data:`REFUSED`, so the caller counts it as an error, not
+as a full tier. An ``admit`` call the server refuses for want of memory admits nothing (every
+result :data:`REFUSED`) and deletes the staged values at once.
+
+An offer of an encoded or decoded value already cached at that size replaces the cached value,
+so an entry whose value went missing (deleted by a racing eviction's late UNLINK) heals at its
+next miss. Until round trip 2 runs, a reader decided to read an admitted value finds it
+missing: a counted miss, never a wrong value; a staged value nobody renames expires.
 """
 
 from __future__ import annotations
@@ -28,7 +31,10 @@ from seneca_base.tiers import LETTER, TIERS, tier_of_letter
 if TYPE_CHECKING:
     from ods.store import OdsStore
 
-__all__ = ["admit", "admit_args"]
+__all__ = ["REFUSED", "admit", "admit_args"]
+
+#: An admission's result for a value the policy admitted and the server refused to store.
+REFUSED = -1
 
 
 def _stage(store: OdsStore, items: Sequence[tuple[int, str, int, bytes]], token: str) -> list:
@@ -91,6 +97,12 @@ def admit(
     return results
 
 
+def _out_of_memory(err: BaseException) -> bool:
+    """Whether ``err`` is the server's refusal at ``maxmemory`` (as redis-py's parser or
+    ``seneca.cache.resp`` gives it)."""
+    return isinstance(err, redis.exceptions.OutOfMemoryError) or str(err).startswith("OOM ")
+
+
 def _made_later(store: OdsStore, job: str, made: Sequence[int]) -> None:
     """An ``admit`` call of no values that only ends ``made``'s pending, sent at once through
     the outbox; its reply is read later (the orphans it collects are deleted then)."""
@@ -116,7 +128,15 @@ def _admit(
     """One ``admit`` call's admission (round trips 1 and 2) of at most ADMIT_CHUNK items."""
     token = os.urandom(8).hex()
     staging = _stage(store, items, token)
-    set_replies, (results, evicted) = _account(store, job, items, staging, made)
+    try:
+        set_replies, (results, evicted) = _account(store, job, items, staging, made)
+    except redis.ResponseError as err:
+        if not _out_of_memory(err):
+            raise
+        # the server's memory is full: nothing was admitted; the staged values go at once
+        if staging:
+            routing.run(store.client, [("UNLINK", *(key for _, key, _ in staging))])
+        return [REFUSED] * len(items)
     results = [int(r) for r in results]
     finish: list[tuple] = []
     forget: list[object] = []
@@ -128,7 +148,7 @@ def _admit(
             finish += [("RENAME", key, final), ("PERSIST", final)]
         elif results[k] == 1:
             forget += [LETTER[tier], int(index)]
-            results[k] = 0
+            results[k] = REFUSED
         elif stored:
             finish.append(("UNLINK", key))
     results = [2 if r == 3 else r for r in results]

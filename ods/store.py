@@ -47,9 +47,19 @@ from ods.outbox import Call
 from seneca_base.errors import ConfigError
 from seneca_base.tiers import LETTER, TIERS, tier_of_letter
 
-__all__ = ["POLICIES", "Decision", "OdsStore"]
+__all__ = ["POLICIES", "Decision", "OdsStore", "allocated"]
 
 POLICIES = ("seneca", "paper")
+
+
+def allocated(size: int) -> int:
+    """Bytes the server's allocator takes for a value of ``size`` bytes: jemalloc (Redis's
+    default) rounds a request up to its size class, four classes per power of two (a decoded
+    500 x 375 image of 562,500 bytes takes 655,360); other allocators take no more."""
+    if size <= 16:
+        return 16
+    step = 1 << max((size - 1).bit_length() - 3, 4)
+    return -(-size // step) * step
 
 
 class OdsStore(Engine):
@@ -66,7 +76,8 @@ class OdsStore(Engine):
             bytes when values are stored, entries when payload-free.
         values: store sample values (their keys: :meth:`value_key`); False for payload-free
             use (``ods simulate``), where every entry is one unit.
-        overhead: units charged per stored value on top of its length.
+        overhead: units charged per stored value on top of what its bytes take in the
+            server's memory (:meth:`charge`).
         lease: seconds a job stays live without a call (None: ``ods.defaults.JOB_LEASE``);
             pin_lease: seconds a decision keeps its hits from eviction unless released earlier.
         view: the job's view of the dataset (a transform's id: augmented copies are kept per
@@ -117,6 +128,11 @@ class OdsStore(Engine):
         self.capacity = {t: int(capacity.get(t, 0)) for t in TIERS}
         self.overhead = int(overhead)
         self.lease_ms = int((defaults.JOB_LEASE if lease is None else lease) * 1000)
+
+    def charge(self, size: int) -> int:
+        """Units a stored value of ``size`` bytes is charged: what its bytes take in the
+        server's memory (:func:`allocated`) plus ``overhead``; payload-free: one unit."""
+        return allocated(size) + self.overhead if self.values else 1
 
     # -- jobs -------------------------------------------------------------------------------
 
@@ -324,10 +340,12 @@ class OdsStore(Engine):
         made: Sequence[int] = (),
     ) -> list[int]:
         """Offer samples to the cache: (index, tier, size in units, value or b""); see
-        ``ods.admission``. Returns per item 1 (admitted), 2 (already cached in that form) or 0
-        (refused, also when Redis refused to store its value). ``wait=False``: the values'
-        renames and deletions are posted to the outbox. A decision's misses are pending until
-        offered: ``made`` names those the job made from storage and does not offer."""
+        ``ods.admission``. Returns per item 1 (admitted), 2 (already cached in that form), 0
+        (refused by the policy: no room) or -1 (admitted, but the server refused to store its
+        value: an error, such as OOM at ``maxmemory``; the entry is forgotten again).
+        ``wait=False``: the values' renames and deletions are posted to the outbox. A
+        decision's misses are pending until offered: ``made`` names those the job made from
+        storage and does not offer."""
         return admit(self, job, items, wait, made)
 
     # -- inspection -------------------------------------------------------------------------

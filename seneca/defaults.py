@@ -46,8 +46,17 @@ AUTO_SHRINK_CALLS = 16
 #: Milliseconds the lock a loader takes to change the shared plan lasts at most.
 AUTO_LOCK_MS = 5_000
 
-#: Bytes charged per cached entry on top of its value, for Redis' own per-key overhead.
+#: Bytes charged per cached entry on top of what its value takes in the server's memory
+#: (``ods.store.allocated``), for Redis' own per-key overhead.
 ENTRY_OVERHEAD = 96
+#: When the server refuses to store a value the budgets had room for, a loader's budgets
+#: shrink to this fraction of what the tiers hold (``CachedDataset.cache_refused``).
+REFUSED_SHRINK = 0.9
+#: The room a cache node keeps beyond the tiers' budgets (``seneca.loader.setup.room``): the
+#: server's own memory measured when the loader starts, and the metadata of the dataset's N
+#: samples for up to ROOM_JOBS jobs: (ROOM_JOBS + 4) x N / 8 bytes, plus ROOM_METADATA.
+ROOM_JOBS = 16
+ROOM_METADATA = 1_000_000
 
 #: Socket timeouts of cache connections: connecting, and any wait of an operator's command
 #: (``seneca cache ...``). A loader's connections wait at most ``ods.defaults.DEADLINE_CEILING``.

@@ -151,16 +151,17 @@ class CacheClient:
         return bool(self._cluster)
 
     def memory(self) -> tuple[int, int]:
-        """The server's ``maxmemory`` and ``used_memory`` in bytes, from ``INFO memory`` (a
-        loader's ACL user may not run CONFIG): a cluster's summed over its primaries (maxmemory
-        0: no limit on some node)."""
+        """The server's ``maxmemory`` and its own memory (``used_memory_overhead``: what it
+        uses besides the keys' data) in bytes, from ``INFO memory`` (a loader's ACL user may
+        not run CONFIG); a cluster's summed over its primaries (maxmemory 0: no limit on some
+        node)."""
         client = self.redis
         if isinstance(client, RedisCluster):
             nodes = client.info("memory", target_nodes=RedisCluster.PRIMARIES).values()
         else:
             nodes = [client.info("memory")]
         limits = [int(n.get("maxmemory", 0)) for n in nodes]
-        used = sum(int(n.get("used_memory", 0)) for n in nodes)
+        used = sum(int(n.get("used_memory_overhead", 0)) for n in nodes)
         return (0 if not limits or 0 in limits else sum(limits)), used
 
     def maxmemory(self) -> int:

@@ -165,6 +165,29 @@ class CachedDataset(torch.utils.data.Dataset):
         if self.backoff is not None:
             self.backoff.succeeded()
 
+    def cache_refused(self, used: dict[str, int], values: int) -> None:
+        """The server refused to store ``values`` values the tiers' budgets had room for: its
+        memory filled before them (other data, reply buffers). This process's budgets shrink
+        by a tenth below what the tiers hold (``used``), or below the budgets when the tiers
+        hold less than half of them; the job warns once."""
+        store = self.store
+        if store is None:
+            return
+        total, held = sum(store.capacity.values()), sum(used.values())
+        fit = defaults.REFUSED_SHRINK * (min(total, held) if 2 * held > total else total)
+        scale = fit / total if total else 1.0
+        store.capacity = {t: int(c * scale) for t, c in store.capacity.items()}
+        if self.plan_size:
+            self.plan_size = int(self.plan_size * scale)
+        if self.counters.once("cache-refused"):
+            log.warning(
+                "cache %s refused to store %d values (its memory is full below the tiers' "
+                "budgets); counted as cache errors, the budgets shrink to %s bytes",
+                self.cache_name,
+                values,
+                f"{int(fit):,}",
+            )
+
     def cache_down(self) -> bool:
         """Whether the job backs off the cache now (see ``seneca_base.backoff``), or there is
         none: read from storage without trying it."""
@@ -219,19 +242,22 @@ class CachedDataset(torch.utils.data.Dataset):
         """``offer(index, tier, value, encoded=False)``: queue a value (``encoded``: already a
         cache value) for admission while ``room`` (bytes per tier, updated) allows; ``always``
         names a tier offered even when full (ODS decides)."""
-        overhead = self.store.overhead if self.store is not None else 0
+        store = self.store
+        charge = store.charge if store is not None else len
+        least = charge(0)
 
         def offer(index: int, tier: str, value: Any, encoded: bool = False) -> bool:
-            if room.get(tier, 0) <= overhead and tier != always:
+            if room.get(tier, 0) <= least and tier != always:
                 return False
             try:
                 data = value if encoded else codec.encode(value)
             except CodecError:  # a type, dtype or image mode the codec keeps no faithful copy of
                 return False
-            if room.get(tier, 0) < len(data) + overhead and tier != always:
+            cost = charge(len(data))
+            if room.get(tier, 0) < cost and tier != always:
                 room[tier] = 0  # full for this batch: don't encode more values just to drop them
                 return False
-            room[tier] = room.get(tier, 0) - len(data) - overhead
+            room[tier] = room.get(tier, 0) - cost
             admit.append((index, tier, data))
             return True
 

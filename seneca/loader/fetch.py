@@ -23,6 +23,7 @@ from typing import Any
 import redis
 from torch.utils.data import get_worker_info
 
+from ods.admission import REFUSED
 from ods.decision import Pick, hits_by_bucket
 from seneca.cache.resp import Pending, Place, Placed, post
 from seneca.loader.rows import BatchRows, RowBatch
@@ -173,17 +174,21 @@ def _values(
     return values, used, live
 
 
-def _admit(ds: Any, admit: list[tuple[int, str, bytes]], made: list[int], count: Counter) -> None:
+def _admit(
+    ds: Any, admit: list[tuple[int, str, bytes]], made: list[int], count: Counter, used: dict
+) -> None:
     """Offer the batch's new values, and end the pending of the decided misses ``made`` that
     are not offered (``ods/functions/pending.lua``); the renames and deletions that finish the
-    admission are posted to the outbox (sent at once, replies read at the next fetch)."""
+    admission are posted to the outbox (sent at once, replies read at the next fetch). A value
+    the server refused to store is a cache error, and the budgets shrink (the tiers held
+    ``used`` at this batch's read)."""
     if made and admit:
         offered = {i for i, _, _ in admit}
         made = [i for i in made if i not in offered]
     if not admit and not made:
         return
     store = ds.store
-    items = [(i, t, len(v) + store.overhead, v) for i, t, v in admit]
+    items = [(i, t, store.charge(len(v)), v) for i, t, v in admit]
     try:
         result = store.admit(ds.job, items, wait=False, made=made)
     except (redis.RedisError, OSError, CacheError) as err:
@@ -194,6 +199,10 @@ def _admit(ds: Any, admit: list[tuple[int, str, bytes]], made: list[int], count:
             count[f"admitted_{t}"] += 1
         elif ok == 0:
             count[f"full_{t}"] += 1
+        elif ok == REFUSED:
+            count["cache_errors"] += 1
+    if REFUSED in result:
+        ds.cache_refused(used, result.count(REFUSED))
 
 
 def fetch_decided(
@@ -225,7 +234,7 @@ def fetch_decided(
     if used is not None:
         # an ODS batch's misses are pending until offered (a lookup's are not)
         made = [p.index for p in picks if p.tier is None] if evict else []
-        _admit(ds, admit, made, count)
+        _admit(ds, admit, made, count, used)
     ds.counters.add(process_row(), count)
     return out
 

@@ -69,10 +69,12 @@ class SenecaLoader(DataLoader[_T_co]):
     Seneca's own options are keyword-only:
 
     Args:
-        cache: ``redis://[:password@]host:port``, ``rediss://...`` or ``unix:///path.sock``;
+        cache: ``redis://[user:password@]host:port``, ``rediss://...`` or ``unix:///path.sock``;
             None (default) starts or joins the embedded cache shared by this machine's jobs.
-        cache_size: bytes the tiers may fill ("2GB", "512MiB" or an int). Default: the
-            server's ``maxmemory`` for a URL, ``defaults.CACHE_SIZE`` for the embedded cache.
+        cache_size: bytes the tiers may fill ("2GB", "512MiB" or an int). Default: what
+            fits the server's ``maxmemory`` beside its own memory and the dataset's metadata
+            for a URL (a larger ``cache_size`` is cut to that, with a warning),
+            ``defaults.CACHE_SIZE`` for the embedded cache.
         split: fractions of ``cache_size`` for the encoded, decoded and augmented tiers, as a
             mapping or an (e, d, a) tuple summing to 1; or ``"auto"`` (the default): the loader
             plans the split with MDP from what it measures, shares one plan with every loader
@@ -214,7 +216,7 @@ class SenecaLoader(DataLoader[_T_co]):
         self._batch_tail = wrapped.transform.batch_tail if defer_tail else None
         if defer_tail and args["collate_fn"] is None:  # default_collate, less the rows' copy
             args["collate_fn"] = collate_rows
-        setup = connect(options, self.strict)
+        setup = connect(options, len(resolved.source), self.strict)
         wrapped.strict = self.strict
         store = cache_store(setup, *wrapped.cache_ids(), len(resolved.source), dataset)
         self.cache_url, self.cache_size = setup.client.redacted, setup.size

@@ -134,18 +134,27 @@ def auto_planner(
     return planner
 
 
-def _server_maxmemory(client: CacheClient) -> int | None:
+def _server_memory(client: CacheClient) -> tuple[int, int] | None:
     try:
-        value = client.maxmemory()
+        return client.memory()
     except (redis.RedisError, ValueError):
         return None
-    return value or None
 
 
-def connect(options: CacheOptions, strict: bool = False) -> CacheSetup:
+def room(used_memory: int, samples: int) -> int:
+    """Bytes a cache node keeps beyond the tiers' budgets (see ``defaults.ROOM_*``): the
+    server's own memory ``used_memory`` (``CacheClient.memory``, measured when the loader
+    starts) and the metadata of a dataset of ``samples`` samples."""
+    metadata = (defaults.ROOM_JOBS + 4) * samples // 8 + defaults.ROOM_METADATA
+    return used_memory + metadata
+
+
+def connect(options: CacheOptions, samples: int, strict: bool = False) -> CacheSetup:
     """Start or join the embedded cache when no URL was given, then check that the cache
     answers. An unreachable cache warns once (training reads from storage), or raises
-    CacheUnavailableError when ``strict``; a size above the server's ``maxmemory`` warns."""
+    CacheUnavailableError when ``strict``. The size (default: the server's) is what fits the
+    server's ``maxmemory`` beside its :func:`room` for a dataset of ``samples`` samples; a
+    ``cache_size`` above that warns."""
     size, client = options.size, options.client
     if client is None:
         size = size or defaults.CACHE_SIZE
@@ -157,15 +166,20 @@ def connect(options: CacheOptions, strict: bool = False) -> CacheSetup:
             raise
         log.warning("%s; training reads from storage", err)
         return CacheSetup(client, size or defaults.CACHE_SIZE, options.split, False)
-    maxmemory = _server_maxmemory(client)
-    if size and maxmemory and size > maxmemory:
-        warnings.warn(
-            f"cache_size {size:,} B is larger than the maxmemory {maxmemory:,} B of "
-            f"{client.redacted}; admissions stop when the server is full",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-    return CacheSetup(client, size or maxmemory or defaults.CACHE_SIZE, options.split, True)
+    memory = _server_memory(client)
+    maxmemory, used = memory if memory else (0, 0)
+    if maxmemory:
+        fits = max(0, maxmemory - room(used, samples))
+        if options.size and options.size > fits:
+            warnings.warn(
+                f"cache_size {options.size:,} B does not fit the maxmemory {maxmemory:,} B of "
+                f"{client.redacted} beside the server's own memory and the metadata: the "
+                f"tiers are budgeted {fits:,} B",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        size = min(size, fits) if size else fits
+    return CacheSetup(client, size or defaults.CACHE_SIZE, options.split, True)
 
 
 def ods_members(

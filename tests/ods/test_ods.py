@@ -10,6 +10,7 @@ import pytest
 from helpers.serving import serve_epoch
 from scipy import stats
 
+from ods.admission import REFUSED
 from ods.store import OdsStore
 from seneca_base.errors import ConfigError, UnknownJobError
 
@@ -334,7 +335,7 @@ def test_values_redis_refuses_to_store_are_not_admitted(redis_proc):
     r.config_set("maxmemory-policy", "noeviction")
     r.config_set("maxmemory", int(r.info("memory")["used_memory"]) + 100_000)
     try:
-        assert store.admit("a", items) == [0, 0]  # every SET answered OOM
+        assert store.admit("a", items) == [REFUSED, REFUSED]  # every SET answered OOM: errors
     finally:
         r.config_set("maxmemory", 0)
     assert store.state()["encoded"] == {"entries": 0, "units": 0}

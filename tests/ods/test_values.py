@@ -9,7 +9,7 @@ import pytest
 import redis
 from redis.crc import key_slot
 
-from ods.admission import admit_args
+from ods.admission import REFUSED, admit_args
 from ods.store import OdsStore
 from seneca_base.errors import UnknownJobError
 
@@ -213,14 +213,14 @@ def test_values_are_staged_then_renamed_and_refused_ones_deleted(redis_proc):
     assert not list(r.scan_iter(match="*:s:*"))  # no staged value left
 
 
-def test_a_value_redis_refuses_to_store_is_counted_full_and_forgotten(redis_proc):
+def test_a_value_redis_refuses_to_store_is_reported_refused_and_forgotten(redis_proc):
     s, r = _store(redis_proc.client, capacity=dict.fromkeys(CAPACITY, 10**9)), redis_proc.client
     s.join("a")
     r.config_set("maxmemory-policy", "noeviction")
     r.config_set("maxmemory", int(r.info("memory")["used_memory"]) + 100_000)
     try:
         big = [_item(0, "encoded", b"x" * 400_000), _item(1, "encoded", b"y" * 400_000)]
-        assert s.admit("a", big) == [0, 0]
+        assert s.admit("a", big) == [REFUSED, REFUSED]  # an error, not a full tier
     finally:
         r.config_set("maxmemory", 0)
     assert s.usage()["encoded"] == 0 and s.lookup("a", [0, 1]).tiers == [None, None]

@@ -1,0 +1,79 @@
+"""Budgets that fit the node: a cache node whose ``maxmemory`` is the loader's ``cache_size``
+keeps room for its own memory and the metadata, gets hits from the second epoch on, and every
+write it refuses is a counted cache error, never a silent "full"."""
+
+import logging
+
+import pytest
+from conftest import RedisProcess
+from torchvision import transforms as T
+from torchvision.datasets import ImageFolder
+
+from seneca import SenecaLoader
+from seneca.bench.synthetic import make_dataset
+
+MAXMEMORY = 8_000_000
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+    """96 images of 320 x 240: decoded, 24 MB, three times the node's memory."""
+    root = tmp_path_factory.mktemp("photos") / "data"
+    make_dataset(root, 96, 3, size=(320, 240), progress=False, workers=2)
+    return root
+
+
+def test_a_node_as_big_as_the_cache_size_gets_hits(photos):
+    node = RedisProcess("--maxmemory", str(MAXMEMORY), "--maxmemory-policy", "noeviction")
+    try:
+        own = int(node.client.info("memory")["used_memory_overhead"])
+        ds = ImageFolder(str(photos), transform=CROP)
+        with pytest.warns(RuntimeWarning, match="does not fit the maxmemory"):
+            loader = SenecaLoader(ds, cache=node.url, cache_size=MAXMEMORY, **COMMON)
+        assert loader.cache_size <= MAXMEMORY - own  # room for the server's own memory
+        hits = _epochs(loader, 3)
+        refused = _refused(node)
+        errors = loader.stats()["cache_errors"]
+        loader.close()
+    finally:
+        node.stop()
+    assert hits[0] == 0 and hits[1] > 10 and hits[2] > 10
+    assert errors == refused  # none, or each one counted
+
+
+def test_writes_the_node_refuses_are_counted_warned_and_shrink_the_budgets(photos, caplog):
+    node = RedisProcess("--maxmemory", str(MAXMEMORY), "--maxmemory-policy", "noeviction")
+    try:
+        loader = SenecaLoader(ImageFolder(str(photos), transform=CROP), cache=node.url, **COMMON)
+        other = node.client.pipeline()  # data not Seneca's, a third of the node
+        for k in range(27):
+            other.set(f"other{k}", b"x" * 100_000)
+        other.execute()
+        with caplog.at_level(logging.WARNING, logger="seneca"):
+            hits = _epochs(loader, 3)
+        refused = _refused(node)
+        errors = loader.stats()["cache_errors"]
+        loader.close()
+    finally:
+        node.stop()
+    assert refused > 0 and errors >= refused  # never a silent "full"
+    assert sum("refused to store" in m for m in caplog.messages) == 1
+    assert hits[1] > 5 and hits[2] > 5
+
+
+CROP = T.Compose([T.CenterCrop(64), T.ToTensor()])
+COMMON = dict(batch_size=8, split=(0, 1, 0))
+
+
+def _epochs(loader, n):
+    """Decoded hits per epoch of ``n``."""
+    hits = []
+    for _ in range(n):
+        before = loader.stats()["decoded"]["hits"]
+        assert sum(len(y) for _, y in loader) == 96
+        hits.append(loader.stats()["decoded"]["hits"] - before)
+    return hits
+
+
+def _refused(node):
+    return node.client.info("errorstats").get("errorstat_OOM", {}).get("count", 0)
