@@ -50,8 +50,9 @@ CALL_RETRIES = 3
 #: deadline is abandoned (its connection closed). The deadline is DEADLINE_FACTOR times the
 #: slowest recent wait of that kind of call in the process (each older wait counting
 #: DEADLINE_DECAY times less per call), within [DEADLINE_FLOOR, DEADLINE_CEILING]; a kind not
-#: measured yet gets the ceiling. The ceiling is also every socket timeout of a loader's client
-#: (a new connection's handshake, the calls made when a job joins).
+#: measured yet gets the ceiling. A loader's client waits at most DEADLINE_FLOOR on a socket
+#: where no deadline is set (a new connection's handshake, calls not made through
+#: ``ods.routing``).
 DEADLINE_FLOOR = 0.2
 DEADLINE_CEILING = 0.5
 DEADLINE_FACTOR = 10.0

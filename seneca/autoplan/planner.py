@@ -57,6 +57,9 @@ class AutoPlanner:
         self.store, self.job, self.counters, self.setting = store, job, counters, setting
         self.record: PlanRecord | None = None
         self.history: list[PlanRecord] = []
+        #: the job's back-off of the cache (``seneca_base.backoff``): no look at the plan
+        #: during an outage (the fetch and the sampler retry the cache)
+        self.backoff: Any = None
         self._next = 0.0
 
     @property
@@ -118,6 +121,8 @@ class AutoPlanner:
         left to the fetch path, which reports it."""
         now = time.monotonic()
         if not force and now < self._next:
+            return
+        if self.backoff is not None and self.backoff.in_outage:
             return
         self._next = now + defaults.AUTO_TICK
         try:

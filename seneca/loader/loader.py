@@ -252,6 +252,8 @@ class SenecaLoader(DataLoader[_T_co]):
         wrapped.attach(store, self.job, self.cache_url, unreachable=not setup.reachable)
         if self._ods_sampler is not None:
             self._ods_sampler.strict, self._ods_sampler.backoff = self.strict, wrapped.backoff
+        if self.planner is not None:
+            self.planner.backoff = wrapped.backoff
         super().__init__(wrapped, **args)
         self._cached = wrapped
         self._feed = self._device_feed(self._batch_tail)

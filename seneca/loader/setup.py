@@ -47,8 +47,9 @@ __all__ = [
 
 log = logging.getLogger("seneca")
 
-#: the longest any socket of a loader's client waits (its calls on each batch: their deadline)
-_TIMEOUT = ods_defaults.DEADLINE_CEILING
+#: how long a socket of a loader's client waits when no deadline is set: a new connection's
+#: handshake and the calls not made through ``ods.routing`` (each of those: its deadline)
+_TIMEOUT = ods_defaults.DEADLINE_FLOOR
 
 
 @dataclass(frozen=True)
