@@ -256,6 +256,11 @@ def load_spec(path: str | Path) -> Spec:
     else:
         try:
             text = path.read_text()
+        except FileNotFoundError:
+            names = ", ".join(example_names())
+            raise SpecError(
+                f"{path}: no such file, and no example spec of that name (examples: {names})"
+            ) from None
         except OSError as e:
             raise SpecError(f"{path}: cannot read the spec: {e.strerror or e}") from None
         except UnicodeDecodeError:

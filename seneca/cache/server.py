@@ -7,7 +7,10 @@ import logging
 import os
 import secrets
 import shutil
-import sys
+import signal
+import socket
+import subprocess
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -23,9 +26,10 @@ __all__ = [
     "LOADER_RULES",
     "acl_lines",
     "cache_node_config",
-    "exec_redis_server",
+    "node_url",
     "redis_config",
     "redis_server_binary",
+    "serve_redis_server",
     "tls_lines",
 ]
 
@@ -149,17 +153,39 @@ def redis_config(
     return "\n".join(lines) + "\n"
 
 
-def exec_redis_server(config: str) -> None:
-    """Replace this process by redis-server reading ``config`` from a pipe on stdin."""
+def node_url(port: int, bind: str, tls: bool, user: str | None) -> str:
+    """The URL loaders use for a cache node on ``port`` listening on ``bind`` (its first
+    address; a wildcard: this host's name), the password shown as ``***``."""
+    host = bind.split()[0]
+    if host in ("0.0.0.0", "::", "*"):
+        host = socket.gethostname()
+    login = f"{user}:***@" if user else ""
+    return f"{'rediss' if tls else 'redis'}://{login}{host}:{port}"
+
+
+def serve_redis_server(config: str, port: int, bind: str, url: str) -> int:
+    """Run redis-server on ``config`` (given on a pipe, so no password is on a command line)
+    in the foreground: print one line with ``url`` once it accepts connections on ``port`` of
+    ``bind``'s first address, pass SIGINT and SIGTERM on to it, and return its exit status."""
     binary = redis_server_binary()
-    read_end, write_end = os.pipe()
-    os.write(write_end, config.encode())
-    os.close(write_end)
-    os.dup2(read_end, 0)
-    os.close(read_end)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execv(binary, [binary, "-"])
+    proc = subprocess.Popen([binary, "-"], stdin=subprocess.PIPE)
+    assert proc.stdin is not None
+    proc.stdin.write(config.encode())
+    proc.stdin.close()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, _frame: proc.send_signal(signum))
+    host = bind.split()[0]
+    host = "127.0.0.1" if host in ("0.0.0.0", "*") else "::1" if host == "::" else host
+    deadline = time.monotonic() + defaults.EMBEDDED_START_TIMEOUT
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, port), timeout=0.2).close()
+        except OSError:
+            time.sleep(0.05)
+            continue
+        print(f"cache node ready: {url}", flush=True)
+        break
+    return proc.wait()
 
 
 def read_password_file(path: str | os.PathLike, option: str = "--password-file") -> str:

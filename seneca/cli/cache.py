@@ -11,6 +11,7 @@ from typing import Any
 from ods import defaults as ods_defaults
 from seneca.cache.client import CacheClient
 from seneca.cache.status import CacheStatus, DatasetStatus
+from seneca_base.errors import ConfigError
 from seneca_base.units import format_size
 
 __all__ = ["add_cache", "run_cache"]
@@ -29,8 +30,9 @@ def add_cache(sub: Any) -> None:
             p.add_argument("--json", action="store_true", help="print JSON")
 
     common(cs.add_parser("status", help="tiers, jobs, hit rates and memory per dataset"))
-    cl = cs.add_parser("clear", help="delete datasets (default: every dataset found)")
+    cl = cs.add_parser("clear", help="delete datasets (--dataset ID, or --all)")
     common(cl)
+    cl.add_argument("--all", action="store_true", help="every dataset found")
     cl.add_argument("--force", action="store_true", help="also datasets with live jobs")
     gc = cs.add_parser("gc", help="what no job can use any more (a dry run by default)")
     common(gc)
@@ -169,6 +171,14 @@ def run_cache(args: argparse.Namespace) -> None:
         print(json.dumps(_status_json(s), indent=2) if args.json else format_status(s))
     elif args.action == "clear":
         from seneca.cache.maintenance import clear_datasets
+
+        if not args.dataset and not args.all:
+            raise ConfigError(
+                "clear: name the datasets with --dataset ID (see `seneca cache status`), or "
+                "give --all to delete every dataset"
+            )
+        if args.dataset and args.all:
+            raise ConfigError("clear: give --dataset or --all, not both")
 
         deleted = clear_datasets(client.redis, args.dataset, args.force, args.prefix)
         if args.json:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 from seneca import defaults
 from seneca.cli._run import run_command
 from seneca.cli.cache import add_cache, run_cache
-from seneca_base.errors import ConfigError
+from seneca_base.errors import CacheError, ConfigError
 from seneca_base.units import parse_size
 
 __all__ = ["main"]
@@ -277,7 +278,7 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def _cache_node(args: argparse.Namespace) -> None:
-    from seneca.cache.server import cache_node_config, exec_redis_server
+    from seneca.cache.server import cache_node_config, node_url, serve_redis_server
 
     config = cache_node_config(
         port=args.port,
@@ -292,7 +293,12 @@ def _cache_node(args: argparse.Namespace) -> None:
         cluster=args.cluster_enabled,
     )
     if args.write_config is None:
-        exec_redis_server(config)
+        login = args.password_file or args.loader_password_file
+        url = node_url(args.port, args.bind, args.tls_cert is not None, login and "loader")
+        status = serve_redis_server(config, args.port, args.bind, url)
+        if status not in (0, -signal.SIGINT, -signal.SIGTERM):
+            raise CacheError(f"redis-server exited with status {status}")
+        return
     path = Path(args.write_config)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -77,7 +77,7 @@ def test_operator_commands_cover_every_node(tiny_dataset, redis_cluster, capsys)
     assert main(["cache", "gc", redis_cluster.url, "--apply", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["views"] and report["orphan_values"] > 0  # the augmented tier, spread
-    assert main(["cache", "clear", redis_cluster.url]) == 0
+    assert main(["cache", "clear", redis_cluster.url, "--all"]) == 0
     assert all(redis_cluster.node(p).dbsize() == 0 for p in redis_cluster.ports)
 
 

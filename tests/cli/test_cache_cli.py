@@ -137,8 +137,10 @@ def test_clear_refuses_datasets_in_use_unless_forced(tiny_dataset, redis_url, ca
     [loader] = _loaders(tiny_dataset, redis_url, 1)
     _train([loader], epochs=1)
     code, _, err = _run(capsys, "clear", redis_url)
+    assert code == 2 and "--dataset ID" in err and "--all" in err  # nothing deleted unasked
+    code, _, err = _run(capsys, "clear", redis_url, "--all")
     assert code == 2 and "1 live" in err and "--force" in err
-    code, out, _ = _run(capsys, "clear", redis_url, "--force")
+    code, out, _ = _run(capsys, "clear", redis_url, "--all", "--force")
     assert code == 0 and "deleted" in out
     assert [k for k in r.scan_iter()] == [b"not-seneca"]
     assert _status(capsys, redis_url)["datasets"] == []
