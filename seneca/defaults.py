@@ -99,6 +99,10 @@ WORKER_EXIT_WAIT_S = 2.0
 EMBEDDED_NAME = "default"
 EMBEDDED_POLL = 0.2
 EMBEDDED_START_TIMEOUT = 10.0
+#: The embedded server's maxmemory is the cache size plus the dataset's metadata room
+#: (``ROOM_*``) plus this much for the server's own memory (about 1 MB at start, then its
+#: clients' buffers).
+EMBEDDED_OWN_MEMORY = 16_000_000
 
 #: Standalone cache node (``seneca cache-node``).
 CACHE_NODE_PORT = 6379

@@ -7,13 +7,17 @@ one redis-server on a unix socket under the runtime directory::
         lock            flock taken to join, leave, start and stop
         users/<pid>     one file per process using the cache (holds the process start time)
         watchdog.pid    the watchdog process (owner of redis-server) and its start time
-        maxmemory       the size the server was started with
+        maxmemory       the server's maxmemory: the cache size it was started for, plus room
+        size            that cache size
+        keep            present while the server outlives its users (``SENECA_KEEP_CACHE=1``)
         redis.sock      the server's socket
 
 A watchdog process (``python -m seneca.cache.embedded DIR``) starts redis-server as its child and
 stops it, then exits, once no registered user process is alive. Users register on first use and
 unregister at exit; a user killed by a signal is noticed as a dead pid. So no process outlives
-the last user, whatever way it ends.
+the last user, whatever way it ends, unless a user asked to keep the cache
+(``SENECA_KEEP_CACHE=1``): then it runs until ``seneca cache stop`` (:func:`stop_embedded`).
+Operators find it with :func:`embedded_url` (``seneca cache status`` without a URL).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import logging
 import os
 import stat
 import subprocess
@@ -36,10 +41,18 @@ from seneca.cache.server import redis_config, redis_server_binary
 from seneca_base.errors import CacheError
 from seneca_base.units import format_size
 
-__all__ = ["acquire_embedded", "runtime_dir"]
+__all__ = ["KEEP_ENV", "acquire_embedded", "embedded_url", "runtime_dir", "stop_embedded"]
+
+log = logging.getLogger("seneca")
 
 RUNTIME_DIR_ENV = "SENECA_RUNTIME_DIR"
+#: "1", "true" or "yes": the embedded cache outlives its jobs, until ``seneca cache stop``
+KEEP_ENV = "SENECA_KEEP_CACHE"
 _registered: set[Path] = set()
+
+
+def _state(name: str) -> Path:
+    return runtime_dir() / f"embedded-{name}"
 
 
 def runtime_dir() -> Path:
@@ -125,34 +138,42 @@ def _release(state: Path, pid: int) -> None:
         (state / "users" / str(pid)).unlink(missing_ok=True)
 
 
-def acquire_embedded(maxmemory: int, name: str = defaults.EMBEDDED_NAME) -> str:
-    """Join (starting it if needed) the embedded cache ``name``; returns its ``unix://`` URL.
+def acquire_embedded(maxmemory: int, name: str = defaults.EMBEDDED_NAME, room: int = 0) -> str:
+    """Join (starting it if needed) the embedded cache ``name`` of ``maxmemory`` bytes (its
+    server gets ``room`` bytes more, for its own memory); returns its ``unix://`` URL.
 
     The calling process stays a user until it exits.
     """
-    state = _private_dir(runtime_dir()) / f"embedded-{name}"
+    _private_dir(runtime_dir())
+    state = _state(name)
     _private_dir(state)
     (state / "users").mkdir(exist_ok=True, mode=0o700)
     sock = state / "redis.sock"
     pid = os.getpid()
+    keep = os.environ.get(KEEP_ENV, "").strip().lower() in ("1", "true", "yes")
     with _locked(state):
         _record(state / "users" / str(pid), pid)
-        if state not in _registered:
+        first = state not in _registered
+        if first:
             _registered.add(state)
             atexit.register(_release, state, pid)
-        if not _alive(state / "watchdog.pid"):
+        if keep:
+            (state / "keep").touch()
+        started = not _alive(state / "watchdog.pid")
+        if started:
             sock.unlink(missing_ok=True)
-            (state / "maxmemory").write_text(str(maxmemory))
-            log = open(state / "watchdog.log", "wb")  # noqa: SIM115 - handed to the child
+            (state / "maxmemory").write_text(str(maxmemory + room))
+            (state / "size").write_text(str(maxmemory))
+            out = open(state / "watchdog.log", "wb")  # noqa: SIM115 - handed to the child
             watchdog = subprocess.Popen(
                 [sys.executable, "-m", "seneca.cache.embedded", str(state)],
                 stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
+                stdout=out,
+                stderr=out,
                 start_new_session=True,
                 close_fds=True,
             )
-            log.close()
+            out.close()
             _record(state / "watchdog.pid", watchdog.pid)
     deadline = time.monotonic() + defaults.EMBEDDED_START_TIMEOUT
     while not _ping(sock):
@@ -160,14 +181,51 @@ def acquire_embedded(maxmemory: int, name: str = defaults.EMBEDDED_NAME) -> str:
             tail = (state / "watchdog.log").read_text(errors="replace")[-2000:]
             raise CacheError(f"embedded cache at {sock} did not start; log:\n{tail}")
         time.sleep(0.02)
-    running = int((state / "maxmemory").read_text())
+    running = int((state / "size").read_text())
     if running != maxmemory:
         warnings.warn(
             f"embedded cache '{name}' already runs with maxmemory {format_size(running)}; "
             f"cache_size={format_size(maxmemory)} does not resize it",
             stacklevel=3,
         )
+    if first:
+        log.info(
+            "%s the embedded cache unix://%s (%s); `seneca cache status` shows it",
+            "started" if started else "joined",
+            sock,
+            "kept after the jobs until `seneca cache stop`"
+            if (state / "keep").exists()
+            else "it stops with the last job on this machine",
+        )
     return f"unix://{sock}"
+
+
+def embedded_url(name: str = defaults.EMBEDDED_NAME) -> str:
+    """The ``unix://`` URL of this user's embedded cache ``name`` on this machine; CacheError
+    when it does not run."""
+    sock = _state(name) / "redis.sock"
+    if not _ping(sock):
+        raise CacheError(
+            f"no URL given, and no embedded cache runs for this user here ({sock}): it stops "
+            f"with the last job unless the jobs ran with {KEEP_ENV}=1; give the cache's URL"
+        )
+    return f"unix://{sock}"
+
+
+def stop_embedded(name: str = defaults.EMBEDDED_NAME) -> bool:
+    """Let this user's embedded cache ``name`` stop: it no longer outlives its jobs (it stops
+    now when no job uses it). Returns whether it has stopped (waits a few seconds for it)."""
+    state = _state(name)
+    if not state.is_dir():
+        return True
+    with _locked(state):
+        (state / "keep").unlink(missing_ok=True)
+    deadline = time.monotonic() + defaults.EMBEDDED_START_TIMEOUT
+    while _alive(state / "watchdog.pid"):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(defaults.EMBEDDED_POLL)
+    return True
 
 
 def _watchdog(state: Path) -> int:
@@ -190,7 +248,7 @@ def _watchdog(state: Path) -> int:
                     print(f"redis-server exited with status {server.returncode}", flush=True)
                     (state / "watchdog.pid").unlink(missing_ok=True)
                     return 1
-                if _live_users(state) == 0:
+                if _live_users(state) == 0 and not (state / "keep").exists():
                     _stop(server)
                     (state / "redis.sock").unlink(missing_ok=True)
                     (state / "watchdog.pid").unlink(missing_ok=True)

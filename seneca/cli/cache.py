@@ -1,4 +1,6 @@
-"""``seneca cache status|clear|gc|metrics URL``: what a cache holds, and its upkeep."""
+"""``seneca cache status|clear|gc|metrics [URL]``: what a cache holds, and its upkeep (without a
+URL: this user's embedded cache on this machine); ``seneca cache stop``: let a kept embedded
+cache stop."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 
 from ods import defaults as ods_defaults
 from seneca.cache.client import CacheClient
+from seneca.cache.embedded import KEEP_ENV, embedded_url, stop_embedded
 from seneca.cache.status import CacheStatus, DatasetStatus
 from seneca_base.errors import ConfigError
 from seneca_base.units import format_size
@@ -19,11 +22,16 @@ __all__ = ["add_cache", "run_cache"]
 
 def add_cache(sub: Any) -> None:
     """The ``cache`` command and its subcommands."""
-    c = sub.add_parser("cache", help="what a cache holds: status, clear, gc, metrics")
+    c = sub.add_parser("cache", help="what a cache holds: status, clear, gc, metrics, stop")
     cs = c.add_subparsers(dest="action", required=True)
 
     def common(p: argparse.ArgumentParser, json_out: bool = True) -> None:
-        p.add_argument("url", help="the cache, e.g. redis://host:6379 or unix:///path.sock")
+        p.add_argument(
+            "url",
+            nargs="?",
+            help="the cache, e.g. redis://host:6379 or unix:///path.sock (default: this "
+            "user's embedded cache on this machine)",
+        )
         p.add_argument("--dataset", action="append", help="only this dataset (repeatable)")
         p.add_argument("--prefix", default=ods_defaults.KEY_PREFIX, help="key prefix")
         if json_out:
@@ -41,6 +49,9 @@ def add_cache(sub: Any) -> None:
     common(m, json_out=False)
     m.add_argument("--serve", type=int, metavar="PORT", help="serve /metrics on PORT")
     m.add_argument("--addr", default="127.0.0.1", help="address to serve on")
+    cs.add_parser(
+        "stop", help=f"stop this user's embedded cache kept with {KEEP_ENV}=1 (once unused)"
+    )
 
 
 def _dataset_lines(d: DatasetStatus) -> list[str]:
@@ -162,7 +173,13 @@ def _metrics(client: CacheClient, args: argparse.Namespace) -> None:
 
 def run_cache(args: argparse.Namespace) -> None:
     """Run ``seneca cache <action>``."""
-    client = CacheClient(args.url)
+    if args.action == "stop":
+        if stop_embedded():
+            print("the embedded cache is stopped")
+        else:
+            print("the embedded cache stops when the jobs that use it exit")
+        return
+    client = CacheClient(args.url or embedded_url())
     client.ping()
     if args.action == "status":
         from seneca.cache.status import cache_status

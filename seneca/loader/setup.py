@@ -157,9 +157,11 @@ def connect(options: CacheOptions, samples: int, strict: bool = False) -> CacheS
     server's ``maxmemory`` beside its :func:`room` for a dataset of ``samples`` samples; a
     ``cache_size`` above that warns."""
     size, client = options.size, options.client
-    if client is None:
+    embedded = client is None
+    if client is None:  # sized for the cache and its room: the tiers get ``size``
         size = size or defaults.CACHE_SIZE
-        client = CacheClient(acquire_embedded(size), _TIMEOUT)
+        url = acquire_embedded(size, room=room(defaults.EMBEDDED_OWN_MEMORY, samples))
+        client = CacheClient(url, _TIMEOUT)
     try:
         client.ping()
     except CacheUnavailableError as err:
@@ -169,7 +171,7 @@ def connect(options: CacheOptions, samples: int, strict: bool = False) -> CacheS
         return CacheSetup(client, size or defaults.CACHE_SIZE, options.split, False)
     memory = _server_memory(client)
     maxmemory, used = memory if memory else (0, 0)
-    if maxmemory:
+    if maxmemory and not embedded:
         fits = max(0, maxmemory - room(used, samples))
         if options.size and options.size > fits:
             warnings.warn(

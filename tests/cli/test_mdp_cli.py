@@ -80,7 +80,7 @@ def test_nvlink_flags_are_optional():
 
 
 def test_bad_files(tmp_path):
-    with pytest.raises(SpecError, match="cannot read"):
+    with pytest.raises(SpecError, match="no such file"):
         load_spec(tmp_path / "missing.toml")
     with pytest.raises(SpecError, match="not valid TOML"):
         load_spec(write_spec(tmp_path, text="[cluster\nnodes = 1\n"))
@@ -152,7 +152,7 @@ def test_sweep_table_and_plot(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["plan", "no-such-spec.toml"], "cannot read the spec"),
+        (["plan", "no-such-spec.toml"], "no such file, and no example spec"),
         (["predict", "inhouse", "--split", "50-50"], "--split: expected E-D-A"),
         (["predict", "inhouse", "--split", "50-30-30"], "sum to 100"),
         (["sweep", "inhouse", "--param", "node.cpus", "--values", "1"], "unknown key"),

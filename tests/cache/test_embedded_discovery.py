@@ -1,0 +1,46 @@
+"""The embedded cache is easy to find: the first loader logs its URL, ``seneca cache status``
+without a URL finds it, and with SENECA_KEEP_CACHE=1 it outlives its jobs until ``seneca cache
+stop``."""
+
+import logging
+import os
+import subprocess
+import sys
+
+from helpers.indexed import indexed
+
+from seneca import SenecaLoader
+from seneca.cli.main import main
+
+JOB = """
+from helpers.indexed import indexed
+from seneca import SenecaLoader
+loader = SenecaLoader(indexed({root!r}), batch_size=8, cache_size="20MB")
+assert sum(len(y) for _, y in loader) == 48
+"""
+
+
+def test_the_loader_logs_the_url_and_status_finds_it(tiny_dataset, caplog, capsys):
+    assert main(["cache", "status"]) == 2  # none runs yet: the error says what to do
+    assert "SENECA_KEEP_CACHE=1" in capsys.readouterr().err
+    with caplog.at_level(logging.INFO, logger="seneca"):
+        loader = SenecaLoader(indexed(tiny_dataset), batch_size=8, cache_size="20MB")
+    [line] = [m for m in caplog.messages if "embedded cache unix://" in m]
+    assert line.startswith("started") and loader.cache_url in line
+    assert sum(len(y) for _, y in loader) == 48
+    assert main(["cache", "status"]) == 0
+    out = capsys.readouterr().out
+    assert loader.cache_url in out and "1 dataset(s)" in out
+    assert main(["cache", "gc"]) == 0 and main(["cache", "metrics"]) == 0
+
+
+def test_a_kept_cache_outlives_its_jobs_until_stopped(tiny_dataset, capsys):
+    env = {**os.environ, "SENECA_KEEP_CACHE": "1"}
+    env["PYTHONPATH"] = os.pathsep.join([str(os.path.dirname(os.path.dirname(__file__)))])
+    job = [sys.executable, "-c", JOB.format(root=str(tiny_dataset))]
+    subprocess.run(job, env=env, check=True, timeout=120)
+    assert main(["cache", "status", "--json"]) == 0  # the job is gone, its cache is not
+    assert '"served": 48' in capsys.readouterr().out
+    assert main(["cache", "stop"]) == 0
+    assert "stopped" in capsys.readouterr().out
+    assert main(["cache", "status"]) == 2
