@@ -1,8 +1,8 @@
 """MDP: the model-driven partitioner of the Seneca paper (§5.1). Pure math: numpy, no Redis or
 torch.
 
-Given a cluster spec (:mod:`mdp.spec`), the DSI performance model (:mod:`mdp.model`, Eq. 1-9,
-plus a shared-resource variant) predicts the training input throughput for a split of the cache
+Given a cluster spec (:mod:`mdp.spec`), the performance model of the data storage and
+ingestion (DSI) pipeline (:mod:`mdp.model`, Eq. 1-9, plus a shared-resource variant) predicts the training input throughput for a split of the cache
 between encoded, decoded and augmented samples, and the planner (:mod:`mdp.planner`) picks the
 best of the 5,151 splits on the 1% grid::
 

@@ -56,6 +56,9 @@ def format_prediction(pred: Prediction, spec: Spec, title: str) -> str:
     ]
     header = ("tier", "DSI (samples/s)", "bound", "samples", "of data", "bytes")
     lines += _table(header, rows, right={1, 3, 4, 5})
+    lines.append(
+        "DSI: the data storage and ingestion pipeline's rate for samples read from that tier"
+    )
     return "\n".join(lines) + "\n"
 
 

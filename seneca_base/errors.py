@@ -77,3 +77,18 @@ class ForeignDataError(ServerFunctionError):
     def key(self) -> str:
         """The key, as the error reply names it."""
         return str(self).split(" ", 1)[1] if " " in str(self) else ""
+
+
+# Users meet these as ``seneca.ConfigError`` (tracebacks and reprs show the name they import);
+# the engine's own errors as ``seneca.errors.*``. Both names resolve, so they pickle.
+_PUBLIC = (
+    SenecaError, ConfigError, SpecError, DatasetError, CodecError, CacheError,
+    CacheUnavailableError,
+)  # fmt: skip
+for _error in _PUBLIC:
+    _error.__module__ = "seneca"
+_ENGINE = (
+    ServerFunctionError, UnknownJobError, StaleJobsError, FunctionsMissingError, ForeignDataError,
+)  # fmt: skip
+for _error in _ENGINE:
+    _error.__module__ = "seneca.errors"

@@ -91,3 +91,18 @@ def test_every_command_tells_its_version(command):
         done.returncode == 0
         and done.stdout.strip() == f"{command} {metadata.version('seneca-loader')}"
     )
+
+
+def test_errors_show_the_names_users_import():
+    import pickle
+    import traceback
+
+    import seneca
+    from seneca_base.errors import ConfigError, UnknownJobError
+
+    try:
+        raise ConfigError("cache_size: bad")
+    except ConfigError as err:
+        assert traceback.format_exception_only(err)[0] == "seneca.ConfigError: cache_size: bad\n"
+    assert seneca.ConfigError is ConfigError
+    assert type(pickle.loads(pickle.dumps(UnknownJobError("x")))) is UnknownJobError
