@@ -2,9 +2,10 @@
 torch.
 
 Given a cluster spec (:mod:`mdp.spec`), the performance model of the data storage and
-ingestion (DSI) pipeline (:mod:`mdp.model`, Eq. 1-9, plus a shared-resource variant) predicts the training input throughput for a split of the cache
-between encoded, decoded and augmented samples, and the planner (:mod:`mdp.planner`) picks the
-best of the 5,151 splits on the 1% grid::
+ingestion (DSI) pipeline (:mod:`mdp.model`, Eq. 1-9, plus a shared-resource variant) predicts
+the training input throughput for a split of the cache between encoded, decoded and augmented
+samples, and the planner (:mod:`mdp.planner`) picks the best of the 5,151 splits on the 1%
+grid::
 
     from mdp import load_spec, plan
     best = plan(load_spec("inhouse-x2"))
