@@ -71,6 +71,8 @@ CACHE_RETRY_CAP = 4.0
 #: Environment variable that makes every SenecaLoader strict when its ``strict`` is not given:
 #: "1", "true" or "yes" (any case).
 STRICT_ENV = "SENECA_STRICT"
+#: ``progress=True``: seconds between the progress lines a loader logs while an epoch runs.
+PROGRESS_EVERY = 10.0
 
 #: glibc malloc tuning in loader processes (``seneca.loader.malloc``): buffers below this many
 #: bytes come from the heap and are reused instead of being mapped and page-faulted per use;

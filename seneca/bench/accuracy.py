@@ -233,8 +233,11 @@ def run_accuracy(
         from seneca.cache.embedded import acquire_embedded
 
         cache = acquire_embedded(defaults.CACHE_SIZE, name="accuracy")
+    from tqdm import tqdm
+
     result: dict[str, Any] = {"jobs": jobs, "epochs": epochs, "provenance": provenance()}
-    for kind in CONFIGS:
+    # a bar of the configurations on a terminal only (None: tqdm decides)
+    for kind in tqdm(CONFIGS, desc="seneca accuracy", unit="config", disable=None, leave=False):
         result[kind] = _run_config(kind, data, jobs, epochs, cache)
     base = result["pytorch"]["mean"]
     result["difference_points"] = {

@@ -27,6 +27,7 @@ from seneca.loader.options import (
     resolve_batch_tail,
     resolve_job,
     resolve_ods,
+    resolve_progress,
     resolve_strict,
 )
 from seneca.loader.rows import collate_rows
@@ -101,6 +102,9 @@ class SenecaLoader(DataLoader[_T_co]):
             the batch tail (``ToDtype``/``Normalize``) runs on the device on the uint8 images
             (``seneca.loader.device``); ``pin_memory`` is then not needed. Default: None, the
             batches stay on the CPU (pinned with ``pin_memory=True``), as DataLoader's.
+        progress: log a line at INFO on the ``seneca`` logger while an epoch runs: samples so
+            far, samples/s and the hit rate; every ``defaults.PROGRESS_EVERY`` seconds with
+            True, or every that many seconds. Default: off (DataLoader logs nothing).
     """
 
     def __init__(
@@ -133,6 +137,7 @@ class SenecaLoader(DataLoader[_T_co]):
         batch_tail: bool | None = None,
         strict: bool | None = None,
         device: str | torch.device | None = None,
+        progress: bool | float = False,
     ) -> None:
         given = locals()
         args: dict[str, Any] = {name: given[name] for name in DATALOADER_ARGS}
@@ -145,6 +150,8 @@ class SenecaLoader(DataLoader[_T_co]):
         tune_malloc()
         options = cache_options(cache, cache_size, split, plan, spec)
         self.strict = resolve_strict(strict)
+        #: seconds between progress lines while an epoch runs (None: none)
+        self.progress_every = resolve_progress(progress)
         self.job = resolve_job(job)
         self._counters = Counters(
             rows=max(0, num_workers if isinstance(num_workers, int) else 0) + 1
@@ -310,7 +317,15 @@ class SenecaLoader(DataLoader[_T_co]):
 
     def _summarised(self, it: Any, before: dict[str, int]) -> Any:
         """``it``, planned between batches and summarised at its end (``stats.summarised``)."""
-        return summarised(it, self.job, self._counters, self._ods_sampler, self.planner, before)
+        return summarised(
+            it,
+            self.job,
+            self._counters,
+            self._ods_sampler,
+            self.planner,
+            before,
+            self.progress_every,
+        )
 
     def _stop_ahead(self) -> None:
         """Stop the thread making the latest iteration's batches, if any."""

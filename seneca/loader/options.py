@@ -138,6 +138,17 @@ def resolve_strict(strict: bool | None) -> bool:
     return strict
 
 
+def resolve_progress(progress: bool | float) -> float | None:
+    """Seconds between progress lines (None: none) from the ``progress`` option."""
+    if progress is False or progress is None:
+        return None
+    if progress is True:
+        return defaults.PROGRESS_EVERY
+    if isinstance(progress, int | float) and not isinstance(progress, bool) and progress > 0:
+        return float(progress)
+    raise ConfigError(f"progress: expected True, False or seconds > 0, got {progress!r}")
+
+
 def resolve_ods(
     ods: bool | None, shuffle: Any, sampler: Any, batch_sampler: Any, batch_size: Any
 ) -> bool:

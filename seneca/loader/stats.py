@@ -13,6 +13,7 @@ import logging
 import multiprocessing.context
 import os
 import tempfile
+import time
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -20,8 +21,17 @@ from typing import Any
 import numpy as np
 
 from seneca.loader.ahead import closing
+from seneca_base.tiers import TIERS as TIER_NAMES
 
-__all__ = ["FIELDS", "Counters", "epoch_summary", "job_stats", "process_row", "summarised"]
+__all__ = [
+    "FIELDS",
+    "Counters",
+    "epoch_summary",
+    "job_stats",
+    "process_row",
+    "progress_line",
+    "summarised",
+]
 
 log = logging.getLogger("seneca")
 
@@ -119,16 +129,28 @@ class Counters:
 
 
 def summarised(
-    it: Iterator[Any], job: str, counters: Counters, sampler: Any, planner: Any, before: dict
+    it: Iterator[Any],
+    job: str,
+    counters: Counters,
+    sampler: Any,
+    planner: Any,
+    before: dict,
+    every: float | None = None,
 ) -> Iterator[Any]:
     """The batches of an iteration ``it`` of ``job`` (``planner``, if any, ticked between them);
     a summary of the epoch logged at INFO when it ends (``before``: ``counters`` at its start;
-    ``sampler``: its ODS sampler, if any)."""
+    ``sampler``: its ODS sampler, if any); ``every``: seconds between progress lines at INFO
+    while it runs (None: none)."""
     subs = sampler.substitutions if sampler else 0
+    start = last = time.monotonic()
     with closing(it):  # a loop cut short closes what it iterates (the batch thread stops)
         for batch in it:
             if planner is not None:
                 planner.tick()  # at most every defaults.AUTO_TICK seconds
+            if every is not None and time.monotonic() - last >= every:
+                last = time.monotonic()
+                epoch = sampler.current if sampler else None
+                log.info("%s", progress_line(job, epoch, before, counters.snapshot(), last - start))
             yield batch
     if log.isEnabledFor(logging.INFO):
         subs = (sampler.substitutions if sampler else 0) - subs
@@ -136,10 +158,21 @@ def summarised(
         log.info("%s", epoch_summary(job, epoch, before, counters.snapshot(), subs))
 
 
+def progress_line(job: str, epoch: int | None, before: dict, now: dict, seconds: float) -> str:
+    """One line on an epoch under way: samples so far, samples/s and the hit rate."""
+    samples = now["samples"] - before.get("samples", 0)
+    hits = sum(now[f"hits_{t}"] - before.get(f"hits_{t}", 0) for t in TIER_NAMES)
+    rate = hits / samples if samples else 0.0
+    return (
+        f"job {job} epoch {'-' if epoch is None else epoch}: {samples} samples in {seconds:.0f}s "
+        f"({samples / seconds if seconds else 0.0:,.0f} samples/s), hit rate {rate:.0%}"
+    )
+
+
 def epoch_summary(job: str, epoch: int | None, before: dict, after: dict, subs: int) -> str:
     """One line on an epoch from two :meth:`Counters.snapshot` (and its substitutions)."""
     d = {k: after[k] - before.get(k, 0) for k in after}
-    hits = [d[f"hits_{t}"] for t in ("augmented", "decoded", "encoded")]
+    hits = [d[f"hits_{t}"] for t in TIER_NAMES]
     rate = sum(hits) / d["samples"] if d["samples"] else 0.0
     return (
         f"job {job} epoch {'-' if epoch is None else epoch}: {d['samples']} samples, hits "

@@ -276,3 +276,18 @@ def test_each_epoch_ends_with_a_summary_line_at_info(tiny_dataset, redis_url, ca
     assert lines[0].startswith("job summary epoch 0: 48 samples")
     assert "48 storage reads" in lines[0] and "0 storage reads" in lines[1]
     assert "(100%)" in lines[1]  # the second epoch read from the cache
+
+
+def test_progress_logs_lines_while_an_epoch_runs(tiny_dataset, redis_url, caplog):
+    import time
+
+    loader = SenecaLoader(
+        ImageFolder(str(tiny_dataset), transform=DET), batch_size=8, cache=redis_url, progress=0.05
+    )
+    with caplog.at_level(logging.INFO, logger="seneca"):
+        for _ in loader:
+            time.sleep(0.03)
+    lines = [m for m in caplog.messages if "samples/s" in m and "hit rate" in m]
+    assert lines and all(m.startswith(f"job {loader.job} epoch") for m in lines)
+    with pytest.raises(ConfigError, match="progress"):
+        SenecaLoader(ImageFolder(str(tiny_dataset), transform=DET), progress="often")
