@@ -7,7 +7,9 @@ Ties (splits whose predicted throughput is within a relative 1e-9 of the best, o
 ``tolerance`` when one is given) are broken deterministically, in this order:
 
 1. the split that caches the most samples (more of the dataset off storage);
-2. the least augmented, then the least decoded percentage, i.e. the most encoded: the compact,
+2. the split that gives the least of the cache to an encoded tier that would stay empty (the
+   decoded tier holds every sample, so no encoded value would ever be read);
+3. the least augmented, then the least decoded percentage, i.e. the most encoded: the compact,
    epoch-independent form is preferred when the model sees no gain from preprocessing.
 
 With ``min_gain``, caching must pay for filling the cache, which the model does not charge
@@ -185,11 +187,24 @@ def predict(spec: Spec, split: Sequence[int] | str, model: str = DEFAULT_MODEL) 
     return _pick(p, model, np.array([split], dtype=np.int64), 0)
 
 
-def _best_index(thr: np.ndarray, cached: np.ndarray, tolerance: float) -> int:
+def _empty_budget(p: Params, grid: np.ndarray, n: dict[str, np.ndarray]) -> np.ndarray:
+    """Per split, the percent of the cache given to an encoded tier that would stay empty: the
+    decoded tier holds every sample, and a decoded copy serves every job every epoch, so no
+    encoded value is ever read. (Augmented copies are used once per job and replaced, so a
+    lower tier under them still serves.)"""
+    empty = (np.asarray(n["encoded"]) < 0.5) & (np.asarray(n["decoded"]) >= p.n_total - 0.5)
+    return np.where(empty, grid[:, 0], 0)
+
+
+def _best_index(
+    thr: np.ndarray, cached: np.ndarray, tolerance: float, empty: np.ndarray | None = None
+) -> int:
     best = thr.max()
     candidates = thr >= best * (1 - max(tolerance, TIE_TOLERANCE))
     most = cached[candidates].max()
     candidates &= cached >= most * (1 - TIE_TOLERANCE)
+    if empty is not None:  # no budget for a tier that would stay empty, when a tie allows it
+        candidates &= empty <= empty[candidates].min()
     return int(np.flatnonzero(candidates)[0])  # grid order: least augmented, least decoded
 
 
@@ -219,7 +234,7 @@ def plan(
     grid = split_grid(step)
     thr, n, _ = evaluate(p, grid, model)
     cached = p.n_total - n["storage"]
-    best = _best_index(thr, cached, tolerance)
+    best = _best_index(thr, cached, tolerance, _empty_budget(p, grid, n))
     least = _least_cached(cached)
     if min_gain > 0 and thr[best] <= thr[least] * (1 + min_gain):
         best = least
