@@ -82,10 +82,21 @@ class AutoPlanner:
         return max(1, self.store.same_view(self.store.refresh_jobs()))
 
     def _record(
-        self, best: Prediction, version: int, gain: float, spec: Any, measured: dict[str, float]
+        self,
+        best: Prediction,
+        version: int,
+        spec: Any,
+        measured: dict[str, float],
+        previous: tuple[int, int, int] | None = None,
     ) -> PlanRecord:
+        """The record of ``best`` planned from ``spec``; its gain over ``previous`` (the split
+        it replaced, if any) predicted from the same spec."""
         body = spec.as_toml_dict()
         inputs = {f"{s}.{k}": v for s, keys in body.items() for k, v in keys.items()}
+        gain = 0.0
+        if previous is not None:
+            before = predict(spec, previous).throughput
+            gain = best.throughput / before - 1 if before > 0 else 0.0
         return PlanRecord(
             split=best.split,
             version=version,
@@ -96,6 +107,7 @@ class AutoPlanner:
             at_ms=self.store.now_ms(),
             inputs=inputs,
             measured=tuple(sorted(measured)),
+            previous=previous,
         )
 
     def start(self) -> PlanRecord:
@@ -106,9 +118,9 @@ class AutoPlanner:
             jobs = self._jobs()
             measured = measured_inputs(self.counters.snapshot(), jobs, self.setting.workers)
             spec = spec_of(self.setting, measured, jobs)
-            first = self._record(plan_for(spec), 1, 0.0, spec, measured)
+            first = self._record(plan_for(spec), 1, spec, measured)
             if self.store.client.set(self.store.keys.plan, first.to_json(), nx=True):
-                log.info("planned the cache split %s (%s)", first.split_text(), first.source)
+                log.info("cache plan: %s", first.describe())
             record = self._read() or first
         self._adopt(record)
         return record
@@ -170,22 +182,13 @@ class AutoPlanner:
             if latest is not None and latest.version != record.version:
                 return latest  # changed meanwhile: look again at the next tick
             if change:
-                new = self._record(best, record.version + 1, gain, spec, measured)
+                new = self._record(best, record.version + 1, spec, measured, record.split)
             else:  # the defaults' split stands; the record now says what it was measured from
-                new = self._record(current, record.version, 0.0, spec, measured)
+                new = self._record(current, record.version, spec, measured, record.previous)
             self.store.client.set(self.store.keys.plan, new.to_json())
         finally:
             self.store.client.delete(lock)
-        if change:
-            log.info(
-                "cache split %s -> %s: predicted %+.0f%% (%.0f -> %.0f samples/s, %d jobs)",
-                record.split_text(),
-                new.split_text(),
-                100 * gain,
-                current.throughput,
-                best.throughput,
-                jobs,
-            )
+        log.info("cache plan: %s", new.describe())
         return new
 
     def _adopt(self, record: PlanRecord) -> None:

@@ -95,11 +95,7 @@ _PLAN_INPUTS = (
 
 def _plan_lines(p: Any) -> list[str]:
     """The shared plan and the inputs it was planned from (* measured)."""
-    gain = f", {p.gain:+.0%} over the split before" if p.version > 1 else ""
-    lines = [
-        f"  plan: split {p.split_text()} (E-D-A), version {p.version}, {p.source}, by {p.by}; "
-        f"predicted {p.throughput:,.0f} samples/s{gain}"
-    ]
+    lines = [f"  plan (E-D-A): {p.describe()}; by {p.by}"]
     shown = []
     for name, label, fmt in _PLAN_INPUTS:
         if name in p.inputs:

@@ -137,7 +137,8 @@ def summarised(
     before: dict,
     every: float | None = None,
 ) -> Iterator[Any]:
-    """The batches of an iteration ``it`` of ``job`` (``planner``, if any, ticked between them);
+    """The batches of an iteration ``it`` of ``job`` (``planner``, if any, ticked between them
+    and at the end);
     a summary of the epoch logged at INFO when it ends (``before``: ``counters`` at its start;
     ``sampler``: its ODS sampler, if any); ``every``: seconds between progress lines at INFO
     while it runs (None: none)."""
@@ -152,6 +153,8 @@ def summarised(
                 epoch = sampler.current if sampler else None
                 log.info("%s", progress_line(job, epoch, before, counters.snapshot(), last - start))
             yield batch
+    if planner is not None:  # the epoch's end: a look whatever the time (a short epoch
+        planner.tick(force=True)  # measured enough since the last look)
     if log.isEnabledFor(logging.INFO):
         subs = (sampler.substitutions if sampler else 0) - subs
         epoch = sampler.current if sampler else None

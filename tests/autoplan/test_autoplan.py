@@ -127,7 +127,9 @@ def test_a_split_changes_only_for_a_large_enough_gain_and_not_too_often(redis_pr
     assert new.split != worst and new.version == 4 and new.by == "a"
     assert new.gain == pytest.approx(_gain(p, worst))
     assert "node.decode_augment_samples_per_s" in new.measured
-    assert p.record == new and f"cache split 100-0-0 -> {new.split_text()}" in caplog.text
+    assert p.record == new and new.previous == worst
+    assert f"cache plan: {new.describe()}" in caplog.text  # as `seneca cache status` shows it
+    assert "(version 4, measured, 3 jobs)" in new.describe() and "over 100-0-0" in new.describe()
     # a split within the gain threshold of the best stays, however old
     near = next(
         s

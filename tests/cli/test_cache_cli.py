@@ -1,6 +1,7 @@
 """``seneca cache status|clear|gc|metrics`` against a real cache that loaders filled."""
 
 import json
+import logging
 import time
 
 import pytest
@@ -173,9 +174,13 @@ def test_metrics_are_served_over_http(tiny_dataset, redis_url, free_port):
         server.wait(timeout=10)
 
 
-def test_status_shows_the_plan_the_loaders_share_and_its_inputs(tiny_dataset, redis_url, capsys):
-    loader = SenecaLoader(indexed(tiny_dataset), batch_size=8, shuffle=True, cache=redis_url)
-    assert len(list(loader)) == 6
+def test_status_shows_the_plan_the_loaders_share_and_its_inputs(
+    tiny_dataset, redis_url, capsys, caplog
+):
+    with caplog.at_level(logging.INFO, logger="seneca"):
+        loader = SenecaLoader(indexed(tiny_dataset), batch_size=8, shuffle=True, cache=redis_url)
+        assert len(list(loader)) == 6
+    logged = [m for m in caplog.messages if m.startswith("cache plan: ")]
     [d] = _status(capsys, redis_url)["datasets"]
     plan = d["plan"]
     assert plan["version"] == 1 and plan["by"] == loader.job and sum(plan["split"]) == 100
@@ -183,6 +188,7 @@ def test_status_shows_the_plan_the_loaders_share_and_its_inputs(tiny_dataset, re
     assert plan["inputs"]["dataset.samples"] == 48
     code, text, _ = _run(capsys, "status", redis_url)
     split = "-".join(str(v) for v in plan["split"])
-    assert code == 0 and f"plan: split {split} (E-D-A), version 1" in text
+    assert code == 0 and f"plan (E-D-A): split {split} (version 1, " in text
+    assert logged and logged[-1].removeprefix("cache plan: ") in text  # one story, both places
     assert "decode+transform/s" in text
     loader.close()
