@@ -111,7 +111,6 @@ def redis_config(
     port: int = 0,
     bind: str | None = None,
     unixsocket: str | None = None,
-    password: str | None = None,
     directory: str | None = None,
     users: Mapping[str, str] | None = None,
     tls: tuple[str, str, str | None] | None = None,
@@ -119,11 +118,9 @@ def redis_config(
 ) -> str:
     """redis.conf text for a cache: no persistence, ``maxmemory`` bytes, no eviction by Redis
     (Seneca enforces its per-tier budgets itself), no password on any command line. ``users``:
-    ACL users (:func:`acl_lines`) instead of one ``password``; ``tls``: (certificate, key, CA)
+    ACL users (:func:`acl_lines`; without them, protected mode); ``tls``: (certificate, key, CA)
     to serve TLS only on ``port``; ``cluster``: a node of a Redis Cluster (:data:`CLUSTER_LINES`;
     its nodes.conf goes in ``directory``)."""
-    if password and users:
-        raise ConfigError("give a password or ACL users, not both")
     lines = [
         f"port {port}",
         f"maxmemory {maxmemory}",
@@ -146,8 +143,6 @@ def redis_config(
         lines += CLUSTER_LINES
     if users:
         lines += acl_lines(users)
-    elif password:
-        lines.append(f"requirepass {_quote(password)}")
     else:
         lines.append("protected-mode yes")
     return "\n".join(lines) + "\n"

@@ -302,10 +302,8 @@ def _cache_node(args: argparse.Namespace) -> None:
     path = Path(args.write_config)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        # a plain password (--password-file) is in the file: for its owner only; ACL users'
-        # passwords are hashes, readable by the server's own user (e.g. a container's)
-        mode = 0o600 if "requirepass" in config else 0o644
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        # ACL users' passwords are hashes: readable by the server's own user (a container's)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         with os.fdopen(fd, "w") as f:
             f.write(config)
     except OSError as e:

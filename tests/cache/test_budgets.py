@@ -23,39 +23,33 @@ def photos(tmp_path_factory):
     return root
 
 
-def test_a_node_as_big_as_the_cache_size_gets_hits(photos):
-    node = RedisProcess("--maxmemory", str(MAXMEMORY), "--maxmemory-policy", "noeviction")
-    try:
-        own = int(node.client.info("memory")["used_memory_overhead"])
-        ds = ImageFolder(str(photos), transform=CROP)
-        with pytest.warns(RuntimeWarning, match="does not fit the maxmemory"):
-            loader = SenecaLoader(ds, cache=node.url, cache_size=MAXMEMORY, **COMMON)
-        assert loader.cache_size <= MAXMEMORY - own  # room for the server's own memory
-        hits = _epochs(loader, 3)
-        refused = _refused(node)
-        errors = loader.stats()["cache_errors"]
-        loader.close()
-    finally:
-        node.stop()
+@pytest.fixture
+def node():
+    """A cache node of MAXMEMORY bytes that evicts nothing itself."""
+    server = RedisProcess("--maxmemory", str(MAXMEMORY), "--maxmemory-policy", "noeviction")
+    yield server
+    server.stop()
+
+
+def test_a_node_as_big_as_the_cache_size_gets_hits(photos, node):
+    own = int(node.client.info("memory")["used_memory_overhead"])
+    ds = ImageFolder(str(photos), transform=CROP)
+    with pytest.warns(RuntimeWarning, match="does not fit the maxmemory"):
+        loader = SenecaLoader(ds, cache=node.url, cache_size=MAXMEMORY, **COMMON)
+    assert loader.cache_size <= MAXMEMORY - own  # room for the server's own memory
+    hits, refused, errors = _train(loader, node)
     assert hits[0] == 0 and hits[1] > 10 and hits[2] > 10
     assert errors == refused  # none, or each one counted
 
 
-def test_writes_the_node_refuses_are_counted_warned_and_shrink_the_budgets(photos, caplog):
-    node = RedisProcess("--maxmemory", str(MAXMEMORY), "--maxmemory-policy", "noeviction")
-    try:
-        loader = SenecaLoader(ImageFolder(str(photos), transform=CROP), cache=node.url, **COMMON)
-        other = node.client.pipeline()  # data not Seneca's, a third of the node
-        for k in range(27):
-            other.set(f"other{k}", b"x" * 100_000)
-        other.execute()
-        with caplog.at_level(logging.WARNING, logger="seneca"):
-            hits = _epochs(loader, 3)
-        refused = _refused(node)
-        errors = loader.stats()["cache_errors"]
-        loader.close()
-    finally:
-        node.stop()
+def test_writes_the_node_refuses_are_counted_warned_and_shrink_the_budgets(photos, node, caplog):
+    loader = SenecaLoader(ImageFolder(str(photos), transform=CROP), cache=node.url, **COMMON)
+    other = node.client.pipeline()  # data not Seneca's, a third of the node
+    for k in range(27):
+        other.set(f"other{k}", b"x" * 100_000)
+    other.execute()
+    with caplog.at_level(logging.WARNING, logger="seneca"):
+        hits, refused, errors = _train(loader, node)
     assert refused > 0 and errors >= refused  # never a silent "full"
     assert sum("refused to store" in m for m in caplog.messages) == 1
     assert hits[1] > 5 and hits[2] > 5
@@ -65,15 +59,15 @@ CROP = T.Compose([T.CenterCrop(64), T.ToTensor()])
 COMMON = dict(batch_size=8, split=(0, 1, 0))
 
 
-def _epochs(loader, n):
-    """Decoded hits per epoch of ``n``."""
+def _train(loader, node, epochs=3):
+    """Decoded hits per epoch, then the node's OOM refusals and the job's cache errors; the
+    loader is closed."""
     hits = []
-    for _ in range(n):
+    for _ in range(epochs):
         before = loader.stats()["decoded"]["hits"]
         assert sum(len(y) for _, y in loader) == 96
         hits.append(loader.stats()["decoded"]["hits"] - before)
-    return hits
-
-
-def _refused(node):
-    return node.client.info("errorstats").get("errorstat_OOM", {}).get("count", 0)
+    refused = node.client.info("errorstats").get("errorstat_OOM", {}).get("count", 0)
+    errors = loader.stats()["cache_errors"]
+    loader.close()
+    return hits, refused, errors
