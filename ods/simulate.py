@@ -2,8 +2,9 @@
 
 Setup: N samples, K jobs reading batches of B for E epochs, a cache holding F x N samples (one
 tier, capacity in samples). A miss loads instantly and is admitted if the policy finds room.
-Jobs are interleaved by their speeds: each batch advances a job's virtual clock by 1 / speed,
-and the job with the earliest clock goes next (ties: lower job number).
+Jobs call in the order of their virtual clocks (``ods.timeline``): each call advances a job's
+clock by 1 / speed, and a job may start late. Every result carries the ceiling of the run
+(``ods.ceiling``): the hit rate left by the fewest storage loads any policy can make.
 
 Baselines (``compare``), on the same setup, in plain Python: ``random`` (each job's own random
 order, no substitution, an LRU cache), ``minio`` (same order, a static cache: admitted while
@@ -19,13 +20,16 @@ import statistics
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import redis
 
+from ods.ceiling import ceiling
+from ods.losses import LossTrace
 from ods.servertime import NOISE_NAME, ServerTimes, summarize
 from ods.store import OdsStore
+from ods.timeline import Step, timeline
 from seneca_base.errors import ConfigError
 
 __all__ = ["BASELINES", "SimConfig", "simulate_baseline", "simulate_ods"]
@@ -42,6 +46,8 @@ class SimConfig:
     jobs: int
     cache_frac: float
     speeds: tuple[float, ...] = ()
+    #: each job's start time, in epochs of a job of speed 1 (empty: all start at once)
+    starts: tuple[float, ...] = ()
     batch: int = 64
     epochs: int = 3
     policy: str = "seneca"
@@ -63,6 +69,10 @@ class SimConfig:
             raise ConfigError(f"--speeds: expected {self.jobs} values, got {len(self.speeds)}")
         if any(s <= 0 for s in self.speeds):
             raise ConfigError(f"--speeds: must be positive, got {list(self.speeds)}")
+        if self.starts and len(self.starts) != self.jobs:
+            raise ConfigError(f"--starts: expected {self.jobs} values, got {len(self.starts)}")
+        if any(s < 0 for s in self.starts):
+            raise ConfigError(f"--starts: must not be negative, got {list(self.starts)}")
 
     @property
     def capacity(self) -> int:
@@ -71,41 +81,36 @@ class SimConfig:
     def job_speeds(self) -> list[float]:
         return list(self.speeds) or [1.0] * self.jobs
 
+    def steps(self) -> list[Step]:
+        """The run's calls, in order (``ods.timeline``)."""
+        starts = list(self.starts) or None
+        return timeline(
+            self.samples, self.batch, self.epochs, self.job_speeds(), starts, self.max_batches
+        )
+
 
 @dataclass
 class _Job:
     name: str
     speed: float
-    clock: float = 0.0
     epoch: int = 0
     served: int = 0
     hits: int = 0
     substitutions: int = 0
-    done: bool = False
     extra: dict = field(default_factory=dict)
-
-
-def _schedule(jobs: list[_Job], max_batches: int | None) -> Iterator[_Job]:
-    """Jobs in virtual-time order until all are done (or ``max_batches`` batches)."""
-    count = 0
-    while True:
-        active = [j for j in jobs if not j.done]
-        if not active or (max_batches is not None and count >= max_batches):
-            return
-        job = min(active, key=lambda j: (j.clock, jobs.index(j)))
-        yield job
-        job.clock += 1.0 / job.speed
-        count += 1
 
 
 def _report(name: str, cfg: SimConfig, jobs: list[_Job], loads: int) -> dict:
     served = sum(j.served for j in jobs)
     hits = sum(j.hits for j in jobs)
+    best = ceiling(cfg.steps(), cfg.capacity)
     return {
         "loader": name,
         "hit_rate": hits / served if served else 0.0,
         "served": served,
         "storage_loads": loads,
+        "loads_per_sample": loads / served if served else 0.0,
+        "ceiling": {"hit_rate": best.hit_rate, "storage_loads": best.loads},
         "jobs": [
             {
                 "job": j.name,
@@ -133,13 +138,14 @@ def simulate_ods(client: redis.Redis, cfg: SimConfig) -> dict:
     )
     jobs = [_Job(f"job{k}", s) for k, s in enumerate(cfg.job_speeds())]
     latencies: list[float] = []
-    loads, memory = 0, None
+    trace = LossTrace(cfg.samples)
     with ServerTimes(client) as server:
         try:
-            loads, memory = _run(client, store, cfg, jobs, latencies, server)
+            memory = _run(client, store, cfg, jobs, latencies, server, trace)
         finally:
             store.clear()
-    out = _report(f"ods-{cfg.policy}", cfg, jobs, loads)
+    out = _report(f"ods-{cfg.policy}", cfg, jobs, trace.loads)
+    out["loads_by_cause"] = dict(trace.counts)
     ms = sorted(x * 1e3 for x in latencies)
     out["decision_ms"] = {
         "p50": statistics.median(ms) if ms else 0.0,
@@ -161,45 +167,55 @@ def _run(
     jobs: list[_Job],
     latencies: list[float],
     server: ServerTimes,
-) -> tuple[int, int]:
-    """The batches of ``jobs``; returns storage loads and the metadata bytes with every job
-    registered."""
+    trace: LossTrace,
+) -> int:
+    """The calls of the run, its loads noted in ``trace``; returns the metadata bytes when
+    the first job leaves (every job that has joined still registered)."""
     rng = random.Random(cfg.seed)
-    loads, memory = 0, None
-    for job in jobs:
-        store.join(job.name)
-        store.start_epoch(job.name, 0)
-    for count, job in enumerate(_schedule(jobs, cfg.max_batches)):
+    memory = None
+    joined: set[int] = set()
+    for count, step in enumerate(cfg.steps()):
+        job = jobs[step.job]
+        if step.job not in joined:  # a job joins at its first call (late joiners: later)
+            joined.add(step.job)
+            store.join(job.name)
+            store.start_epoch(job.name, 0)
+            trace.start(step.job, 0)
         if count % 16 == 15:
             server.noise()
             server.drain()
         start = time.perf_counter()
         d = store.decide(job.name, cfg.batch)
         latencies.append(time.perf_counter() - start)
+        if len(d.indices) != step.served:
+            raise AssertionError(f"{job.name}: served {len(d.indices)}, expected {step.served}")
         if not d.indices:
-            if job.epoch + 1 < cfg.epochs:
-                job.epoch += 1
-                store.start_epoch(job.name, job.epoch)
+            if step.epoch + 1 < cfg.epochs:
+                store.start_epoch(job.name, step.epoch + 1)
+                trace.start(step.job, step.epoch + 1)
             else:
                 if memory is None:
-                    memory = store.memory()  # every job still registered
-                job.done = True
+                    memory = store.memory()  # every job that has joined still registered
                 store.leave(job.name)
+                trace.leave(step.job)
             continue
         job.served += len(d.indices)
         job.hits += d.hits
         job.substitutions += d.substitutions
         evicted = store.release(job.name, d)
-        misses = [(i, _TIER, 1, b"") for i, t in zip(d.indices, d.tiers, strict=True) if not t]
-        loads += len(misses)
-        store.admit(job.name, misses)
+        trace.served(step.job, d.indices)
+        misses = [i for i, t in zip(d.indices, d.tiers, strict=True) if not t]
+        trace.loaded(step.job, misses)
+        store.admit(job.name, [(i, _TIER, 1, b"") for i in misses])
+        refill: list[int] = []
         if evicted:  # 'paper' policy: refill the room with random samples from storage
             refill = _uncached(client, store, rng, len(evicted), cfg.samples)
-            loads += len(refill)
+            trace.loaded(None, refill)
             store.admit(job.name, [(i, _TIER, 1, b"") for i in refill])
+        trace.cache_is(client.get(store.tier_key(_TIER)) or b"", misses + refill)
     if memory is None:
         memory = store.memory()
-    return loads, memory
+    return memory
 
 
 def _uncached(
@@ -229,14 +245,11 @@ def simulate_baseline(kind: str, cfg: SimConfig) -> dict:
     loads = 0
     for job in jobs:
         job.extra["order"] = _order(rng, cfg.samples)
-    for job in _schedule(jobs, cfg.max_batches):
+    for step in cfg.steps():
+        job = jobs[step.job]
         order: list[int] = job.extra["order"]
-        if not order:
-            job.epoch += 1
-            if job.epoch >= cfg.epochs:
-                job.done = True
-            else:
-                job.extra["order"] = _order(rng, cfg.samples)
+        if not step.served:  # the epoch is over
+            job.extra["order"] = _order(rng, cfg.samples)
             continue
         batch = _take(order, cfg.batch, cache, quiver=kind == "quiver")
         for i in batch:

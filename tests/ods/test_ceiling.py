@@ -1,0 +1,94 @@
+"""The timeline of a simulated run, its ceiling (the fewest loads any policy can make) and the
+loads of the real engine by cause, against a real Redis."""
+
+import itertools
+import random
+
+import pytest
+
+from ods.ceiling import ceiling
+from ods.simulate import SimConfig, simulate_baseline, simulate_ods
+from ods.timeline import calls_per_epoch, timeline
+
+
+def test_timeline_calls_and_starts():
+    steps = timeline(100, 32, 2, [1.0, 2.0], starts=[0.0, 0.5])
+    per_epoch = calls_per_epoch(100, 32)
+    assert per_epoch == 5  # 4 batches (32, 32, 32, 4) and the call that finds the epoch over
+    for job in (0, 1):
+        mine = [s for s in steps if s.job == job]
+        assert len(mine) == 2 * per_epoch
+        assert [s.served for s in mine[:per_epoch]] == [32, 32, 32, 4, 0]
+        assert [s.epoch for s in mine] == [0] * per_epoch + [1] * per_epoch
+    # job 1 starts half an epoch of a speed-1 job late (clock 2.5): job 0 calls at 0, 1 and 2
+    assert [s.job for s in steps[:4]] == [0, 0, 0, 1]
+    assert len(timeline(100, 32, 2, [1.0, 2.0], max_calls=7)) == 7
+
+
+@pytest.mark.parametrize(("jobs", "epochs", "cache"), [(1, 1, 0), (3, 3, 200), (4, 2, 999)])
+def test_ceiling_equal_speeds_closed_form(jobs, epochs, cache):
+    # every sample loaded in the first epoch, then what the cache could not carry over
+    steps = timeline(1000, 64, epochs, [1.0] * jobs)
+    best = ceiling(steps, cache)
+    assert best.loads == 1000 + (epochs - 1) * (1000 - cache)
+    assert best.served == jobs * epochs * 1000
+
+
+def _brute_force(stretches):
+    best = 0
+    for r in range(len(stretches) + 1):
+        for chosen in itertools.combinations(stretches, r):
+            ordered = sorted(chosen)
+            if all(a[1] < b[0] for a, b in itertools.pairwise(ordered)):
+                best = max(best, sum(w for _, _, w in chosen))
+    return best
+
+
+def test_heaviest_disjoint_matches_brute_force():
+    from ods.ceiling import _heaviest_disjoint
+
+    rng = random.Random(3)
+    for _ in range(200):
+        stretches = []
+        for _ in range(rng.randint(0, 8)):
+            first = rng.randint(0, 20)
+            stretches.append((first, first + rng.randint(0, 8), rng.randint(0, 9)))
+        assert _heaviest_disjoint(stretches) == _brute_force(stretches)
+
+
+CASES = [
+    {"jobs": 3, "speeds": (1, 2, 3)},
+    {"jobs": 3, "starts": (0, 0.4, 0.9)},
+    {"jobs": 2, "speeds": (1, 3), "starts": (0.5, 0)},
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_no_policy_loads_less_than_the_ceiling(redis_proc, case):
+    cfg = SimConfig(samples=600, cache_frac=0.3, batch=32, **case)
+    runs = [simulate_ods(redis_proc.client, cfg)]
+    runs.append(simulate_ods(redis_proc.client, SimConfig(**{**cfg.__dict__, "policy": "paper"})))
+    runs += [simulate_baseline(b, cfg) for b in ("random", "minio", "quiver")]
+    for r in runs:
+        assert r["ceiling"] == runs[0]["ceiling"]  # one timeline for all
+        assert r["storage_loads"] >= r["ceiling"]["storage_loads"], r["loader"]
+    # the hits that save loads: at most the ceiling's (the paper policy's refills are loads)
+    seneca = runs[0]
+    assert seneca["hit_rate"] <= seneca["ceiling"]["hit_rate"] + 1e-9
+
+
+def test_loads_by_cause(redis_proc):
+    # equal speeds: Seneca's policy is at the ceiling, and no job meets a copy dropped while it
+    # needed it; the paper policy's refills are prefetches
+    cfg = SimConfig(samples=600, jobs=3, cache_frac=0.3, batch=32)
+    seneca = simulate_ods(redis_proc.client, cfg)
+    causes = seneca["loads_by_cause"]
+    assert causes["first"] == 600
+    assert causes["dropped_needed"] == causes["prefetch"] == 0
+    assert causes["first"] + causes["not_needed"] == seneca["storage_loads"]
+    assert seneca["storage_loads"] == seneca["ceiling"]["storage_loads"] == 600 + 2 * 420
+    paper = simulate_ods(redis_proc.client, SimConfig(**{**cfg.__dict__, "policy": "paper"}))
+    causes = paper["loads_by_cause"]
+    assert causes["prefetch"] > 0 and causes["dropped_needed"] > 0
+    total = sum(v for k, v in causes.items() if k != "evicted_needed")
+    assert total == paper["storage_loads"]
