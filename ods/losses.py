@@ -1,0 +1,104 @@
+"""Where the storage loads of an ``ods simulate`` run come from: every load is filed under one
+cause, so that a policy's loads above the ceiling (``ods.ceiling``) show what it lost.
+
+The trace sees what each job is served and loads, and the cache's bitmap after each call (its
+admissions and evictions, as they happened). A load of sample i by job k is:
+
+* ``first``: i was never loaded before in the run (every sample is, once);
+* ``dropped_needed``: i's last copy left the cache (evicted, or refused when it was loaded)
+  while job k, in the epoch it is in now, still needed it: a hit lost to the policy;
+* ``not_needed``: i's last copy left while job k did not need it (k had been served i in an
+  earlier epoch, or had not joined yet): only a cache that holds i longer keeps it;
+* ``prefetch``: loaded without a miss (the 'paper' policy refills its room from storage).
+
+Also counted: ``evicted_needed``, the evictions of copies some live job still needed (each
+needing job counts once; a copy a job then met as a miss is one of the ``dropped_needed``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+__all__ = ["LossTrace"]
+
+
+@dataclass
+class _Job:
+    epoch: int
+    served: bytearray  # per sample: 1 once served in the current epoch
+
+
+@dataclass
+class LossTrace:
+    """The loads of one run by cause (see the module docstring); ``samples``: N."""
+
+    samples: int
+    counts: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(
+            ("first", "dropped_needed", "not_needed", "prefetch", "evicted_needed"), 0
+        )
+    )
+    _jobs: dict[int, _Job] = field(default_factory=dict)
+    _loaded: bytearray = field(init=False)
+    #: per sample whose last copy left: the (job, epoch) pairs that still needed it then
+    _needers: dict[int, frozenset[tuple[int, int]]] = field(default_factory=dict)
+    _cached: int = 0  # the cache's bitmap after the last call, as an integer
+
+    def __post_init__(self) -> None:
+        self._loaded = bytearray(self.samples)
+
+    @property
+    def loads(self) -> int:
+        """Storage loads of the run so far."""
+        return sum(self.counts[c] for c in ("first", "dropped_needed", "not_needed", "prefetch"))
+
+    def start(self, job: int, epoch: int) -> None:
+        """Job ``job`` starts ``epoch`` (its first: it joins)."""
+        self._jobs[job] = _Job(epoch, bytearray(self.samples))
+
+    def leave(self, job: int) -> None:
+        self._jobs.pop(job, None)
+
+    def served(self, job: int, indices: Iterable[int]) -> None:
+        marks = self._jobs[job].served
+        for i in indices:
+            marks[i] = 1
+
+    def loaded(self, job: int | None, indices: Iterable[int]) -> None:
+        """``job`` loaded ``indices`` from storage after a miss (``None``: a prefetch)."""
+        me = None if job is None else (job, self._jobs[job].epoch)
+        for i in indices:
+            if not self._loaded[i]:
+                cause = "first"
+            elif me is None:
+                cause = "prefetch"
+            elif me in self._needers.get(i, ()):
+                cause = "dropped_needed"
+            else:
+                cause = "not_needed"
+            self._loaded[i] = 1
+            self.counts[cause] += 1
+            self._needers.pop(i, None)
+
+    def cache_is(self, bitmap: bytes, loaded: Iterable[int]) -> None:
+        """The cache's bitmap after a call that loaded ``loaded``: the copies that left since
+        the last call, and the loads it did not admit, are noted with who still needed them."""
+        bitmap = bitmap.ljust((self.samples + 7) // 8, b"\0")  # (a missing key: empty)
+        now = int.from_bytes(bitmap, "big")
+        width = 8 * len(bitmap)
+        gone = self._cached & ~now
+        while gone:
+            low = gone & -gone
+            self._left(width - low.bit_length(), evicted=True)
+            gone ^= low
+        for i in loaded:
+            if not bitmap[i >> 3] >> (7 - (i & 7)) & 1:
+                self._left(i, evicted=False)
+        self._cached = now
+
+    def _left(self, i: int, evicted: bool) -> None:
+        needers = frozenset((k, j.epoch) for k, j in self._jobs.items() if not j.served[i])
+        self._needers[i] = needers
+        if evicted:
+            self.counts["evicted_needed"] += len(needers)
