@@ -6,6 +6,7 @@ Exit status: 0 on success, 2 for a bad option or an unreachable cache (the messa
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -36,10 +37,20 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--jobs", type=int, required=True, help="concurrent jobs (K)")
     s.add_argument("--cache-frac", type=float, required=True, help="cache size / N (0-1)")
     s.add_argument("--speeds", type=_speeds, default=(), help="relative job speeds, e.g. 1,2,3")
+    s.add_argument(
+        "--starts",
+        type=_speeds,
+        default=(),
+        help="each job's start, in epochs of a job of speed 1, e.g. 0,0.5,1 (default: together)",
+    )
     s.add_argument("--batch", type=int, default=64, help="batch size (default 64)")
     s.add_argument("--epochs", type=int, default=3, help="epochs per job (default 3)")
     s.add_argument("--policy", choices=POLICIES, default="seneca", help="ODS cache policy")
-    s.add_argument("--compare", action="store_true", help="also run " + ", ".join(BASELINES))
+    s.add_argument(
+        "--compare",
+        action="store_true",
+        help="also run the other ODS policies and " + ", ".join(BASELINES),
+    )
     s.add_argument("--cache", help="Redis URL (default: a private embedded server)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--max-batches", type=int, default=None, help="stop after this many batches")
@@ -48,14 +59,29 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _row(r: dict) -> str:
-    per_job = " ".join(f"{j['hit_rate']:.2f}" for j in r["jobs"])
+    per_job = " ".join(f"{j['hit_rate']:.2f}" for j in r["jobs"]) if "jobs" in r else "-"
     lat = r.get("decision_ms")
     lat_text = f"{lat['p50']:.2f} / {lat['p99']:.2f}" if lat else "-"
     mem = r.get("metadata_bytes")
     mem_text = f"{mem / 1e3:,.1f} KB" if mem is not None else "-"
     return (
         f"{r['loader']:<12} {r['hit_rate']:>8.3f}  {per_job:<24} {r['storage_loads']:>13,}"
-        f"  {lat_text:>17}  {mem_text:>12}"
+        f"  {r['loads_per_sample']:>12.3f}  {lat_text:>17}  {mem_text:>12}"
+    )
+
+
+def _ceiling_row(r: dict) -> dict:
+    best = r["ceiling"]
+    per = best["storage_loads"] / r["served"] if r["served"] else 0.0
+    return {"loader": "ceiling", **best, "loads_per_sample": per}
+
+
+def _causes(r: dict) -> str:
+    c = r["loads_by_cause"]
+    return (
+        f"{r['loader']} loads: {c['first']:,} first, {c['dropped_needed']:,} dropped while the "
+        f"job needed them, {c['not_needed']:,} dropped while it did not, {c['prefetch']:,} "
+        f"prefetched; {c['evicted_needed']:,} evictions of copies a live job needed"
     )
 
 
@@ -79,28 +105,39 @@ def _simulate(args: argparse.Namespace) -> None:
         jobs=args.jobs,
         cache_frac=args.cache_frac,
         speeds=args.speeds,
+        starts=args.starts,
         batch=args.batch,
         epochs=args.epochs,
         policy=args.policy,
         seed=args.seed,
         max_batches=args.max_batches,
     )
-    result = simulate_ods(_client(args.cache), cfg)
-    others = [simulate_baseline(b, cfg) for b in BASELINES] if args.compare else []
+    client = _client(args.cache)
+    result = simulate_ods(client, cfg)
+    others = []
+    if args.compare:
+        for policy in (p for p in POLICIES if p != cfg.policy):
+            others.append(simulate_ods(client, dataclasses.replace(cfg, policy=policy)))
+        others += [simulate_baseline(b, cfg) for b in BASELINES]
     if args.json:
         print(json.dumps({**result, "config": cfg.__dict__, "compare": others}, indent=2))
         return
     speeds = ",".join(f"{s:g}" for s in cfg.job_speeds())
+    starts = f", starts {','.join(f'{s:g}' for s in cfg.starts)}" if cfg.starts else ""
     print(
-        f"ods simulate: N={cfg.samples:,}, {cfg.jobs} jobs (speeds {speeds}), batch "
+        f"ods simulate: N={cfg.samples:,}, {cfg.jobs} jobs (speeds {speeds}{starts}), batch "
         f"{cfg.batch}, {cfg.epochs} epochs, cache {cfg.cache_frac:.0%} ({cfg.capacity:,} samples)"
     )
     print(
         f"{'loader':<12} {'hit rate':>8}  {'per job':<24} {'storage loads':>13}"
-        f"  {'decision p50/p99':>17}  {'metadata':>12}"
+        f"  {'loads/sample':>12}  {'decision p50/p99':>17}  {'metadata':>12}"
     )
-    for r in [result, *others]:
+    for r in [result, *others, _ceiling_row(result)]:
         print(_row(r))
+    print("ceiling: the fewest loads any policy can make (a hit that saves no load is a prefetch)")
+    for r in [result, *others]:
+        if "loads_by_cause" in r:
+            print(_causes(r))
     _server_rows(result)
 
 

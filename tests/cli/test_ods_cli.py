@@ -16,7 +16,9 @@ def test_simulate_json_with_compare(redis_url, capsys):
     data = json.loads(capsys.readouterr().out)
     assert 0 < data["hit_rate"] <= 1
     assert data["served"] == 3 * 3 * 600  # every job, every epoch, every sample
-    assert [r["loader"] for r in data["compare"]] == ["random", "minio", "quiver"]
+    assert [r["loader"] for r in data["compare"]] == ["ods-paper", "random", "minio", "quiver"]
+    assert data["ceiling"]["hit_rate"] >= data["hit_rate"]
+    assert data["ceiling"]["storage_loads"] <= data["storage_loads"]
     assert data["decision_ms"]["p99"] >= data["decision_ms"]["p50"] > 0
     assert data["metadata_bytes"] > 0
     server = data["server_ms"]
@@ -31,15 +33,28 @@ def test_simulate_json_with_compare(redis_url, capsys):
 
 def test_simulate_table_and_speeds(redis_url, capsys):
     argv = ["simulate", "--samples", "300", "--jobs", "2", "--cache-frac", "0.5"]
-    assert main([*argv, "--speeds", "1,3", "--policy", "paper", "--cache", redis_url]) == 0
+    argv += ["--speeds", "1,3", "--starts", "0,0.5", "--policy", "paper", "--compare"]
+    assert main([*argv, "--cache", redis_url]) == 0
     out = capsys.readouterr().out
-    assert "ods-paper" in out and "speeds 1,3" in out
+    assert "speeds 1,3, starts 0,0.5" in out
+    rows: dict[str, list[str]] = {}
+    for line in out.splitlines():  # the table's rows come first
+        rows.setdefault(line.split()[0], line.split())
+    assert {"ods-paper", "ods-seneca", "ceiling"} <= set(rows)
+    # the paper policy's refills are loads: it loads more than Seneca's, which loads no less
+    # than the ceiling (a row ends: loads, per sample, p50 / p99, metadata)
+    loads = {k: int(rows[k][-7].replace(",", "")) for k in ("ods-paper", "ods-seneca")}
+    ceiling = int(rows["ceiling"][3].replace(",", ""))
+    assert loads["ods-paper"] > loads["ods-seneca"] >= ceiling
+    assert "ods-paper loads:" in out and "prefetched" in out
 
 
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
         (["--speeds", "1,2"], "--speeds: expected 3 values"),
+        (["--starts", "0,1"], "--starts: expected 3 values"),
+        (["--starts", "0,-1,0"], "--starts: must not be negative"),
         (["--cache-frac", "1.5"], "--cache-frac"),
         (["--max-batches", "0"], "--max-batches"),
     ],
