@@ -14,22 +14,30 @@ decision is one atomic Lua call (:class:`OdsStore`)::
     store.release("job-1", d)           # the fetch is done: its hits may be evicted
     store.admit("job-1", [(i, "encoded", size, value), ...])
 
-Command line: ``ods simulate`` (``seneca.cli.ods``). Defaults: ``ods.defaults``.
+Command line: ``ods simulate`` (``seneca.cli.ods``): a run's timeline (``ods.timeline``), its
+ceiling (``ods.ceiling``: the fewest storage loads any policy can make) and its loads by cause
+(``ods.losses``). Defaults: ``ods.defaults``.
 """
 
+from ods.ceiling import Ceiling, ceiling
 from ods.decision import Pick
 from ods.sampler import OdsBatchSampler
 from ods.simulate import BASELINES, SimConfig, simulate_baseline, simulate_ods
 from ods.store import POLICIES, Decision, OdsStore
+from ods.timeline import Step, timeline
 
 __all__ = [
     "BASELINES",
     "POLICIES",
+    "Ceiling",
     "Decision",
     "OdsBatchSampler",
     "OdsStore",
     "Pick",
     "SimConfig",
+    "Step",
+    "ceiling",
     "simulate_baseline",
     "simulate_ods",
+    "timeline",
 ]
