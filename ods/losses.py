@@ -6,7 +6,8 @@ admissions and evictions, as they happened). A load of sample i by job k is:
 
 * ``first``: i was never loaded before in the run (every sample is, once);
 * ``dropped_needed``: i's last copy left the cache (evicted, or refused when it was loaded)
-  while job k, in the epoch it is in now, still needed it: a hit lost to the policy;
+  while job k, in the epoch it is in now, still needed it: a hit the policy gave up (for a
+  sample more jobs needed, or by mistake);
 * ``not_needed``: i's last copy left while job k did not need it (k had been served i in an
   earlier epoch, or had not joined yet): only a cache that holds i longer keeps it;
 * ``prefetch``: loaded without a miss (the 'paper' policy refills its room from storage).
@@ -18,9 +19,9 @@ needing job counts once; a copy a job then met as a miss is one of the ``dropped
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-__all__ = ["LossTrace"]
+__all__ = ["CAUSES", "LossTrace"]
 
 
 @dataclass
@@ -29,29 +30,27 @@ class _Job:
     served: bytearray  # per sample: 1 once served in the current epoch
 
 
-@dataclass
+#: The causes a load is filed under (see the module docstring).
+CAUSES = ("first", "dropped_needed", "not_needed", "prefetch")
+
+
 class LossTrace:
-    """The loads of one run by cause (see the module docstring); ``samples``: N."""
+    """The loads of one run of ``samples`` samples by cause (see the module docstring):
+    ``counts`` maps each of ``CAUSES``, and ``evicted_needed``, to a count."""
 
-    samples: int
-    counts: dict[str, int] = field(
-        default_factory=lambda: dict.fromkeys(
-            ("first", "dropped_needed", "not_needed", "prefetch", "evicted_needed"), 0
-        )
-    )
-    _jobs: dict[int, _Job] = field(default_factory=dict)
-    _loaded: bytearray = field(init=False)
-    #: per sample whose last copy left: the (job, epoch) pairs that still needed it then
-    _needers: dict[int, frozenset[tuple[int, int]]] = field(default_factory=dict)
-    _cached: int = 0  # the cache's bitmap after the last call, as an integer
-
-    def __post_init__(self) -> None:
-        self._loaded = bytearray(self.samples)
+    def __init__(self, samples: int) -> None:
+        self.samples = samples
+        self.counts: dict[str, int] = dict.fromkeys((*CAUSES, "evicted_needed"), 0)
+        self._jobs: dict[int, _Job] = {}
+        self._loaded = bytearray(samples)  # per sample: 1 once loaded
+        #: per sample whose last copy left: the (job, epoch) pairs that still needed it then
+        self._needers: dict[int, frozenset[tuple[int, int]]] = {}
+        self._cached = 0  # the cache's bitmap after the last call, as an integer
 
     @property
     def loads(self) -> int:
         """Storage loads of the run so far."""
-        return sum(self.counts[c] for c in ("first", "dropped_needed", "not_needed", "prefetch"))
+        return sum(self.counts[c] for c in CAUSES)
 
     def start(self, job: int, epoch: int) -> None:
         """Job ``job`` starts ``epoch`` (its first: it joins)."""

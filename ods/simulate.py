@@ -93,7 +93,6 @@ class SimConfig:
 class _Job:
     name: str
     speed: float
-    epoch: int = 0
     served: int = 0
     hits: int = 0
     substitutions: int = 0

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import redis
 
+from ods.losses import CAUSES
 from ods.simulate import SimConfig, simulate_ods
 from seneca.cache.embedded import acquire_embedded
 
@@ -42,7 +43,7 @@ SCENARIOS = {
         ("8 jobs joining a quarter of an epoch apart", {"jobs": 8, "starts": STAGGERED}),
     ],
 }
-CAUSES = ("first", "dropped_needed", "not_needed", "prefetch", "evicted_needed")
+COUNTS = (*CAUSES, "evicted_needed")
 
 
 @dataclass
@@ -90,7 +91,7 @@ def report(points: dict[str, list[Point]], width: int) -> None:
     for policy, row in points.items():
         print(f"ods-{policy} loads by cause (over the seeds), per cache size:")
         for frac, p in zip(FRACS, row, strict=True):
-            print(f"  {frac:.0%}: " + ", ".join(f"{c} {p.causes[c]:,}" for c in CAUSES))
+            print(f"  {frac:.0%}: " + ", ".join(f"{c} {p.causes[c]:,}" for c in COUNTS))
 
 
 def main() -> None:
