@@ -1,4 +1,4 @@
--- Shared helpers of the engine's functions (assembled before the commands; see ods/functions.py).
+-- Shared helpers of the engine's functions (assembled before the commands; see ods/functions/__init__.py).
 --
 -- Every function declares every key it touches (ods.keys.Keys.declared, in this order):
 --   1-3    t:<form>     bitmaps: sample cached in that tier (TIERS order; the form of a tier is

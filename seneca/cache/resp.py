@@ -1,8 +1,8 @@
 """Big replies read straight into their own buffers (the cache-hit path's round trip).
 
-redis-py with hiredis copies a 150 KB value three times on its way in (socket chunks, the
-parser's buffer, the reply object) and costs ~150 us of CPU per value on this machine. This
-module sends commands on a connection borrowed from the client's pool, then reads the RESP
+redis-py with hiredis copies a big value three times on its way in (socket chunks, the
+parser's buffer, the reply object; docs/benchmarks.md, The cache-hit path, has what it costs).
+This module sends commands on a connection borrowed from the client's pool, then reads the RESP
 replies itself: each bulk string is received with ``recv_into`` into a ``bytearray`` of its exact
 size, so the only copy is the kernel's. The values are writable, so ``torch.frombuffer`` views of
 them need no read-only caveat.

@@ -3,19 +3,17 @@
 With DataLoader workers, SenecaLoader still does part of each batch in the loader process: it
 reads the batch's cache hits into the batch tensor, puts the workers' rows in place and runs the
 batch tail (``ToDtype``/``Normalize`` once per batch). Made when the training loop asks for the
-batch, that work starts only after the loop's step, and the step then waits for it: with 2
-workers per job and an emulated 36 ms GPU step, 3 jobs on 2 cores left their GPU idle 19-24% of
-the time. :func:`made_ahead` makes the next batch in a thread while the loop has the one
-before (a training step spends its time in CUDA calls, which release the GIL, as DataLoader's
-pin-memory thread relies on), so the loop finds it ready: 9-10% idle (docs/benchmarks.md,
-Emulated GPU steps with workers).
+batch, that work starts only after the loop's step, and the step then waits for it (the GPU
+idles meanwhile). :func:`made_ahead` makes the next batch in a thread while the loop has the
+one before (a training step spends its time in CUDA calls, which release the GIL, as
+DataLoader's pin-memory thread relies on), so the loop finds it ready. What this saves is
+measured in docs/benchmarks.md (Emulated GPU steps with workers).
 
 The thread runs torch with ``threads`` intra-op threads (one, as each DataLoader worker has):
 the process's own setting would wake OpenMP threads that then spin on the cores the workers
-decode on (with 1 worker on 2 cores the loader process took 21-25 ms of CPU a batch instead of
-4.6 ms, and each batch came 9% later). Under OpenMP, torch's setting is per thread, so the
-training loop keeps its own; with another thread pool the setting would be the process's, and
-the thread leaves it alone.
+decode on, taking CPU from them. Under OpenMP, torch's setting is per thread, so the training
+loop keeps its own; with another thread pool the setting would be the process's, and the thread
+leaves it alone.
 """
 
 from __future__ import annotations

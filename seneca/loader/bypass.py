@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils.data._utils.collate import default_collate
+from torch.utils.data import default_collate
 
 from ods.decision import Pick
 from seneca.loader.fetch import fetch_decided

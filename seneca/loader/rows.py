@@ -16,8 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.utils.data import get_worker_info
-from torch.utils.data._utils.collate import default_collate
+from torch.utils.data import default_collate, get_worker_info
 
 from seneca.loader.part_buffers import shared_empty
 
