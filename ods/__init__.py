@@ -19,12 +19,12 @@ ceiling (``ods.ceiling``: the fewest storage loads any policy can make) and its 
 (``ods.losses``). Defaults: ``ods.defaults``.
 """
 
-from ods.ceiling import Ceiling, ceiling
+from ods.ceiling import Ceiling
 from ods.decision import Pick
 from ods.sampler import OdsBatchSampler
 from ods.simulate import BASELINES, SimConfig, simulate_baseline, simulate_ods
 from ods.store import POLICIES, Decision, OdsStore
-from ods.timeline import Step, timeline
+from ods.timeline import Step
 
 __all__ = [
     "BASELINES",
@@ -36,8 +36,6 @@ __all__ = [
     "Pick",
     "SimConfig",
     "Step",
-    "ceiling",
     "simulate_baseline",
     "simulate_ods",
-    "timeline",
 ]
