@@ -27,7 +27,7 @@ from ods.store import OdsStore
 from seneca import defaults
 from seneca.autoplan.record import PlanRecord
 from seneca.loader.bypass import Tag, Tagged
-from seneca.loader.fetch import fetch_decided
+from seneca.loader.fetch import ReadsAhead, fetch_decided
 from seneca.loader.malloc import tune_malloc
 from seneca.loader.part_buffers import part_buffers
 from seneca.loader.rows import BatchRows
@@ -64,7 +64,7 @@ class CachedDataset(torch.utils.data.Dataset):
     _OWN = frozenset(
         {"dataset", "resolved", "source", "positions", "transform", "target_transform"}
         | {"counters", "defer_tail", "store", "job", "cache_name", "plan_size", "part_buffers"}
-        | {"backoff", "strict"}
+        | {"backoff", "strict", "upcoming", "reads_ahead"}
     )
 
     def __init__(
@@ -96,8 +96,8 @@ class CachedDataset(torch.utils.data.Dataset):
         self.strict = False
         #: in the loader process without workers: the sampler's next batch when it is decided
         #: (``OdsBatchSampler.upcoming``), and the reads of it sent ahead (``loader.fetch``)
-        self._upcoming: Any = None
-        self._ahead: Any = None
+        self.upcoming: Callable[[], Sequence[Pick] | None] | None = None
+        self.reads_ahead = ReadsAhead()
         #: in a worker with the bypass: how many shared buffers its parts' rows may reuse
         #: (``seneca.loader.part_buffers``; 0: none)
         self.part_buffers = 0

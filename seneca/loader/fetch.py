@@ -32,7 +32,7 @@ from seneca.pipeline import codec
 from seneca_base.errors import CacheError
 from seneca_base.tiers import TIERS
 
-__all__ = ["drop_ahead", "fetch_decided"]
+__all__ = ["ReadsAhead", "fetch_decided"]
 
 
 def _placer(rows: BatchRows, picks: Sequence[Any], slots: Sequence[int]) -> Place:
@@ -71,37 +71,52 @@ def _reads(ds: Any, keys: Sequence[str], releases: Sequence[tuple[int, list[int]
     return commands
 
 
+class ReadsAhead:
+    """The reads of a dataset's next batch sent ahead (at most one batch's): what they were
+    sent for, and their replies to come."""
+
+    def __init__(self) -> None:
+        self._held: tuple[tuple, Pending] | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._held is not None
+
+    def hold(self, key: tuple, pending: Pending) -> None:
+        """Keep ``pending``, sent for ``key``, dropping reads held before."""
+        self.drop()
+        self._held = (key, pending)
+
+    def take(self, key: tuple) -> Pending | None:
+        """The reads sent for ``key``, if those are held (anything else held is dropped)."""
+        held, self._held = self._held, None
+        if held is not None and held[0] == key:
+            return held[1]
+        if held is not None:
+            held[1].abandon()
+        return None
+
+    def drop(self) -> None:
+        """Abandon the reads held, if any (their batch did not come)."""
+        held, self._held = self._held, None
+        if held is not None:
+            held[1].abandon()
+
+
 def _read_next(ds: Any) -> None:
     """Send the reads of the sampler's next batch when it is decided already (the loader
     process, without workers): the server works on them while this batch is made, and the
     next fetch reads their replies (into that batch's rows) if the batch is that one. Its
     tiers' usage and live jobs are then those of this batch's time."""
-    upcoming = ds._upcoming() if ds._upcoming is not None else None
+    upcoming = ds.upcoming() if ds.upcoming is not None else None
     if upcoming:
         pending = post(ds.store.client, _reads(ds, _keys(ds, upcoming), ()))
-        ds._ahead = (_ahead_of(ds, upcoming), pending)
+        ds.reads_ahead.hold(_ahead_of(ds, upcoming), pending)
 
 
 def _ahead_of(ds: Any, picks: Sequence[Pick]) -> tuple:
     """What reads sent ahead must have been sent for to serve a fetch of ``picks`` here."""
     return tuple(picks), bool(ds.plan_size), os.getpid()
-
-
-def drop_ahead(ds: Any) -> None:
-    """Abandon the reads sent ahead, if any (their batch did not come)."""
-    ahead, ds._ahead = ds._ahead, None
-    if ahead is not None:
-        ahead[1].abandon()
-
-
-def _sent_ahead(ds: Any, picks: Sequence[Pick]) -> Pending | None:
-    """The reads of ``picks`` sent ahead by the fetch before, if those were this batch's."""
-    ahead = ds._ahead
-    if ahead is not None and ahead[0] == _ahead_of(ds, picks):
-        ds._ahead = None
-        return ahead[1]
-    drop_ahead(ds)
-    return None
 
 
 def _read(
@@ -117,7 +132,7 @@ def _read(
         later, releases = releases, []
     else:  # a worker may exit after this batch: the release rides in this round trip
         later = []
-    pending = None if releases else _sent_ahead(ds, picks)
+    pending = None if releases else ds.reads_ahead.take(_ahead_of(ds, picks))
     place = _placer(rows, picks, slots) if rows is not None and hits else None
     start = time.perf_counter_ns()
     if pending is None:
@@ -158,7 +173,7 @@ def _values(
     """:func:`_read`, or no values while the cache is down (each miss read from storage)."""
     nothing: list = [(None, None)] * len(picks)
     if ds.cache_down():
-        drop_ahead(ds)
+        ds.reads_ahead.drop()
         return nothing, None, 0
     try:
         values, used, live = _read(ds, picks, count, rows, slots)

@@ -20,7 +20,6 @@ from seneca.loader.ahead import closing, made_ahead
 from seneca.loader.bypass import HitSplitter, collate_part
 from seneca.loader.dataset import CachedDataset
 from seneca.loader.device import DeviceFeed, handed_over, resolve_device, staged
-from seneca.loader.fetch import drop_ahead
 from seneca.loader.malloc import tune_malloc
 from seneca.loader.options import (
     DATALOADER_ARGS,
@@ -241,7 +240,7 @@ class SenecaLoader(DataLoader[_T_co]):
             args.update(batch_size=1, shuffle=None, sampler=None, drop_last=False)
             args["batch_sampler"] = self._ods_sampler
             if args["num_workers"] == 0:  # fetches read the next batch's values ahead
-                wrapped._upcoming = self._ods_sampler.upcoming
+                wrapped.upcoming = self._ods_sampler.upcoming
             if (
                 args["num_workers"] > 0
                 and args["collate_fn"] is collate_rows
@@ -405,7 +404,7 @@ class SenecaLoader(DataLoader[_T_co]):
         self._stop_ahead()
         self._iterator = None  # persistent workers stop with their iterator
         if self._cached is not None:
-            drop_ahead(self._cached)
+            self._cached.reads_ahead.drop()
 
     @property
     def split(self) -> dict[str, float] | None:
