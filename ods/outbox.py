@@ -67,6 +67,14 @@ class Call:
     def sent(self) -> bool:
         return self._sent is not None
 
+    def sent_in(self, sent: _Sent, index: int) -> None:
+        """The call went out in ``sent``, whose reply ``index`` is its own."""
+        self._sent, self._index = sent, index
+
+    def reply_in(self, replies: list) -> Any:
+        """This call's reply among the replies of the write it went out in."""
+        return replies[self._index]
+
     def result(self) -> Any:
         """The reply (sent now if it is still queued); an error reply is returned as its
         ``redis.ResponseError``, a broken connection raised."""
@@ -138,7 +146,7 @@ class Outbox:
                 replies = sent.replies()
                 for call in calls:
                     if call.on_reply is not None:
-                        call.on_reply(replies[call._index])
+                        call.on_reply(call.reply_in(replies))
             except Exception as err:
                 first = first or err
         if first is not None:
@@ -152,7 +160,7 @@ class Outbox:
             return
         sent = _Sent(self._client(), [c.command for c in calls])
         for k, c in enumerate(calls):
-            c._sent, c._index = sent, k
+            c.sent_in(sent, k)
         self._unsettled.append((sent, calls))
 
     def _cancel(self, call: Call) -> bool:
