@@ -15,6 +15,7 @@ Errors map to redis-py's: a timeout to ``redis.TimeoutError``, a broken socket t
 from __future__ import annotations
 
 import socket
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,9 @@ class Placed:
 
 
 _ZEROS = [memoryview(b"")]
+
+#: each connection's reader, of its current socket (a connection reconnects with a new one)
+_READERS: weakref.WeakKeyDictionary[Any, _Reader] = weakref.WeakKeyDictionary()
 
 
 def _warm(dest: memoryview) -> None:
@@ -172,12 +176,13 @@ class _Reader:
 
 
 def _reader_of(conn: Any) -> _Reader:
-    """The reader of ``conn``'s socket, kept on the connection: its buffer is made once per
-    socket. Every reply a reader receives is read, or the connection is dropped (``ods.routing``
-    disconnects it on any failure mid-reply), so a kept reader has nothing left buffered."""
-    reader = getattr(conn, "_seneca_reader", None)
+    """The reader of ``conn``'s socket, kept while the connection lives: its buffer is made
+    once per socket. Every reply a reader receives is read, or the connection is dropped
+    (``ods.routing`` disconnects it on any failure mid-reply), so a kept reader has nothing
+    left buffered."""
+    reader = _READERS.get(conn)
     if reader is None or reader.sock is not conn._sock:
-        reader = conn._seneca_reader = _Reader(conn._sock)
+        reader = _READERS[conn] = _Reader(conn._sock)
     return reader
 
 
