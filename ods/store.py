@@ -18,15 +18,15 @@ budget is never exceeded, a value whose entry is gone is never read (reads are d
 metadata, and hits are pinned until released), a value nobody admitted expires, and one whose
 entry was evicted is deleted within the grace period plus the next admission.
 
-Policies:
+Policies (one Lua module each, ``ods/functions/policies/``; ``ods.functions.POLICIES``):
 
+* ``seneca`` (demand-aware, the default): entries stay while there is room; under pressure an
+  admission evicts the probed entry with the least remaining demand (live jobs that still need
+  it this epoch), and only if that demand is lower than the new sample's. An augmented copy is
+  dropped once every live job of its view (transform) has used it.
 * ``paper``: a hit increments the sample's reference count; at the number of live jobs the
   sample is evicted (once no fetch of it is in flight); misses are admitted only while there is
   room.
-* ``seneca`` (demand-aware): entries stay while there is room; under pressure an admission
-  evicts the probed entry with the least remaining demand (live jobs that still need it this
-  epoch), and only if that demand is lower than the new sample's. An augmented copy is dropped
-  once every live job of its view (transform) has used it.
 """
 
 from __future__ import annotations
@@ -41,15 +41,13 @@ from ods.admission import admit
 from ods.bitmaps import set_bit
 from ods.decision import Decision, merge_decisions, parse_decision
 from ods.engine import Engine
-from ods.functions import error_of
+from ods.functions import POLICIES, error_of
 from ods.keys import Keys
 from ods.outbox import Call
 from seneca_base.errors import ConfigError
 from seneca_base.tiers import LETTER, TIERS, tier_of_letter
 
 __all__ = ["POLICIES", "Decision", "OdsStore", "allocated"]
-
-POLICIES = ("seneca", "paper")
 
 
 def allocated(size: int) -> int:

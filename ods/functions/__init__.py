@@ -1,7 +1,13 @@
 """The engine's server-side code: a Redis Functions library (``FUNCTION LOAD`` / ``FCALL``,
 Redis >= 7.0), one Lua file per command plus ``bits.lua`` (bitmap helpers), ``lib.lua`` (the
 shared helpers), ``pending.lua`` (misses being made from storage), ``substitute.lua``
-(decide's substitution) and ``evict.lua`` (admission's helpers), assembled here when loaded.
+(decide's substitution), ``evict.lua`` (admission's helpers) and one file per cache policy in
+``policies/`` (:data:`POLICIES`), assembled here when loaded.
+
+A policy is a Lua table with the same entries (see ``lib.lua``'s ``POLICY``): whether an
+admission over budget evicts, and what it does when hits are served, samples admitted and hits
+released. The calls that take a policy (``decide``, ``lookup``, ``admit``, ``release``) take its
+name; ``ods.store.OdsStore(policy=...)`` checks it against :data:`POLICIES`.
 
 The library's name carries a hash of its source (``seneca_<hash>``), so loaders of different
 versions never call each other's functions. Error replies start with a code that
@@ -22,7 +28,7 @@ from seneca_base.errors import (
 )
 from seneca_base.tiers import with_lua_tiers
 
-__all__ = ["COMMANDS", "NAME", "SOURCE", "error_of", "function_name"]
+__all__ = ["COMMANDS", "NAME", "POLICIES", "SOURCE", "error_of", "function_name"]
 
 #: The commands, one Lua file each.
 COMMANDS = (
@@ -39,6 +45,10 @@ COMMANDS = (
     "state",
 )
 
+#: The cache policies, one Lua file each in ``policies/`` (``ods.defaults.POLICY`` names the
+#: default).
+POLICIES = ("seneca", "paper")
+
 #: Error codes the functions reply with, and the exception each becomes.
 _ERRORS: dict[str, type[ServerFunctionError]] = {
     "SENECA_NOJOB": UnknownJobError,
@@ -48,11 +58,12 @@ _ERRORS: dict[str, type[ServerFunctionError]] = {
 
 
 def _read(name: str) -> str:
-    return (resources.files("ods.functions") / f"{name}.lua").read_text()
+    return (resources.files("ods.functions").joinpath(f"{name}.lua")).read_text()
 
 
 def _assemble() -> tuple[str, str]:
     parts = [_read("bits"), _read("lib"), _read("pending"), _read("substitute"), _read("evict")]
+    parts += [_read(f"policies/{policy}") for policy in POLICIES]
     for cmd in COMMANDS:
         body = "\n".join("  " + line if line else line for line in _read(cmd).splitlines())
         parts.append(

@@ -2,14 +2,14 @@
 -- order, units), seed, eviction candidates per offer, jobs sampled for demand, most
 -- candidates per tier, the number of samples made from storage and not offered, those samples
 -- (no longer pending, as the offered ones), then per sample: index, tier letter, size (units).
--- Under pressure ('seneca') an offer evicts the unpinned candidates live jobs need least (from
--- a random window of the tier), while they are needed less than the offered sample; demand is
--- counted over a random sample of the live jobs. The caller writes the admitted values and
+-- Under pressure, a policy that evicts (policies/seneca.lua) has an offer evict the unpinned
+-- candidates live jobs need least (from a random window of the tier), while they are needed
+-- less than the offered sample; demand is counted over a random sample of the live jobs. The caller writes the admitted values and
 -- deletes the evicted ones. Returns per sample 1 (admitted), 2 (already cached in that form), 3
 -- (already cached as an encoded or decoded value of this size: the caller's value replaces it,
 -- in case it went missing) or 0 (refused), and the {letter, sample} pairs whose values the
 -- caller deletes (evicted now, or orphans collected).
-local policy = args[a]
+local policy = policy_of(args[a])
 local cap = {}
 for k, t in ipairs(TIERS) do cap[t] = tonumber(args[a + k]) end
 local c = a + #TIERS + 1
@@ -50,7 +50,7 @@ for _, t in ipairs(TIERS) do
     if now_in[s] or cached[k] == 1 then
       result[m] = (VALUES and t ~= 'a' and have == size) and 3 or 2
     else
-      if used + size > cap[t] and policy ~= 'paper' then
+      if used + size > cap[t] and policy.evicts then
         if not prepared then
           prepared = true
           local jobs = demand_jobs(t, live, most)

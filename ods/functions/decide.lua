@@ -8,7 +8,7 @@
 -- are put off while others are left (pending.lua). Hits are pinned, misses marked pending.
 -- Returns epoch, served, substitutions, samples, tier letters ('' for storage), pin bucket.
 local want, lease, n = tonumber(args[a]), tonumber(args[a + 1]), tonumber(args[a + 3])
-local substitute, policy = args[a + 4] == '1', args[a + 5]
+local substitute, policy = args[a + 4] == '1', policy_of(args[a + 5])
 math.randomseed(tonumber(args[a + 2]))
 local st = job_state(tonumber(args[a + 6] or ''))
 if not st then return fail('SENECA_NOJOB', job) end

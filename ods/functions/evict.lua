@@ -129,8 +129,8 @@ local function field_sets(list, kind, values)
 end
 
 -- record the admissions of tier t (samples added, their sizes) in a few calls: the tier's
--- bitmap, budget and sizes, for the augmented tier the view's jobs' use of the new copies, and
--- the 'paper' policy's hit counts
+-- bitmap, budget and sizes, for the augmented tier the view's jobs' use of the new copies; then
+-- the policy is told of them
 local function admitted(t, added, sizes, live, policy)
   if #added == 0 then return end
   set_bits(K.t[t], added, 1)
@@ -145,5 +145,5 @@ local function admitted(t, added, sizes, live, policy)
     end
     set_bits(K.g, added, 1)  -- the admitting job made them
   end
-  if policy == 'paper' then chunked('BITFIELD', K.ref, nil, field_sets(added, 'u8', {}), 4) end
+  policy.admitted(t, added)
 end

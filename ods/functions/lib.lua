@@ -6,8 +6,8 @@
 --   4-6    sz:<form>    u32 per sample: bytes charged for its cached value (values stored)
 --   7      used         hash: units used per tier (field <form>) and entries (n<form>)
 --   8      jobs         zset: job -> lease expiry (ms)
---   9      ref          one byte per sample: hits on its cached copy ('paper' policy)
---   10     doom         set: samples to evict once unpinned ('paper' policy)
+--   9      ref          one byte per sample: hits on its cached copy (policies/paper.lua)
+--   10     doom         set: samples to evict once unpinned (policies/paper.lua)
 --   11-12  x:c, x:g     scratch bitmaps, deleted before the function returns
 --   13-14  gc, gc:<form of a>  zsets: evicted entries (<letter><sample>) -> when their value
 --                       is collected (the encoded and decoded tiers'; the view's augmented)
@@ -76,6 +76,17 @@ local function begin(keys, args)
 end
 
 local function fail(code, text) return redis.error_reply(code .. ' ' .. (text or '')) end
+
+-- the cache policies by name, each a table filled by its file in policies/ (assembled after
+-- these helpers): evicts (an admission over budget evicts), served(hits), admitted(t, added),
+-- released(hits, live)
+local POLICY = {}
+
+local function policy_of(name)
+  local p = POLICY[name]
+  if not p then error('SENECA_POLICY unknown policy ' .. tostring(name)) end
+  return p
+end
 
 -- the live jobs. A job whose lease ran out FORGET ms ago or more leaves: its keys are deleted
 -- (a few per call), so a job that crashed leaves no metadata behind. One that was only slow
@@ -308,7 +319,7 @@ local function pin_bitmap(hitmap, n)
 end
 
 -- hand out the hits of a decision: the job has now used the augmented copies among them, they
--- are pinned in the current bucket, and the 'paper' policy counts them (doomed at live jobs).
+-- are pinned in the current bucket, and the policy (a table of policies/) is told of them.
 -- hitmap (optional): a bitmap of exactly the hits, pinned as a whole (n: the dataset size)
 local function serve(picked, tiers, policy, hitmap, n)
   local out_tiers, augs, hits = {}, {}, {}
@@ -328,18 +339,7 @@ local function serve(picked, tiers, policy, hitmap, n)
   count_served(#picked, tiers)
   if #hits > 0 then
     if hitmap then pin_bitmap(hitmap, n) else add_pins(K.pin, K.pinc, hits, 1) end
-    if policy == 'paper' then
-      local live = #live_jobs()
-      local args = {}
-      for _, s in ipairs(hits) do
-        args[#args + 1] = 'INCRBY'; args[#args + 1] = 'u8'; args[#args + 1] = '#' .. s
-        args[#args + 1] = 1
-      end
-      local refs = chunked('BITFIELD', K.ref, {'OVERFLOW', 'SAT'}, args, 4)
-      for m, s in ipairs(hits) do
-        if refs[m] >= live then redis.call('SADD', K.doom, s) end
-      end
-    end
+    policy.served(hits)
   end
   return out_tiers
 end
