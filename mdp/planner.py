@@ -20,7 +20,6 @@ is the augmented tier, which a job fills only for other jobs: nothing is cached.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +39,7 @@ from mdp.model import (
 )
 from mdp.spec import Spec
 from seneca_base.errors import ConfigError
+from seneca_base.split import Split
 from seneca_base.tiers import SPLIT_ORDER
 
 __all__ = [
@@ -94,6 +94,10 @@ class Prediction:
     def split_text(self) -> str:
         """``E-D-A``, as the paper writes splits."""
         return "-".join(str(v) for v in self.split)
+
+    def as_split(self) -> Split:
+        """The split planned, as fractions per tier."""
+        return Split.from_percent(self.split)
 
     def to_json(self) -> dict[str, Any]:
         """The plan as JSON data (what ``mdp plan --json`` prints and the loader reads)."""
@@ -170,19 +174,18 @@ def _pick(p: Params, model: str, splits: np.ndarray, i: int) -> Prediction:
 
 def parse_split(text: str) -> tuple[int, int, int]:
     """``"E-D-A"`` (whole percentages summing to 100) as a tuple."""
-    m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*-\s*(\d+)\s*", str(text))
-    if not m:
-        raise ConfigError(f"--split: expected E-D-A in whole percent such as 40-59-1, got {text!r}")
-    split = (int(m[1]), int(m[2]), int(m[3]))
-    if sum(split) != 100:
-        raise ConfigError(f"--split: percentages must sum to 100, got {text!r} ({sum(split)})")
-    return split
+    return Split.parse(text).percent
 
 
-def predict(spec: Spec, split: Sequence[int] | str, model: str = DEFAULT_MODEL) -> Prediction:
-    """The model's prediction for one split ``(E, D, A)`` in percent (or ``"E-D-A"``)."""
+def predict(
+    spec: Spec, split: Sequence[int] | str | Split, model: str = DEFAULT_MODEL
+) -> Prediction:
+    """The model's prediction for one split ``(E, D, A)`` in percent (or ``"E-D-A"``, or a
+    :class:`Split`, whose fractions are rounded to whole percent)."""
     if isinstance(split, str):
         split = parse_split(split)
+    elif isinstance(split, Split):
+        split = split.percent
     p = Params.from_spec(spec)
     return _pick(p, model, np.array([split], dtype=np.int64), 0)
 

@@ -45,6 +45,7 @@ from ods.functions import POLICIES, error_of
 from ods.keys import Keys
 from ods.outbox import Call
 from seneca_base.errors import ConfigError
+from seneca_base.split import Split
 from seneca_base.tiers import LETTER, TIERS, tier_of_letter
 
 __all__ = ["POLICIES", "Decision", "OdsStore", "allocated"]
@@ -126,6 +127,20 @@ class OdsStore(Engine):
         self.capacity = {t: int(capacity.get(t, 0)) for t in TIERS}
         self.overhead = int(overhead)
         self.lease_ms = int((defaults.JOB_LEASE if lease is None else lease) * 1000)
+
+    def apply_split(self, split: Split, size: int) -> None:
+        """Budget the tiers as ``split`` of a cache of ``size`` units: what every split that
+        changes this store's :attr:`capacity` goes through."""
+        self.capacity = split.budgets(size)
+
+    def scale_budgets(self, scale: float) -> None:
+        """Every tier's budget times ``scale`` (the server's memory is fuller than planned)."""
+        self.capacity = {t: int(c * scale) for t, c in self.capacity.items()}
+
+    @property
+    def budget_total(self) -> int:
+        """Units the tiers may hold together."""
+        return sum(self.capacity.values())
 
     def charge(self, size: int) -> int:
         """Units a stored value of ``size`` bytes is charged: what its bytes take in the

@@ -15,7 +15,7 @@ Two orders, each for a reason:
 
 from __future__ import annotations
 
-__all__ = ["LETTER", "SPLIT_ORDER", "TIERS", "budgets", "tier_of_letter", "with_lua_tiers"]
+__all__ = ["LETTER", "SPLIT_ORDER", "TIERS", "tier_of_letter", "with_lua_tiers"]
 
 #: Tier names, cheapest to use first (the lookup order).
 TIERS: tuple[str, ...] = ("augmented", "decoded", "encoded")
@@ -24,11 +24,6 @@ SPLIT_ORDER: tuple[str, ...] = tuple(reversed(TIERS))
 #: The one-letter code of each tier (keys, scripts, replies).
 LETTER: dict[str, str] = {t: t[0] for t in TIERS}
 _BY_LETTER = {v: k for k, v in LETTER.items()}
-
-
-def budgets(split: dict[str, float], size: int) -> dict[str, int]:
-    """Bytes per tier of a cache of ``size`` bytes under ``split`` (fractions per tier)."""
-    return {t: int(split[t] * size) for t in TIERS}
 
 
 def tier_of_letter(letter: str | bytes | bytearray) -> str | None:

@@ -171,3 +171,59 @@ def test_packages_declare_their_public_names(pkg):
     for name, path in MODULES.items():
         if path.name == "__init__.py" and _part(name) in (pkg, *ALLOWED) and name.startswith(pkg):
             assert "__all__" in path.read_text(), f"{name} has no __all__"
+
+
+def _foreign_private_writes(tree: ast.AST) -> list[str]:
+    """``x._name = ...`` (also augmented, annotated, in a tuple), ``setattr(x, "_name", ...)``
+    and ``object.__setattr__(x, "_name", ...)`` where ``x`` is not ``self`` or ``cls``."""
+
+    def mine(node: ast.AST) -> bool:
+        return isinstance(node, ast.Name) and node.id in ("self", "cls")
+
+    def private(name: str) -> bool:
+        return name.startswith("_") and not name.startswith("__")
+
+    found = []
+    for node in ast.walk(tree):
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        for t in targets:
+            for one in t.elts if isinstance(t, ast.Tuple | ast.List) else [t]:
+                if isinstance(one, ast.Attribute) and private(one.attr) and not mine(one.value):
+                    found.append(f"{node.lineno}: {ast.unparse(one)}")
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in (
+            "setattr",
+            "object.__setattr__",
+        ):
+            args = node.args
+            name = args[1].value if len(args) >= 2 and isinstance(args[1], ast.Constant) else None
+            if isinstance(name, str) and private(name) and not mine(args[0]):
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_writes_another_objects_private_attributes():
+    found = {
+        name: writes
+        for name, path in MODULES.items()
+        if (writes := _foreign_private_writes(ast.parse(path.read_text())))
+    }
+    assert found == {}
+
+
+def test_the_private_write_check_finds_each_form():
+    code = (
+        "ds._ahead = 1\nself._ok = 1\na, ds._b = 1, 2\nds._c += 1\n"
+        "setattr(ds, '_d', 1)\nobject.__setattr__(ds, '_e', 1)\nobject.__setattr__(self, '_f', 1)"
+    )
+    found = _foreign_private_writes(ast.parse(code))
+    assert [f.split(": ")[1] for f in found] == [
+        "ds._ahead",
+        "ds._b",
+        "ds._c",
+        "setattr(ds, '_d', 1)",
+        "object.__setattr__(ds, '_e', 1)",
+    ]

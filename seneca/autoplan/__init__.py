@@ -9,14 +9,13 @@ measures, shares one plan per dataset in the cache, and re-plans with hysteresis
 
 from seneca.autoplan.inputs import Setting, measured_inputs, spec_of
 from seneca.autoplan.planner import AutoPlanner, plan_for
-from seneca.autoplan.record import PlanRecord, percent_split
+from seneca.autoplan.record import PlanRecord
 
 __all__ = [
     "AutoPlanner",
     "PlanRecord",
     "Setting",
     "measured_inputs",
-    "percent_split",
     "plan_for",
     "spec_of",
 ]

@@ -29,7 +29,8 @@ from seneca import defaults
 from seneca.autoplan.inputs import Setting, measured_inputs, spec_of
 from seneca.autoplan.record import PlanRecord
 from seneca_base.errors import CacheError
-from seneca_base.tiers import TIERS, budgets
+from seneca_base.split import Split
+from seneca_base.tiers import TIERS
 
 __all__ = ["AutoPlanner", "plan_for"]
 
@@ -63,15 +64,11 @@ class AutoPlanner:
         self._next = 0.0
 
     @property
-    def split(self) -> dict[str, float]:
-        """The split in use, as fractions per tier (the defaults' plan before :meth:`start`)."""
+    def split(self) -> Split:
+        """The split in use (the defaults' before :meth:`start`)."""
         if self.record is None:
-            return dict(defaults.SPLIT)
-        return self.record.fractions
-
-    def budgets(self) -> dict[str, int]:
-        """Bytes per tier under the split in use."""
-        return budgets(self.split, self.setting.cache_bytes)
+            return Split.of(defaults.SPLIT)
+        return self.record.as_split()
 
     # -- the shared record -------------------------------------------------------------------
 
@@ -197,7 +194,7 @@ class AutoPlanner:
         changed = self.record is None or record.split != self.record.split
         self.record = record
         self.history.append(record)
-        self.store.capacity = self.budgets()
+        self.store.apply_split(self.split, self.setting.cache_bytes)
         if changed:
             info = {f"budget:{self.store.keys.form(t)}": self.store.capacity[t] for t in TIERS}
             self.store.client.hset(self.store.keys.info, mapping=info)

@@ -8,16 +8,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from seneca_base.tiers import SPLIT_ORDER
+from seneca_base.split import Split
 
-__all__ = ["PlanRecord", "percent_split"]
-
-
-def percent_split(fractions: dict[str, float]) -> tuple[int, int, int]:
-    """Fractions per tier as whole percentages (E, D, A) summing to 100."""
-    pct = [round(100 * fractions[t]) for t in SPLIT_ORDER]
-    pct[0] += 100 - sum(pct)
-    return (pct[0], pct[1], pct[2])
+__all__ = ["PlanRecord"]
 
 
 @dataclass(frozen=True)
@@ -58,10 +51,9 @@ class PlanRecord:
             text += f", {self.gain:+.0%} over {'-'.join(str(v) for v in self.previous)}"
         return text
 
-    @property
-    def fractions(self) -> dict[str, float]:
-        """The split as fractions per tier."""
-        return {t: v / 100 for t, v in zip(SPLIT_ORDER, self.split, strict=True)}
+    def as_split(self) -> Split:
+        """The plan's split."""
+        return Split.from_percent(self.split)
 
     def split_text(self) -> str:
         """``E-D-A``."""

@@ -31,6 +31,7 @@ from typing import Any
 from seneca.bench.provenance import provenance
 from seneca.bench.splits import SPLITS
 from seneca_base.errors import ConfigError
+from seneca_base.split import Split
 
 __all__ = ["SPLITS", "pearson", "run_validation", "summarise"]
 
@@ -131,7 +132,7 @@ def run_validation(
     for r, sized, split, is_plan in tqdm(
         _runs(base, sizes, encoded), desc="validate-model", unit="run", disable=not progress
     ):
-        cfg.split = tuple(v / 100 for v in split)
+        cfg.split = tuple(Split.from_percent(split).fractions.values())
         clear_cache(url)
         run = run_configuration(cfg, loader, jobs, url, max(1, int(encoded / r)), n)
         point = {"size_ratio": r, "split": "-".join(map(str, split)), "planned": is_plan}

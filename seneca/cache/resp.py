@@ -51,10 +51,9 @@ _READERS: weakref.WeakKeyDictionary[Any, _Reader] = weakref.WeakKeyDictionary()
 def _warm(dest: memoryview) -> None:
     """Write zeros over ``dest`` before a unix socket fills it. A placed value's destination
     (a row of a batch tensor) is mostly out of the CPU's caches, and a unix socket's copy into
-    such memory was measured slower than zeroing it first and then copying: a batch of 32
-    values of 150 KB read in 1.4 ms instead of 1.85 ms. Over TCP it was not (zeroing cost
-    about 2%), so it is not done there. A value read into a new ``bytearray`` needs nothing:
-    it is zeroed when made."""
+    such memory was measured slower than zeroing it first and then copying; over TCP it was
+    not, so it is not done there (``docs/benchmarks.md``, the hit path's small costs). A value
+    read into a new ``bytearray`` needs nothing: it is zeroed when made."""
     zeros = _ZEROS[0]
     if len(zeros) < len(dest):
         zeros = _ZEROS[0] = memoryview(bytes(len(dest)))

@@ -334,14 +334,13 @@ def _bench(args: argparse.Namespace) -> None:
         raise ConfigError("give --split or --plan, not both")
     split = BenchConfig.__dataclass_fields__["split"].default
     if args.plan:
-        chosen = load_plan(args.plan).split
-        split = (chosen["encoded"], chosen["decoded"], chosen["augmented"])
+        split = tuple(load_plan(args.plan).split.fractions.values())
     elif args.split == "auto":
         split = "auto"  # each job's loader plans the split itself
     elif args.split:
-        from mdp.planner import parse_split
+        from seneca_base.split import Split
 
-        split = tuple(v / 100 for v in parse_split(args.split))
+        split = tuple(Split.parse(args.split).fractions.values())
     cfg = BenchConfig(
         data=args.data,
         out=args.out,

@@ -7,7 +7,7 @@ the workers each batch's other samples (misses, and hits that still need a decod
 transform) behind a :class:`Tag` naming the batch, and keeps the hits. Each worker's part
 comes back tagged (:func:`collate_part`). The batch's hits are read in the loader process as
 soon as the batch is decided, when DataLoader hands its part to a worker, straight into the
-rows of the batch tensor (``fetch_decided``: the zero-copy reader, pins released, stats
+rows of the batch tensor (``Fetcher.fetch``: the zero-copy reader, pins released, stats
 counted, a hit found gone read from storage). A decided hit is pinned in the cache until it
 is read, and DataLoader decides up to ``prefetch_factor`` x ``num_workers`` batches before
 the loop takes them: read when the batch was merged, the pins of that many batches' hits
@@ -33,7 +33,7 @@ import torch
 from torch.utils.data import default_collate
 
 from ods.decision import Pick
-from seneca.loader.fetch import fetch_decided
+from seneca.loader.fetch import Fetcher
 from seneca.loader.part_buffers import PartReader, PartRef
 from seneca.loader.rows import BatchRows, collate_rows
 
@@ -63,8 +63,8 @@ def collate_part(data: Any) -> Any:
     targets)`` (``None, None`` for a part with no samples); anything else as ``collate_rows``.
     Targets that are plain numbers stay a list, collated in the loader process
     (:meth:`HitSplitter.merged`): a tensor would cross to it in shared memory, and each shared
-    tensor costs a file descriptor handed over on a connection of its own (about 0.35 ms of
-    CPU a batch with one worker, far more than making the tensor there)."""
+    tensor costs a file descriptor handed over on a connection of its own, far more than
+    making the tensor there (measured: ``docs/benchmarks.md``, the hit path's small costs)."""
     if isinstance(data, Tagged):
         if not data:
             return (data.tag, None, None)
@@ -99,9 +99,9 @@ class HitSplitter:
     """The batch sampler that runs: ``sampler``'s batches (``ods.sampler.OdsBatchSampler``),
     each as a tagged part for the workers; the hits stay here until :meth:`merged`."""
 
-    def __init__(self, sampler: Any, dataset: Any) -> None:
+    def __init__(self, sampler: Any, fetcher: Fetcher) -> None:
         self.sampler = sampler
-        self.dataset = dataset  # the CachedDataset the loader process reads hits through
+        self.fetcher = fetcher  # the dataset's, which reads the hits in the loader process
         self._pending: dict[int, list[Pick]] = {}
         self._ready: dict[int, tuple[BatchRows, list[Any]]] = {}
         self._next = 0
@@ -167,7 +167,7 @@ class HitSplitter:
     def _read(self, picks: Sequence[Pick], slots: list[int]) -> tuple[BatchRows, list[Any]]:
         """Batch ``picks``' hits (at ``slots``) read into the rows of a new batch."""
         rows = BatchRows(len(picks))
-        return rows, fetch_decided(self.dataset, [picks[k] for k in slots], True, rows, slots)
+        return rows, self.fetcher.fetch([picks[k] for k in slots], True, rows, slots)
 
     def _assemble(
         self,
@@ -210,7 +210,8 @@ class HitSplitter:
 
 def _copy_rows(batch: torch.Tensor, at: Sequence[int], images: torch.Tensor) -> None:
     """``batch[at] = images``, as one copy per run of consecutive rows: indexed assignment
-    copies element by element (about 0.9 ms for 16 rows of 150 KB, against 0.08 ms here)."""
+    copies element by element, an order of magnitude slower (``docs/benchmarks.md``, the hit
+    path's small costs)."""
     start = 0
     for j in range(1, len(at) + 1):
         if j == len(at) or at[j] != at[j - 1] + 1:

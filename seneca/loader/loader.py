@@ -15,11 +15,10 @@ from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
 from ods.sampler import OdsBatchSampler, OdsSampler
 from ods.store import OdsStore
-from seneca import defaults
-from seneca.loader.ahead import closing, made_ahead
+from seneca.loader.batch_path import BatchPath
 from seneca.loader.bypass import HitSplitter, collate_part
 from seneca.loader.dataset import CachedDataset
-from seneca.loader.device import DeviceFeed, handed_over, resolve_device, staged
+from seneca.loader.device import DeviceFeed, resolve_device
 from seneca.loader.malloc import tune_malloc
 from seneca.loader.options import (
     DATALOADER_ARGS,
@@ -42,9 +41,9 @@ from seneca.loader.setup import (
     union_over_ranks,
 )
 from seneca.loader.source import NotCacheable, Resolved, resolve
-from seneca.loader.stats import Counters, job_stats, summarised
-from seneca.pipeline.batch_tail import finished_batches
+from seneca.loader.stats import Counters, job_stats
 from seneca_base.errors import ConfigError
+from seneca_base.split import Split
 
 if TYPE_CHECKING:
     from seneca.autoplan import AutoPlanner
@@ -159,10 +158,9 @@ class SenecaLoader(DataLoader[_T_co]):
         self._splitter: HitSplitter | None = None  # hits read here, misses in the workers
         self._cached: CachedDataset | None = None
         self._batch_tail: Any = None
-        self._ahead: Any = None  # with workers: the thread making the next batch's share here
         self.cache_url: str | None = None
         self.cache_size: int | None = None
-        self._split: dict[str, float] | None = None
+        self._split: Split | None = None
         #: with ``split="auto"``: the planner of this loader's split (None: a fixed split)
         self.planner: AutoPlanner | None = None
         #: why this loader reads its dataset without a cache (None: it caches)
@@ -194,6 +192,7 @@ class SenecaLoader(DataLoader[_T_co]):
         log.info("not caching %s: %s", type(dataset).__name__, why)
         super().__init__(dataset, **args)
         self._feed = self._device_feed(None)
+        self._path = BatchPath(self.job, self._counters, cached=False, feed=self._feed)
 
     def _device_feed(self, tail: Any) -> DeviceFeed | None:
         """The feed of :attr:`device` (None without one); ``tail``: the batch tail it runs."""
@@ -223,14 +222,12 @@ class SenecaLoader(DataLoader[_T_co]):
         if defer_tail and args["collate_fn"] is None:  # default_collate, less the rows' copy
             args["collate_fn"] = collate_rows
         setup = connect(options, len(resolved.source), self.strict)
-        wrapped.strict = self.strict
         store = cache_store(setup, *wrapped.cache_ids(), len(resolved.source), dataset)
         self.cache_url, self.cache_size = setup.client.redacted, setup.size
         self._split = setup.split
         if options.auto:
             workers, counters = args["num_workers"], self._counters
             self.planner = auto_planner(setup, store, self.job, counters, workers, options.spec)
-            wrapped.plan_size = setup.size
         batch_size, drop_last = args["batch_size"], args["drop_last"]
         if use_ods and setup.reachable:
             seed = seeds_from(args["generator"])
@@ -240,13 +237,13 @@ class SenecaLoader(DataLoader[_T_co]):
             args.update(batch_size=1, shuffle=None, sampler=None, drop_last=False)
             args["batch_sampler"] = self._ods_sampler
             if args["num_workers"] == 0:  # fetches read the next batch's values ahead
-                wrapped.upcoming = self._ods_sampler.upcoming
+                wrapped.fetcher.upcoming = self._ods_sampler.upcoming
             if (
                 args["num_workers"] > 0
                 and args["collate_fn"] is collate_rows
-                and wrapped.tensor_hits
+                and wrapped.work.tensor_hits
             ):
-                self._splitter = HitSplitter(self._ods_sampler, wrapped)
+                self._splitter = HitSplitter(self._ods_sampler, wrapped.fetcher)
                 args.update(batch_sampler=self._splitter, collate_fn=collate_part)
         elif args["sampler"] is None and args["batch_sampler"] is None:  # over the user's dataset
             shuffle, args["shuffle"] = args["shuffle"], None
@@ -255,14 +252,34 @@ class SenecaLoader(DataLoader[_T_co]):
                 if shuffle
                 else SequentialSampler(dataset)
             )
-        wrapped.attach(store, self.job, self.cache_url, unreachable=not setup.reachable)
+        link = wrapped.link
+        link.attach(
+            store,
+            self.job,
+            self.cache_url,
+            unreachable=not setup.reachable,
+            strict=self.strict,
+            plan_size=setup.size if options.auto else None,
+        )
         if self._ods_sampler is not None:
-            self._ods_sampler.strict, self._ods_sampler.backoff = self.strict, wrapped.backoff
+            self._ods_sampler.strict, self._ods_sampler.backoff = self.strict, link.backoff
         if self.planner is not None:
-            self.planner.backoff = wrapped.backoff
+            self.planner.backoff = link.backoff
         super().__init__(wrapped, **args)
         self._cached = wrapped
         self._feed = self._device_feed(self._batch_tail)
+        self._path = BatchPath(
+            self.job,
+            self._counters,
+            feed=self._feed,
+            tail=self._batch_tail,
+            pin=self.pin_memory,
+            ahead=self.num_workers > 0,
+            sampler=self._ods_sampler,
+            splitter=self._splitter,
+            planner=self.planner,
+            every=self.progress_every,
+        )
         if self._splitter is not None:  # a worker's parts in flight, and the one it makes
             wrapped.part_buffers = self.prefetch_factor + 1
         object.__setattr__(self, "dataset", dataset)  # the user's, as DataLoader's is
@@ -283,74 +300,23 @@ class SenecaLoader(DataLoader[_T_co]):
             object.__setattr__(self, "dataset", user)
 
     def __iter__(self) -> Any:
+        """An iteration: DataLoader's batches through the loader's stages
+        (``seneca.loader.batch_path``, where a batch's whole path is stated)."""
+        path = self._path
         if self._cached is None:
-            it = super().__iter__()
-            return it if self._feed is None else handed_over(staged(it, self._feed), self._feed)
-        self._stop_ahead()  # before DataLoader resets persistent workers the thread may use
+            return path.run(super().__iter__(), {})
+        path.stop()  # before DataLoader resets persistent workers the thread may use
         before = self._counters.snapshot()  # before any worker fetches for this iteration
         if self._ods_sampler is None:
-            it = super().__iter__()
-            return self._summarised(self._in_this_process(it), before)
-        self._progress = (self._ods_sampler.next_epoch(), 0)
-        self._iteration = object()
-        it = super().__iter__()
-        it = it if self._splitter is None else self._splitter.merged(it)
-        return self._summarised(self._tracked(self._in_this_process(it), self._iteration), before)
-
-    def _in_this_process(self, it: Any) -> Any:
-        """``it`` with the batch tail run on each batch (on :attr:`device` when given, after
-        the batch is copied there); with workers, this process's share of each batch made a
-        batch ahead by a thread (``seneca.loader.ahead``)."""
-        feed = self._feed
-        if feed is not None:
-            it = staged(it, feed)
-            cuda = feed.device.index if feed.cuda else None
-        else:
-            pin = self.pin_memory and torch.cuda.is_available()
-            if self._batch_tail is not None:
-                it = finished_batches(it, self._batch_tail, pin)
-            cuda = torch.cuda.current_device() if pin else None
-        if self.num_workers > 0:
-            it = self._ahead = made_ahead(it, defaults.LOADER_THREADS, cuda)
-        return it if feed is None else handed_over(it, feed)
-
-    def _summarised(self, it: Any, before: dict[str, int]) -> Any:
-        """``it``, planned between batches and summarised at its end (``stats.summarised``)."""
-        return summarised(
-            it,
-            self.job,
-            self._counters,
-            self._ods_sampler,
-            self.planner,
-            before,
-            self.progress_every,
-        )
-
-    def _stop_ahead(self) -> None:
-        """Stop the thread making the latest iteration's batches, if any."""
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None:
-            ahead.close()
-
-    def _tracked(self, it: Any, token: object) -> Any:
-        """Yield the batches of ``it``, counting them for :meth:`state_dict` while it is the
-        latest iteration (``token``): an abandoned one counts no more."""
-        epoch = None
-        with closing(it):  # a loop cut short stops the thread making the next batch at once
-            for batch in it:
-                if epoch is None:  # the sampler has taken the iteration's epoch by now
-                    epoch = self._ods_sampler.current
-                if self._iteration is token:
-                    self._progress = (epoch, self._progress[1] + 1)
-                yield batch
-        if self._iteration is token and epoch is not None:
-            self._progress = (epoch + 1, 0)
+            return path.run(super().__iter__(), before)
+        token = path.progress.begin(self._ods_sampler.next_epoch())
+        return path.run(super().__iter__(), before, token)
 
     def state_dict(self) -> dict[str, Any]:
         """Where this loader is in its epoch (torchdata StatefulDataLoader's convention):
         the epoch, the batches consumed in it, and a bitmap of their samples. Needs ODS."""
         sampler = self._require_ods("state_dict")
-        epoch, batches = getattr(self, "_progress", (sampler.next_epoch(), 0))
+        epoch, batches = self._path.progress.at or (sampler.next_epoch(), 0)
         consumed = sampler.consumed_bitmap(epoch, batches)
         restored = getattr(self, "_restored", None)
         if restored is not None and restored[0] == epoch:
@@ -372,7 +338,7 @@ class SenecaLoader(DataLoader[_T_co]):
         if len(consumed) not in (0, (sampler.store.samples + 7) // 8):
             raise ConfigError("load_state_dict: the state is of a dataset of another size")
         sampler.resume(epoch)
-        self._progress = (epoch, 0)
+        self._path.progress.at = (epoch, 0)
         if not consumed:
             return
         mine = sum(bin(b).count("1") for b in consumed)
@@ -401,16 +367,17 @@ class SenecaLoader(DataLoader[_T_co]):
             finalizer()
         elif self.store is not None:
             leave_job(self.store, self.job, os.getpid())
-        self._stop_ahead()
+        self._path.stop()
         self._iterator = None  # persistent workers stop with their iterator
         if self._cached is not None:
-            self._cached.reads_ahead.drop()
+            self._cached.fetcher.reads_ahead.drop()
 
     @property
     def split(self) -> dict[str, float] | None:
         """The fractions of the cache per tier in use now (planned, with ``split="auto"``);
         None when the loader reads its dataset uncached."""
-        return self.planner.split if self.planner is not None else self._split
+        split = self.planner.split if self.planner is not None else self._split
+        return None if split is None else split.fractions
 
     @property
     def ods(self) -> bool:

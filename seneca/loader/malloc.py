@@ -3,7 +3,7 @@
 A batch's buffers (150 KB-20 MB: cached values, decoded images, collated batches) are above
 glibc's default mmap threshold, so each one is mapped fresh and every page is faulted in and
 zeroed on first touch, then unmapped when freed. On the machines we measured this cost more than
-the copies themselves (~100 us of the ~160 us that reading a 150 KB value from Redis took).
+the copies themselves (``docs/benchmarks.md``, the hit path's small costs).
 Raising the threshold (``defaults.MALLOC_MMAP_THRESHOLD``) keeps such buffers in the heap, where
 freed ones are reused. The price is memory kept by the process after a peak (at most
 ``defaults.MALLOC_TRIM_THRESHOLD`` of free heap before it is returned).

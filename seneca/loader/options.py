@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import os
 import socket
 from collections.abc import Mapping, Sequence
@@ -13,7 +12,8 @@ from typing import Any
 
 from seneca import defaults
 from seneca_base.errors import ConfigError
-from seneca_base.tiers import SPLIT_ORDER, TIERS
+from seneca_base.split import Split
+from seneca_base.tiers import SPLIT_ORDER
 
 _counter = itertools.count()
 
@@ -38,36 +38,10 @@ DATALOADER_ARGS = (
 )
 
 
-def parse_split(split: Mapping[str, float] | Sequence[float] | None) -> dict[str, float]:
-    """``split`` as {encoded, decoded, augmented} fractions that sum to 1.
-
-    Accepts a mapping with those keys (missing keys are 0) or a 3-sequence in E, D, A order.
-    """
-    if split is None:
-        return dict(defaults.SPLIT)
-    if isinstance(split, Mapping):
-        unknown = set(split) - set(TIERS)
-        if unknown:
-            raise ConfigError(
-                f"split: unknown tier {sorted(unknown)[0]!r}; tiers are {', '.join(SPLIT_ORDER)}"
-            )
-        values = {t: split.get(t, 0.0) for t in SPLIT_ORDER}
-    elif isinstance(split, Sequence) and not isinstance(split, str) and len(split) == 3:
-        values = dict(zip(SPLIT_ORDER, split, strict=True))
-    else:
-        raise ConfigError(
-            "split: expected {'encoded': e, 'decoded': d, 'augmented': a} or (e, d, a), "
-            f"got {split!r}"
-        )
-    for tier, v in values.items():
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            raise ConfigError(f"split: {tier} must be a number, got {v!r}")
-        if v < 0 or v > 1:
-            raise ConfigError(f"split: {tier} must be between 0 and 1, got {v!r}")
-    total = sum(values.values())
-    if not math.isclose(total, 1.0, abs_tol=1e-6):
-        raise ConfigError(f"split: fractions must sum to 1, got {total:g} ({values})")
-    return {t: float(v) for t, v in values.items()}
+def parse_split(split: Mapping[str, float] | Sequence[float] | None) -> Split:
+    """``split`` (a mapping of tiers to fractions, missing tiers 0, or an (e, d, a) sequence)
+    as a :class:`Split`; None: ``defaults.SPLIT``."""
+    return Split.of(defaults.SPLIT if split is None else split)
 
 
 def resolve_job(job: str | None) -> str:
@@ -85,7 +59,7 @@ class PlanChoice:
     """What a plan (``mdp plan --out``) gives the loader: the split and the cache size it was
     planned for (None when the plan does not say)."""
 
-    split: dict[str, float]
+    split: Split
     cache_bytes: int | None
 
 
@@ -125,7 +99,7 @@ def load_plan(plan: str | os.PathLike | Mapping[str, Any]) -> PlanChoice:
         isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes <= 0
     ):
         raise ConfigError(f"{where}: cache_bytes must be a positive integer, got {cache_bytes!r}")
-    return PlanChoice({t: split[t] / 100 for t in SPLIT_ORDER}, cache_bytes)
+    return PlanChoice(Split.from_percent([split[t] for t in SPLIT_ORDER]), cache_bytes)
 
 
 def resolve_strict(strict: bool | None) -> bool:

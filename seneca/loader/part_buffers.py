@@ -3,8 +3,8 @@
 A tensor a worker returns normally crosses to the loader process in a shared-memory segment
 of its own: the worker creates, sizes, maps and touches it, hands its file descriptor over on
 a connection of its own, and the loader maps and touches it again and unmaps it when it is
-freed. For a part of 11 rows of 3 x 224 x 224 uint8, that and the copies in and out took about
-4 ms of CPU a part on a 2-core machine, against under 1 ms with a buffer already mapped.
+freed. That and the copies in and out cost several times what they cost with a buffer already
+mapped (``docs/benchmarks.md``, the hit path's small costs).
 
 A worker's :class:`PartBuffers` keeps a few buffers mapped in both processes instead. A part's
 rows are made in a free buffer (``seneca.loader.rows.BatchRows``); what crosses is a

@@ -24,7 +24,7 @@ from seneca.cache.embedded import acquire_embedded
 from seneca.loader.options import group_device, load_plan, parse_split
 from seneca.loader.source import NotCacheable, Resolved, members
 from seneca_base.errors import CacheError, CacheUnavailableError, ConfigError, SenecaError
-from seneca_base.tiers import budgets
+from seneca_base.split import Split
 from seneca_base.units import parse_size
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class CacheOptions:
 
     client: CacheClient | None
     size: int | None
-    split: dict[str, float]
+    split: Split
     auto: bool = False
     spec: Mapping[str, Any] | None = None
 
@@ -71,13 +71,13 @@ class CacheSetup:
 
     client: CacheClient
     size: int
-    split: dict[str, float]
+    split: Split
     reachable: bool
 
     @property
     def budgets(self) -> dict[str, int]:
         """Bytes per tier."""
-        return budgets(self.split, self.size)
+        return self.split.budgets(self.size)
 
 
 def cache_options(
@@ -131,7 +131,7 @@ def auto_planner(
             planner.start()
         except (redis.RedisError, OSError, CacheError) as err:
             log.debug("no plan yet: %s", err)
-    store.capacity = planner.budgets()
+    store.apply_split(planner.split, setup.size)
     return planner
 
 

@@ -35,25 +35,20 @@ __all__ = [
 
 log = logging.getLogger("seneca")
 
+def _per_tier(*names: str) -> tuple[str, ...]:
+    """``<name>_<tier>`` for each name, each tier (``seneca_base.tiers.TIERS`` order)."""
+    return tuple(f"{name}_{t}" for name in names for t in TIER_NAMES)
+
+
 FIELDS = (
     "samples",
-    "hits_augmented",
-    "hits_decoded",
-    "hits_encoded",
-    "misses_augmented",
-    "misses_decoded",
-    "misses_encoded",
+    *_per_tier("hits", "misses"),
     "storage_reads",
     "decodes",
     "transforms",
     "bytes_storage",
     "bytes_cache",
-    "admitted_augmented",
-    "admitted_decoded",
-    "admitted_encoded",
-    "full_augmented",
-    "full_decoded",
-    "full_encoded",
+    *_per_tier("admitted", "full"),
     "cache_errors",
     "ods_gone",
     # what the loader's own plan is made from (seneca.autoplan): time spent (ns) and bytes
@@ -61,9 +56,7 @@ FIELDS = (
     "ns_decode",
     "ns_transform",
     "ns_cache",
-    "bytes_encoded",
-    "bytes_decoded",
-    "bytes_augmented",
+    *_per_tier("bytes")[::-1],  # bytes_encoded, bytes_decoded, bytes_augmented
     "augmented_made",
 )
 _INDEX = {f: i for i, f in enumerate(FIELDS)}
@@ -133,28 +126,21 @@ def summarised(
     job: str,
     counters: Counters,
     sampler: Any,
-    planner: Any,
     before: dict,
     every: float | None = None,
 ) -> Iterator[Any]:
-    """The batches of an iteration ``it`` of ``job`` (``planner``, if any, ticked between them
-    and at the end);
-    a summary of the epoch logged at INFO when it ends (``before``: ``counters`` at its start;
-    ``sampler``: its ODS sampler, if any); ``every``: seconds between progress lines at INFO
-    while it runs (None: none)."""
+    """The batches of an iteration ``it`` of ``job``; a summary of the epoch logged at INFO
+    when it ends (``before``: ``counters`` at its start; ``sampler``: its ODS sampler, if any);
+    ``every``: seconds between progress lines at INFO while it runs (None: none)."""
     subs = sampler.substitutions if sampler else 0
     start = last = time.monotonic()
     with closing(it):  # a loop cut short closes what it iterates (the batch thread stops)
         for batch in it:
-            if planner is not None:
-                planner.tick()  # at most every defaults.AUTO_TICK seconds
             if every is not None and time.monotonic() - last >= every:
                 last = time.monotonic()
                 epoch = sampler.current if sampler else None
                 log.info("%s", progress_line(job, epoch, before, counters.snapshot(), last - start))
             yield batch
-    if planner is not None:  # the epoch's end: a look whatever the time (a short epoch
-        planner.tick(force=True)  # measured enough since the last look)
     if log.isEnabledFor(logging.INFO):
         subs = (sampler.substitutions if sampler else 0) - subs
         epoch = sampler.current if sampler else None
@@ -187,7 +173,7 @@ def epoch_summary(job: str, epoch: int | None, before: dict, after: dict, subs: 
 def job_stats(c: dict[str, int], substitutions: int) -> dict[str, Any]:
     """``SenecaLoader.stats()`` from a :meth:`Counters.snapshot` and the substitutions."""
     out: dict[str, Any] = {"samples": c["samples"]}
-    for t in ("augmented", "decoded", "encoded"):
+    for t in TIER_NAMES:
         hits, misses = c[f"hits_{t}"], c[f"misses_{t}"]
         out[t] = {
             "hits": hits,

@@ -80,7 +80,7 @@ def test_the_first_loader_plans_from_defaults_and_stores_the_plan(redis_proc):
     assert _stored(p) == record and record.version == 1 and record.source == "defaults"
     spec = spec_of(p.setting, {}, 1)
     assert record.split == plan_for(spec).split  # what MDP plans for the defaults
-    assert p.store.capacity == {t: int(f * SIZE) for t, f in record.fractions.items()}
+    assert p.store.capacity == record.as_split().budgets(SIZE)
     assert record.inputs["dataset.samples"] == 1000 and record.measured == ()
 
 
@@ -102,7 +102,7 @@ def test_jobs_agree_on_the_stored_plan_and_follow_its_changes(redis_proc):
     assert first.start().split == second.start().split == (10, 20, 70)
     _put(first, (30, 30, 40), version=4)  # another loader changed it
     second.tick(force=True)
-    assert second.split == {"encoded": 0.3, "decoded": 0.3, "augmented": 0.4}
+    assert second.split.fractions == {"encoded": 0.3, "decoded": 0.3, "augmented": 0.4}
     assert second.store.capacity["augmented"] == int(0.4 * SIZE)
     assert [r.split for r in second.history] == [(10, 20, 70), (30, 30, 40)]
 

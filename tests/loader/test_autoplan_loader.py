@@ -22,8 +22,8 @@ def test_a_loader_given_nothing_else_plans_its_split_and_stores_it(tiny_dataset,
     loader = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_url, cache_size="4MB")
     record = _record(loader)
     assert loader.planner is not None and record is not None and record.version == 1
-    assert loader.split == record.fractions
-    assert loader.store.capacity == {t: int(f * 4_000_000) for t, f in record.fractions.items()}
+    assert loader.split == record.as_split().fractions
+    assert loader.store.capacity == record.as_split().budgets(4_000_000)
     other = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_url, cache_size="4MB")
     assert _record(other) == record and other.split == loader.split  # one plan per dataset
     fixed = SenecaLoader(ds, batch_size=8, cache=redis_url, split=(0.5, 0.3, 0.2))

@@ -1,8 +1,10 @@
 import pytest
 
+from seneca import defaults
 from seneca.cache.client import CacheClient, redact_url, validate_url
 from seneca.loader.options import parse_split, resolve_job
 from seneca_base.errors import ConfigError
+from seneca_base.split import Split
 from seneca_base.units import parse_size
 
 
@@ -20,8 +22,13 @@ def test_parse_size_errors_name_the_option(bad):
 
 
 def test_split_forms():
-    assert parse_split((0.2, 0.3, 0.5)) == {"encoded": 0.2, "decoded": 0.3, "augmented": 0.5}
-    assert parse_split({"decoded": 1}) == {"encoded": 0.0, "decoded": 1.0, "augmented": 0.0}
+    assert parse_split((0.2, 0.3, 0.5)) == Split(0.2, 0.3, 0.5)
+    assert parse_split({"decoded": 1}).fractions == {
+        "encoded": 0.0,
+        "decoded": 1.0,
+        "augmented": 0.0,
+    }
+    assert parse_split(None) == Split.of(defaults.SPLIT)
 
 
 @pytest.mark.parametrize(

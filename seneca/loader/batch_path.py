@@ -1,0 +1,158 @@
+"""The path of one batch, from its decision to the training loop, stated in one place.
+
+A batch of a SenecaLoader that caches goes through these stages, in this order:
+
+1. **decide**: ODS picks the batch's samples and the tier to read each one from
+   (``ods.sampler.OdsBatchSampler``, in the loader process). In a loader's own order (no ODS)
+   the tiers are looked up when the batch is fetched (``link.CacheLink.lookup``).
+2. **fetch hits**: with workers, the batch's augmented hits are read in the loader process,
+   as soon as the batch is decided, into the rows of the batch tensor
+   (``bypass.HitSplitter``, through ``fetch.Fetcher``); only the other samples go to a
+   worker.
+3. **workers' rows**: a DataLoader worker (or the loader process, without workers) fetches
+   its samples (``fetch.Fetcher``: the values in one round trip, misses read from storage,
+   each sample's remaining work by ``samples.SampleWork``, the new values offered to the cache)
+   and collates them (``rows.collate_rows``, ``bypass.collate_part``).
+
+Then, per batch in the loader process, the stages of :meth:`BatchPath.stages`, each an
+iterator over the one before (:data:`Stage`):
+
+4. **merge**: the workers' rows put next to the hits (``HitSplitter.merged``);
+5. **tail**: the transform's batch tail (``ToDtype``/``Normalize``) run once per batch, then
+   pinned with ``pin_memory`` (``pipeline.batch_tail.finished_batches``); or, with
+   ``device=``, **device copy**: the batch copied to the device and the tail run there
+   (``device.staged``);
+6. **ahead**: with workers, the stages above run one batch ahead in a thread
+   (``ahead.made_ahead``);
+7. **device hand-over**: the loop's stream waits for the copy (``device.handed_over``);
+8. **track**: with ODS, the batch counted for ``state_dict`` (``progress.EpochProgress``);
+9. **plan tick**: with ``split="auto"``, a look at the plan between batches and at the end
+   (``AutoPlanner.tick``);
+10. **stats**: progress lines and the epoch's summary (``stats.summarised``).
+
+A loader that reads its dataset uncached runs only the device stages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from seneca import defaults
+from seneca.loader.ahead import closing, made_ahead
+from seneca.loader.device import DeviceFeed, handed_over, staged
+from seneca.loader.progress import EpochProgress
+from seneca.loader.stats import Counters, summarised
+from seneca.pipeline.batch_tail import BatchTail, finished_batches
+
+if TYPE_CHECKING:
+    from ods.sampler import OdsBatchSampler
+    from seneca.autoplan import AutoPlanner
+    from seneca.loader.bypass import HitSplitter
+
+__all__ = ["BatchPath", "Stage"]
+
+#: A stage: the batches of the stage before, and what it makes of them.
+Stage = Callable[[Iterator[Any]], Iterator[Any]]
+
+
+@dataclass
+class BatchPath:
+    """What a loader runs on each batch in its own process (the stages 4-10 above).
+
+    ``cached``: the loader reads through the cache (else only the device stages run);
+    ``feed``: the device feed (None: batches stay on the CPU); ``tail``: the batch tail run in
+    this process (None: none, or the feed runs it); ``pin``: pin batches (``pin_memory``);
+    ``ahead``: make batches a batch ahead in a thread (with workers); ``sampler``,
+    ``splitter``, ``planner``: ODS's sampler, the hit splitter and the auto planner, when
+    used; ``every``: seconds between progress lines (None: none)."""
+
+    job: str
+    counters: Counters
+    cached: bool = True
+    feed: DeviceFeed | None = None
+    tail: BatchTail | None = None
+    pin: bool = False
+    ahead: bool = False
+    sampler: OdsBatchSampler | None = None
+    splitter: HitSplitter | None = None
+    planner: AutoPlanner | None = None
+    every: float | None = None
+    #: the epoch and batches the loop took (with ODS)
+    progress: EpochProgress = field(default_factory=EpochProgress)
+    _thread: Any = field(default=None, init=False, repr=False)
+
+    def stages(
+        self, before: dict[str, int], token: object | None = None
+    ) -> list[tuple[str, Stage]]:
+        """The stages of one iteration, in order: (name, stage). ``before``: the counters at
+        its start (for the summary); ``token``: the iteration's :class:`EpochProgress` token
+        (with ODS)."""
+        out: list[tuple[str, Stage]] = []
+        if self.cached and self.splitter is not None:
+            out.append(("merge", self.splitter.merged))
+        feed, cuda = self.feed, None
+        if feed is not None:
+            out.append(("device copy", lambda it: staged(it, feed)))
+            cuda = feed.device.index if feed.cuda else None
+        else:
+            pin = self.pin and torch.cuda.is_available()
+            if self.tail is not None:
+                tail = self.tail
+                out.append(("tail", lambda it: finished_batches(it, tail, pin)))
+            cuda = torch.cuda.current_device() if pin else None
+        if self.cached and self.ahead:
+            out.append(("ahead", lambda it: self._made_ahead(it, cuda)))
+        if feed is not None:
+            out.append(("device hand-over", lambda it: handed_over(it, feed)))
+        if not self.cached:
+            return out
+        sampler, planner = self.sampler, self.planner
+        if sampler is not None and token is not None:
+            out.append(("track", lambda it: self.progress.tracked(it, token, _current(sampler))))
+        if planner is not None:
+            out.append(("plan tick", lambda it: _planned(it, planner)))
+        out.append(("stats", lambda it: self._summarised(it, before)))
+        return out
+
+    def run(self, it: Iterator[Any], before: dict[str, int], token: object | None = None) -> Any:
+        """``it`` (DataLoader's batches) through every stage of :meth:`stages`."""
+        for _, stage in self.stages(before, token):
+            it = stage(it)
+        return it
+
+    @property
+    def thread(self) -> Iterator[Any] | None:
+        """The batches the latest iteration's thread makes ahead (None: no thread)."""
+        return self._thread
+
+    def stop(self) -> None:
+        """Stop the thread making the latest iteration's batches, if any."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.close()
+
+    def _made_ahead(self, it: Iterator[Any], cuda: int | None) -> Iterator[Any]:
+        self._thread = made_ahead(it, defaults.LOADER_THREADS, cuda)
+        return self._thread
+
+    def _summarised(self, it: Iterator[Any], before: dict[str, int]) -> Iterator[Any]:
+        return summarised(it, self.job, self.counters, self.sampler, before, self.every)
+
+
+def _current(sampler: OdsBatchSampler) -> Callable[[], int]:
+    return lambda: sampler.current
+
+
+def _planned(it: Iterator[Any], planner: AutoPlanner) -> Iterator[Any]:
+    """The batches of ``it``, ``planner`` ticked before each (at most every
+    ``defaults.AUTO_TICK`` seconds) and once more at the end, whatever the time (a short epoch
+    measured enough since the last look)."""
+    with closing(it):
+        for batch in it:
+            planner.tick()
+            yield batch
+    planner.tick(force=True)

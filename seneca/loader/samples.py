@@ -1,0 +1,190 @@
+"""A sample's remaining work: what is left to do for a sample found in a tier (or in none).
+
+A hit in the augmented tier needs only the transform's tail; a decoded hit also the random
+transform's head; an encoded hit a decode first; a miss a read from storage too. What a sample
+makes on its way is offered to the cache (:class:`Offers`), each tier's value in its own form
+(``seneca.pipeline.codec``): the file's bytes, the decoded image, the augmented tensor.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from typing import Any
+
+import torch
+from PIL import Image
+from torchvision.transforms.functional import pil_to_tensor
+
+from seneca.loader.source import Source
+from seneca.pipeline import codec
+from seneca.pipeline.transforms import SplitTransform
+from seneca_base.errors import CodecError
+from seneca_base.tiers import TIERS
+
+log = logging.getLogger("seneca")
+
+__all__ = ["Offers", "SampleWork", "count_lookup"]
+
+
+def _image_bytes(image: Any) -> int:
+    """Bytes of a decoded image as the decoded tier stores it (0 when it is no PIL image)."""
+    if isinstance(image, Image.Image):
+        return image.width * image.height * len(image.getbands())
+    return 0
+
+
+class Offers:
+    """The values a batch offers the cache: each queued for admission while the batch's
+    ``room`` (units per tier, updated) allows; ``always`` names a tier offered even when full
+    (ODS decides what stays); ``charge``: the units a value of so many bytes takes."""
+
+    def __init__(self, room: dict[str, int], charge: Any, always: str | None = None) -> None:
+        self.room, self.charge, self.always = room, charge, always
+        #: (index, tier, value) per value offered, in order
+        self.items: list[tuple[int, str, bytes]] = []
+        self._least = charge(0)
+
+    def offer(self, index: int, tier: str, value: Any, encoded: bool = False) -> bool:
+        """Queue ``value`` (``encoded``: already a cache value) of sample ``index`` for
+        ``tier``; False when it does not fit or the codec keeps no faithful copy of it."""
+        room, always = self.room, self.always
+        if room.get(tier, 0) <= self._least and tier != always:
+            return False
+        try:
+            data = value if encoded else codec.encode(value)
+        except CodecError:  # a type, dtype or image mode the codec keeps no faithful copy of
+            return False
+        cost = self.charge(len(data))
+        if room.get(tier, 0) < cost and tier != always:
+            room[tier] = 0  # full for this batch: don't encode more values just to drop them
+            return False
+        room[tier] = room.get(tier, 0) - cost
+        self.items.append((index, tier, data))
+        return True
+
+
+class SampleWork:
+    """How a dataset's samples are made: ``source`` (reads, decodes, targets), the user's
+    ``transform`` split at the cache boundary, ``target_transform``; ``defer_tail``: the loader
+    runs ``transform.batch_tail`` on collated batches, so samples end after
+    ``transform.sample_tail``."""
+
+    def __init__(
+        self,
+        source: Source,
+        transform: SplitTransform,
+        target_transform: Any,
+        defer_tail: bool = False,
+    ) -> None:
+        self.source = source
+        self.transform = transform
+        self.target_transform = target_transform
+        self.defer_tail = defer_tail
+
+    @property
+    def tensor_hits(self) -> bool:
+        """Augmented hits are handed on as uint8 tensors (views of the cached bytes): the batch
+        tail is deferred and the sample tail starts with ``PILToTensor``."""
+        return self.defer_tail and self.transform.tensor_first
+
+    def cached_value(self, value: bytes, tier: str, count: Counter) -> Any | None:
+        """A cached ``value`` of ``tier`` decoded (None, counted and warned: a bad value)."""
+        try:
+            return codec.decode(value, image_tensor=tier == "augmented" and self.tensor_hits)
+        except CodecError as err:
+            count["cache_errors"] += 1
+            log.warning("ignoring a bad cached %s value: %s", tier, err)
+            return None
+
+    def finish(
+        self,
+        index: int,
+        tier: str | None,
+        obj: Any,
+        count: Counter,
+        offers: Offers,
+        aug_ok: bool,
+    ) -> tuple[Any, Any]:
+        """The remaining work for sample ``index`` found in ``tier`` as ``obj`` (None: read
+        from storage), counted in ``count``; what it makes is offered to ``offers`` (augmented
+        copies only when ``aug_ok``: another job may use them)."""
+        # whether obj is PILToTensor's result (a view of a cache value's bytes)
+        as_tensor = tier == "augmented" and isinstance(obj, torch.Tensor)
+        if tier != "augmented":
+            if tier == "decoded":
+                image = obj
+            else:
+                raw = obj
+                if tier is None:
+                    start = time.perf_counter_ns()
+                    raw = self.source.read(index)
+                    count["ns_storage"] += time.perf_counter_ns() - start
+                    count["storage_reads"] += 1
+                    got = len(raw) if raw is not None else self.source.size(index)
+                    count["bytes_storage"] += got
+                    count["bytes_encoded"] += got
+                elif raw is not None:
+                    count["bytes_encoded"] += len(raw)
+                start = time.perf_counter_ns()
+                image = self.source.decode(index, raw)
+                count["ns_decode"] += time.perf_counter_ns() - start
+                count["decodes"] += 1
+                count["bytes_decoded"] += _image_bytes(image)
+                if tier is None and not offers.offer(index, "decoded", image) and raw is not None:
+                    offers.offer(index, "encoded", raw)
+            obj = image
+            start = time.perf_counter_ns()
+            if self.transform.head is not None:
+                obj = self.transform.head(obj)
+                count["transforms"] += 1
+            # the tail starts with PILToTensor: run it here, as the value the tier would store
+            to_tensor = self.transform.tensor_first and isinstance(obj, Image.Image)
+            value = _tensor_value(obj) if to_tensor else None
+            if value is not None:
+                obj, as_tensor = codec.decode(value), True
+                count["bytes_augmented"] += len(value)
+                count["augmented_made"] += 1
+            if self.transform.head is not None:
+                count["ns_transform"] += time.perf_counter_ns() - start
+            if aug_ok and self.transform.head is not None:
+                if value is not None:
+                    offers.offer(index, "augmented", value, encoded=True)
+                elif not to_tensor:  # an image the codec cannot store as a tensor: not cached
+                    offers.offer(index, "augmented", obj)
+        tail = self.transform.sample_tail if self.defer_tail else self.transform.tail
+        if as_tensor and self.transform.tensor_first:
+            if self.defer_tail:
+                tail = self.transform.after_tensor
+            else:  # the user's collate_fn may write into it: hand over a copy
+                obj, tail = obj.clone(), self.transform.after_tensor_all
+        if tail is not None:
+            obj = tail(obj)
+        target = self.source.target(index)
+        if self.target_transform is not None:
+            target = self.target_transform(target)
+        return obj, target
+
+
+def _tensor_value(img: Image.Image) -> bytes | None:
+    """``PILToTensor(img)`` as a cache value (C x H x W, contiguous): both what the
+    augmented tier stores and, decoded, what the rest of the tail gets. None for images
+    whose tensor the codec cannot store (uint16 modes)."""
+    value = codec.encode_image_chw(img)
+    if value is None:  # other modes: torchvision's own conversion
+        try:
+            value = codec.encode(pil_to_tensor(img).contiguous())
+        except CodecError:
+            return None
+    return value
+
+
+def count_lookup(tier: str | None, count: Counter) -> None:
+    """Count a sample found in ``tier`` (None: in none): a hit there, a miss in each tier
+    looked up before it."""
+    for name in TIERS:
+        if tier == name:
+            count[f"hits_{name}"] += 1
+            return
+        count[f"misses_{name}"] += 1
