@@ -15,6 +15,7 @@ Command line: ``mdp plan | predict | sweep | profile | bench | examples``.
 """
 
 from mdp.model import BOUND_LABELS, TIERS, Params
+from mdp.planfile import PlanChoice, load_plan
 from mdp.planner import MODELS, Prediction, TierResult, parse_split, plan, predict, sweep
 from mdp.spec import FIELDS, Spec, example_names, load_spec, parse_spec, spec_toml
 
@@ -24,10 +25,12 @@ __all__ = [
     "MODELS",
     "TIERS",
     "Params",
+    "PlanChoice",
     "Prediction",
     "Spec",
     "TierResult",
     "example_names",
+    "load_plan",
     "load_spec",
     "parse_spec",
     "parse_split",

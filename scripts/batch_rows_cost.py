@@ -23,10 +23,10 @@ import torch
 from ods.decision import Pick
 from seneca.cache.embedded import acquire_embedded
 from seneca.cache.resp import execute
-from seneca.loader.fetch import _placer
-from seneca.loader.malloc import tune_malloc
-from seneca.loader.rows import BatchRows
+from seneca.loader._fetch import _placer
+from seneca.loader._rows import BatchRows
 from seneca.pipeline import codec
+from seneca.pipeline.malloc import tune_malloc
 
 PASSES = 5
 

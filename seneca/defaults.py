@@ -52,7 +52,7 @@ ENTRY_OVERHEAD = 96
 #: When the server refuses to store a value the budgets had room for, a loader's budgets
 #: shrink to this fraction of what the tiers hold (``CachedDataset.cache_refused``).
 REFUSED_SHRINK = 0.9
-#: The room a cache node keeps beyond the tiers' budgets (``seneca.loader.setup.room``): the
+#: The room a cache node keeps beyond the tiers' budgets (``seneca.loader._setup.room``): the
 #: server's own memory measured when the loader starts, and the metadata of the dataset's N
 #: samples for up to ROOM_JOBS jobs: (ROOM_JOBS + 4) x N / 8 bytes, plus ROOM_METADATA.
 ROOM_JOBS = 16
@@ -74,7 +74,7 @@ STRICT_ENV = "SENECA_STRICT"
 #: ``progress=True``: seconds between the progress lines a loader logs while an epoch runs.
 PROGRESS_EVERY = 10.0
 
-#: glibc malloc tuning in loader processes (``seneca.loader.malloc``): buffers below this many
+#: glibc malloc tuning in loader processes (``seneca.pipeline.malloc``): buffers below this many
 #: bytes come from the heap and are reused instead of being mapped and page-faulted per use;
 #: up to MALLOC_TRIM_THRESHOLD bytes of freed heap are kept. The environment variable
 #: ``SENECA_MALLOC_TUNING=0`` turns it off.
@@ -82,17 +82,17 @@ MALLOC_MMAP_THRESHOLD = 32 * 1024 * 1024
 MALLOC_TRIM_THRESHOLD = 256 * 1024 * 1024
 
 #: torch intra-op threads for the loader process's share of each batch while DataLoader workers
-#: make the rest (``seneca.loader.ahead``): one, as each worker has.
+#: make the rest (``seneca.loader._ahead``): one, as each worker has.
 LOADER_THREADS = 1
 
-#: The thread that makes the loader process's share of the next batch (``seneca.loader.ahead``):
+#: The thread that makes the loader process's share of the next batch (``seneca.loader._ahead``):
 #: how often it checks, while its batch waits to be taken, whether the loop ended; and how long
 #: the end of a loop waits for it to stop before warning.
 AHEAD_POLL_S = 0.1
 AHEAD_STOP_WAIT_S = 60.0
 
 #: Seconds a DataLoader worker's exit waits for its result queue to finish sending
-#: (``seneca.loader.worker_exit``).
+#: (``seneca.loader._worker_exit``).
 WORKER_EXIT_WAIT_S = 2.0
 
 
@@ -139,7 +139,7 @@ PROFILE_DEFAULTS = {
 }
 
 #: ``device=``: pinned host buffers a loader keeps per batch shape to copy batches to the device
-#: from (``seneca.loader.device``): one being filled, one being copied, one spare.
+#: from (``seneca.loader._device``): one being filled, one being copied, one spare.
 STAGING_BUFFERS = 3
 
 #: Batch tails (``seneca.pipeline.batch_tail``): how many recent output batches a loader keeps

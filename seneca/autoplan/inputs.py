@@ -1,5 +1,5 @@
 """What the loader's plan is made from: the model's inputs measured where they happen (the
-loader's own counters, ``seneca.loader.stats``), and documented defaults for the rest.
+loader's own counters, ``seneca.loader._stats``), and documented defaults for the rest.
 
 Measured (per-sample wall times in the loader process and its workers, summed over them):
 

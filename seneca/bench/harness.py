@@ -110,7 +110,7 @@ class BenchConfig:
                     "mobilenet_v3_large, ...: torchvision.models.list_models())"
                 )
         if self.device is not None:
-            from seneca.loader.device import resolve_device
+            from seneca.loader import resolve_device
 
             try:
                 resolve_device(self.device)

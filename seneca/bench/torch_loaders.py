@@ -23,8 +23,8 @@ from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
 
 from seneca.bench.training import on_device
-from seneca.loader.malloc import tune_malloc
 from seneca.loader.source import pil_decode
+from seneca.pipeline.malloc import tune_malloc
 from seneca.pipeline.transforms import split_transform
 from seneca_base.tiers import TIERS
 

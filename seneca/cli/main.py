@@ -326,9 +326,9 @@ def _float_list(text: str, option: str) -> list[float]:
 
 
 def _bench(args: argparse.Namespace) -> None:
+    from mdp.planfile import load_plan
     from seneca.bench.harness import BenchConfig, run_bench
     from seneca.bench.report import format_targets, markdown, targets
-    from seneca.loader.options import load_plan
 
     if args.split and args.plan:
         raise ConfigError("give --split or --plan, not both")

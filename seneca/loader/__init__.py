@@ -1,17 +1,25 @@
 """The loader: :class:`SenecaLoader` and what it runs per batch.
 
-* ``loader``: SenecaLoader, DataLoader's drop-in (option wiring, epochs, state);
-* ``options``: validation of Seneca's own options (split, plan, job, ods, batch_tail);
-* ``dataset``: CachedDataset, the user's dataset read through the cache tiers;
-* ``fetch``: reading a batch that ODS decided, straight into the batch's rows;
-* ``rows``: batch tensors filled where values are read, and their collate;
-* ``stats``: per-job counters shared with DataLoader workers, and epoch summaries;
-* ``malloc``: glibc malloc tuning for loader processes;
-* ``ahead``: with workers, the loader process's share of the next batch made by a thread;
-* ``device``: batches moved to the accelerator (``device=``), the batch tail run there;
-* ``bypass``, ``part_buffers``: with workers, hits read here and the workers' reused buffers;
-* ``setup``, ``source``, ``worker_exit``: the cache a loader is wired to, what it can cache,
-  a worker's exit.
+Public: ``loader`` (SenecaLoader, DataLoader's drop-in: option wiring, epochs, state) and
+``source`` (which datasets can be cached; ``CacheableDataset``). :func:`resolve_device` is here
+for the command-line tools, which check ``--device`` before starting jobs.
+
+Internal (a leading underscore; their names may change between releases):
+
+* ``_batch_path``: the path of one batch, every stage in order, and the stages the loader
+  process runs (start here to follow a batch);
+* ``_dataset``: CachedDataset, the user's dataset read through the cache tiers, made of
+  ``_link`` (the cache as one job sees it: store, back-off, strict, the shared plan),
+  ``_fetch`` (a batch's round trip and admissions) and ``_samples`` (a sample's remaining work
+  per tier, and what it offers the cache);
+* ``_rows``: batch tensors filled where values are read, and their collate;
+* ``_bypass``, ``_part_buffers``: with workers, hits read here and the workers' reused buffers;
+* ``_ahead``: with workers, the loader process's share of the next batch made by a thread;
+* ``_device``: batches moved to the accelerator (``device=``), the batch tail run there;
+* ``_progress``, ``_stats``: the epoch's progress (``state_dict``), counters shared with
+  workers and epoch summaries;
+* ``_setup``, ``_options``, ``_worker_exit``: the cache a loader is wired to, validation of
+  Seneca's own options, a worker's exit.
 """
 
 from __future__ import annotations
@@ -19,16 +27,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from seneca.loader._device import resolve_device
     from seneca.loader.loader import SenecaLoader
 
-__all__ = ["SenecaLoader"]
+__all__ = ["SenecaLoader", "resolve_device"]
+
+_HOMES = {"SenecaLoader": "seneca.loader.loader", "resolve_device": "seneca.loader._device"}
 
 
 def __getattr__(name: str) -> Any:
-    # imported on first use, so that the small modules here (``malloc``, ``stats``) load
-    # without torch (``seneca.lazy``: with the garbage collector paused)
-    if name == "SenecaLoader":
-        from seneca.lazy import attribute
+    # imported on first use, so that the small modules here (``_stats``) load without torch
+    # (``seneca.lazy``: with the garbage collector paused)
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'seneca.loader' has no attribute {name!r}")
+    from seneca.lazy import attribute
 
-        return attribute("seneca.loader.loader", "SenecaLoader")
-    raise AttributeError(f"module 'seneca.loader' has no attribute {name!r}")
+    return attribute(home, name)

@@ -15,12 +15,11 @@ from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
 from ods.sampler import OdsBatchSampler, OdsSampler
 from ods.store import OdsStore
-from seneca.loader.batch_path import BatchPath
-from seneca.loader.bypass import HitSplitter, collate_part
-from seneca.loader.dataset import CachedDataset
-from seneca.loader.device import DeviceFeed, resolve_device
-from seneca.loader.malloc import tune_malloc
-from seneca.loader.options import (
+from seneca.loader._batch_path import BatchPath
+from seneca.loader._bypass import HitSplitter, collate_part
+from seneca.loader._dataset import CachedDataset
+from seneca.loader._device import DeviceFeed, resolve_device
+from seneca.loader._options import (
     DATALOADER_ARGS,
     resolve_batch_tail,
     resolve_job,
@@ -28,8 +27,8 @@ from seneca.loader.options import (
     resolve_progress,
     resolve_strict,
 )
-from seneca.loader.rows import collate_rows
-from seneca.loader.setup import (
+from seneca.loader._rows import collate_rows
+from seneca.loader._setup import (
     auto_planner,
     cache_options,
     cache_store,
@@ -40,8 +39,9 @@ from seneca.loader.setup import (
     seeds_from,
     union_over_ranks,
 )
+from seneca.loader._stats import Counters, job_stats
 from seneca.loader.source import NotCacheable, Resolved, resolve
-from seneca.loader.stats import Counters, job_stats
+from seneca.pipeline.malloc import tune_malloc
 from seneca_base.errors import ConfigError
 from seneca_base.split import Split
 
@@ -98,7 +98,7 @@ class SenecaLoader(DataLoader[_T_co]):
             batches on this device. Each batch's tensors are copied through pinned host
             buffers it reuses, on a CUDA stream of its own, one batch ahead with workers, and
             the batch tail (``ToDtype``/``Normalize``) runs on the device on the uint8 images
-            (``seneca.loader.device``); ``pin_memory`` is then not needed. Default: None, the
+            (``seneca.loader._device``); ``pin_memory`` is then not needed. Default: None, the
             batches stay on the CPU (pinned with ``pin_memory=True``), as DataLoader's.
         progress: log a line at INFO on the ``seneca`` logger while an epoch runs: samples so
             far, samples/s and the hit rate; every ``defaults.PROGRESS_EVERY`` seconds with
@@ -301,7 +301,7 @@ class SenecaLoader(DataLoader[_T_co]):
 
     def __iter__(self) -> Any:
         """An iteration: DataLoader's batches through the loader's stages
-        (``seneca.loader.batch_path``, where a batch's whole path is stated)."""
+        (``seneca.loader._batch_path``, where a batch's whole path is stated)."""
         path = self._path
         if self._cached is None:
             return path.run(super().__iter__(), {})

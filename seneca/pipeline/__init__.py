@@ -3,7 +3,8 @@ how their forms are stored as cache values.
 
 * ``storage``: the dataset's files (an ImageFolder-style list of paths and labels);
 * ``transforms``: a transform split into the part before the cache and the part after it;
-* ``codec``: cache values (a small header + raw bytes, decoded zero-copy; no pickle).
+* ``codec``: cache values (a small header + raw bytes, decoded zero-copy; no pickle);
+* ``malloc``: glibc malloc tuning for the processes that hold the pipeline's buffers.
 """
 
 from seneca.pipeline.codec import decode, encode

@@ -17,7 +17,7 @@ from seneca.autoplan import (
     plan_for,
     spec_of,
 )
-from seneca.loader.stats import Counters
+from seneca.loader._stats import Counters
 
 SIZE = 50_000_000  # half of the 1,000 samples below (100 KB each)
 #: a job's counters after 300 samples from storage: 2 ms a decode, 1 ms a transform, 100 KB

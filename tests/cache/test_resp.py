@@ -114,7 +114,7 @@ def test_a_server_that_drops_connections_is_tried_once_per_call():
 
 _FAULTS = """
 import resource, sys
-from seneca.loader.malloc import tune_malloc
+from seneca.pipeline.malloc import tune_malloc
 print(tune_malloc())
 
 def batch():  # a batch's worth of 150 KB values, all freed together

@@ -10,7 +10,7 @@ from torchvision.datasets import ImageFolder
 from torchvision.transforms import v2
 
 from seneca import SenecaLoader
-from seneca.loader.ahead import made_ahead
+from seneca.loader._ahead import made_ahead
 
 TRANSFORM = v2.Compose(
     [

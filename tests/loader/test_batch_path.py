@@ -1,4 +1,4 @@
-"""The stages a batch goes through are stated once (seneca/loader/batch_path.py), in the order
+"""The stages a batch goes through are stated once (seneca/loader/_batch_path.py), in the order
 its docstring gives, and the loader runs exactly those; on a real redis-server."""
 
 import re
@@ -9,7 +9,7 @@ import torch
 from torchvision.datasets import ImageFolder
 from torchvision.transforms import v2
 
-import seneca.loader.batch_path as batch_path
+import seneca.loader._batch_path as batch_path
 from seneca import SenecaLoader
 
 DET = v2.Compose(

@@ -10,7 +10,7 @@ from torchvision.transforms import v2
 
 from ods import routing
 from seneca import SenecaLoader
-from seneca.loader.bypass import _copy_rows
+from seneca.loader._bypass import _copy_rows
 
 DET = v2.Compose(
     [

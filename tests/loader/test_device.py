@@ -10,7 +10,7 @@ from torchvision.datasets import ImageFolder
 from torchvision.transforms import v2
 
 from seneca import CacheBoundary, SenecaLoader
-from seneca.loader.device import DeviceFeed, HostBuffers, resolve_device
+from seneca.loader._device import DeviceFeed, HostBuffers, resolve_device
 from seneca.pipeline.transforms import split_transform
 from seneca_base.errors import ConfigError
 

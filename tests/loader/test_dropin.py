@@ -22,7 +22,7 @@ from torchvision import transforms as T
 from torchvision.datasets import DatasetFolder, FakeData, ImageFolder
 
 from seneca import SenecaLoader
-from seneca.loader.options import collective_device
+from seneca.loader._options import collective_device
 from seneca_base.errors import ConfigError
 
 N = 48

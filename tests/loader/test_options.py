@@ -2,7 +2,7 @@ import pytest
 
 from seneca import defaults
 from seneca.cache.client import CacheClient, redact_url, validate_url
-from seneca.loader.options import parse_split, resolve_job
+from seneca.loader._options import parse_split, resolve_job
 from seneca_base.errors import ConfigError
 from seneca_base.split import Split
 from seneca_base.units import parse_size

@@ -5,9 +5,9 @@ cross to another process as a name of the buffer (the buffer itself once per ite
 import torch
 import torch.multiprocessing as mp
 
-from seneca.loader.bypass import Tagged, collate_part
-from seneca.loader.part_buffers import PartBuffers, PartReader, PartRef
-from seneca.loader.rows import BatchRows, collate_rows
+from seneca.loader._bypass import Tagged, collate_part
+from seneca.loader._part_buffers import PartBuffers, PartReader, PartRef
+from seneca.loader._rows import BatchRows, collate_rows
 
 
 def test_buffers_are_taken_while_free_up_to_the_cap():

@@ -10,7 +10,7 @@ from torchvision.transforms import v2
 
 from seneca import CacheBoundary, SenecaLoader
 from seneca.cache.resp import Placed, execute
-from seneca.loader.rows import BatchRows, RowBatch, collate_rows
+from seneca.loader._rows import BatchRows, RowBatch, collate_rows
 from seneca.pipeline import codec
 
 CROP = v2.Compose([v2.RandomResizedCrop(12, antialias=True), v2.PILToTensor()])

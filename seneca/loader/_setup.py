@@ -21,7 +21,7 @@ from ods.store import OdsStore
 from seneca import defaults
 from seneca.cache.client import CacheClient
 from seneca.cache.embedded import acquire_embedded
-from seneca.loader.options import group_device, load_plan, parse_split
+from seneca.loader._options import group_device, parse_split
 from seneca.loader.source import NotCacheable, Resolved, members
 from seneca_base.errors import CacheError, CacheUnavailableError, ConfigError, SenecaError
 from seneca_base.split import Split
@@ -98,6 +98,8 @@ def cache_options(
     if plan is not None:
         if split is not None:
             raise ConfigError("give either plan= or split=, not both")
+        from mdp.planfile import load_plan  # mdp loads on first use, as for spec=
+
         chosen = load_plan(plan)
         fractions, size = chosen.split, size or chosen.cache_bytes
     else:

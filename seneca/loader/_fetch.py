@@ -26,10 +26,10 @@ from torch.utils.data import get_worker_info
 from ods.admission import REFUSED
 from ods.decision import Pick, hits_by_bucket
 from seneca.cache.resp import Pending, Place, Placed, post
-from seneca.loader.link import CACHE_FAILURES, CacheLink
-from seneca.loader.rows import BatchRows, RowBatch
-from seneca.loader.samples import Offers, SampleWork, count_lookup
-from seneca.loader.stats import Counters, process_row
+from seneca.loader._link import CACHE_FAILURES, CacheLink
+from seneca.loader._rows import BatchRows, RowBatch
+from seneca.loader._samples import Offers, SampleWork, count_lookup
+from seneca.loader._stats import Counters, process_row
 from seneca.pipeline import codec
 from seneca_base.tiers import TIERS
 
@@ -110,7 +110,7 @@ class Fetcher:
         """The samples of a batch of ``ods.decision.Pick``; ``evict``: offer values to a full
         encoded tier too (ODS batches: the policy evicts what live jobs need least; a loader's
         own order has no demand to evict for). ``rows`` and ``slots``: the picks are some of a
-        batch whose rows are ``rows``, pick k in row ``slots[k]`` (``seneca.loader.bypass``);
+        batch whose rows are ``rows``, pick k in row ``slots[k]`` (``seneca.loader._bypass``);
         by default the picks are the batch, in order."""
         count: Counter = Counter(samples=len(picks))
         store = self.link.store

@@ -33,9 +33,9 @@ import torch
 from torch.utils.data import default_collate
 
 from ods.decision import Pick
-from seneca.loader.fetch import Fetcher
-from seneca.loader.part_buffers import PartReader, PartRef
-from seneca.loader.rows import BatchRows, collate_rows
+from seneca.loader._fetch import Fetcher
+from seneca.loader._part_buffers import PartReader, PartRef
+from seneca.loader._rows import BatchRows, collate_rows
 
 __all__ = ["HitSplitter", "Tag", "Tagged", "collate_part"]
 

@@ -16,7 +16,7 @@ and copied over PCIe. With ``device=`` the loader does it the other way round:
    memory is not reused while the loop's kernels may still read it.
 
 Steps 1 and 2 run where the batch is made: with DataLoader workers, in the thread that makes
-the next batch while the loop has the current one (``seneca.loader.ahead``), so the copy of
+the next batch while the loop has the current one (``seneca.loader._ahead``), so the copy of
 batch k + 1 is under way while the GPU runs step k; without workers, when the loop asks for the
 batch (the copy still overlaps the step the GPU has queued). Step 3 runs in the loop's thread.
 
@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from seneca import defaults
-from seneca.loader.ahead import closing
+from seneca.loader._ahead import closing
 from seneca_base.errors import ConfigError
 
 __all__ = ["DeviceFeed", "HostBuffers", "handed_over", "resolve_device", "staged"]

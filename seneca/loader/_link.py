@@ -19,7 +19,7 @@ from ods.decision import Pick
 from ods.store import OdsStore
 from seneca import defaults
 from seneca.autoplan.record import PlanRecord
-from seneca.loader.stats import Counters, process_row
+from seneca.loader._stats import Counters, process_row
 from seneca_base.backoff import Backoff
 from seneca_base.errors import CacheError
 

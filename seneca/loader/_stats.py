@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from seneca.loader.ahead import closing
+from seneca.loader._ahead import closing
 from seneca_base.tiers import TIERS as TIER_NAMES
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("seneca")
+
 
 def _per_tier(*names: str) -> tuple[str, ...]:
     """``<name>_<tier>`` for each name, each tier (``seneca_base.tiers.TIERS`` order)."""

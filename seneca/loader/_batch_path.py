@@ -4,15 +4,15 @@ A batch of a SenecaLoader that caches goes through these stages, in this order:
 
 1. **decide**: ODS picks the batch's samples and the tier to read each one from
    (``ods.sampler.OdsBatchSampler``, in the loader process). In a loader's own order (no ODS)
-   the tiers are looked up when the batch is fetched (``link.CacheLink.lookup``).
+   the tiers are looked up when the batch is fetched (``_link.CacheLink.lookup``).
 2. **fetch hits**: with workers, the batch's augmented hits are read in the loader process,
    as soon as the batch is decided, into the rows of the batch tensor
-   (``bypass.HitSplitter``, through ``fetch.Fetcher``); only the other samples go to a
+   (``_bypass.HitSplitter``, through ``_fetch.Fetcher``); only the other samples go to a
    worker.
 3. **workers' rows**: a DataLoader worker (or the loader process, without workers) fetches
-   its samples (``fetch.Fetcher``: the values in one round trip, misses read from storage,
-   each sample's remaining work by ``samples.SampleWork``, the new values offered to the cache)
-   and collates them (``rows.collate_rows``, ``bypass.collate_part``).
+   its samples (``_fetch.Fetcher``: the values in one round trip, misses read from storage,
+   each sample's remaining work by ``_samples.SampleWork``, the new values offered to the cache)
+   and collates them (``_rows.collate_rows``, ``_bypass.collate_part``).
 
 Then, per batch in the loader process, the stages of :meth:`BatchPath.stages`, each an
 iterator over the one before (:data:`Stage`):
@@ -21,14 +21,14 @@ iterator over the one before (:data:`Stage`):
 5. **tail**: the transform's batch tail (``ToDtype``/``Normalize``) run once per batch, then
    pinned with ``pin_memory`` (``pipeline.batch_tail.finished_batches``); or, with
    ``device=``, **device copy**: the batch copied to the device and the tail run there
-   (``device.staged``);
+   (``_device.staged``);
 6. **ahead**: with workers, the stages above run one batch ahead in a thread
-   (``ahead.made_ahead``);
-7. **device hand-over**: the loop's stream waits for the copy (``device.handed_over``);
-8. **track**: with ODS, the batch counted for ``state_dict`` (``progress.EpochProgress``);
+   (``_ahead.made_ahead``);
+7. **device hand-over**: the loop's stream waits for the copy (``_device.handed_over``);
+8. **track**: with ODS, the batch counted for ``state_dict`` (``_progress.EpochProgress``);
 9. **plan tick**: with ``split="auto"``, a look at the plan between batches and at the end
    (``AutoPlanner.tick``);
-10. **stats**: progress lines and the epoch's summary (``stats.summarised``).
+10. **stats**: progress lines and the epoch's summary (``_stats.summarised``).
 
 A loader that reads its dataset uncached runs only the device stages.
 """
@@ -42,16 +42,16 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from seneca import defaults
-from seneca.loader.ahead import closing, made_ahead
-from seneca.loader.device import DeviceFeed, handed_over, staged
-from seneca.loader.progress import EpochProgress
-from seneca.loader.stats import Counters, summarised
+from seneca.loader._ahead import closing, made_ahead
+from seneca.loader._device import DeviceFeed, handed_over, staged
+from seneca.loader._progress import EpochProgress
+from seneca.loader._stats import Counters, summarised
 from seneca.pipeline.batch_tail import BatchTail, finished_batches
 
 if TYPE_CHECKING:
     from ods.sampler import OdsBatchSampler
     from seneca.autoplan import AutoPlanner
-    from seneca.loader.bypass import HitSplitter
+    from seneca.loader._bypass import HitSplitter
 
 __all__ = ["BatchPath", "Stage"]
 

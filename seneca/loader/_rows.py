@@ -1,6 +1,6 @@
 """Batches collated where they are read: cached tensors land in the rows of one batch tensor.
 
-A fetch that reads a batch's cached augmented tensors (``seneca.loader.fetch``) gives each value's
+A fetch that reads a batch's cached augmented tensors (``seneca.loader._fetch``) gives each value's
 payload a row of one ``(batch, *shape)`` tensor (:class:`BatchRows`, the placer of
 ``seneca.cache.resp.execute``), and copies the samples it made itself (misses, other forms) into
 their rows. :func:`collate_rows` then returns that tensor as the batch's images instead of
@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.data import default_collate, get_worker_info
 
-from seneca.loader.part_buffers import shared_empty
+from seneca.loader._part_buffers import shared_empty
 
 if TYPE_CHECKING:
-    from seneca.loader.part_buffers import PartBuffers
+    from seneca.loader._part_buffers import PartBuffers
 
 __all__ = ["BatchRows", "RowBatch", "collate_rows"]
 
@@ -50,7 +50,7 @@ class BatchRows:
         taken = None
         if self.buffers is not None:
             taken = self.buffers.take(self.n * row_bytes, self.capacity * row_bytes)
-        if taken is not None:  # a part's rows in a reused buffer (seneca.loader.part_buffers)
+        if taken is not None:  # a part's rows in a reused buffer (seneca.loader._part_buffers)
             self.slot, buffer = taken
             rows = torch.empty(0, dtype=dtype).set_(buffer.untyped_storage(), 0, (self.n, *shape))
         elif get_worker_info() is not None:  # shared memory, as default_collate does in workers

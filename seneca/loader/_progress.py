@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from seneca.loader.ahead import closing
+from seneca.loader._ahead import closing
 
 __all__ = ["EpochProgress"]
 

@@ -7,7 +7,7 @@ freed. That and the copies in and out cost several times what they cost with a b
 mapped (``docs/benchmarks.md``, the hit path's small costs).
 
 A worker's :class:`PartBuffers` keeps a few buffers mapped in both processes instead. A part's
-rows are made in a free buffer (``seneca.loader.rows.BatchRows``); what crosses is a
+rows are made in a free buffer (``seneca.loader._rows.BatchRows``); what crosses is a
 :class:`PartRef` naming the buffer, which carries the buffer itself the first time in an
 iteration. The loader process (:class:`PartReader`) copies the rows into its batch and hands
 the buffer back by clearing its busy byte, the buffer's last byte. A worker keeps at most one

@@ -2,10 +2,10 @@
 
 Per batch (``__getitems__``, called in the loader process or a DataLoader worker): the tier to
 read each sample from comes with the batch when ODS decided it, else from one ``lookup`` call
-(the loader's own order, :meth:`CacheLink.lookup <seneca.loader.link.CacheLink.lookup>`);
-``seneca.loader.fetch`` then reads the values, has the rest of each sample made
-(``seneca.loader.samples``: storage reads, decodes, the transform), and offers new values to
-the cache. What a cache failure does is the link's (``seneca.loader.link``).
+(the loader's own order, :meth:`CacheLink.lookup <seneca.loader._link.CacheLink.lookup>`);
+``seneca.loader._fetch`` then reads the values, has the rest of each sample made
+(``seneca.loader._samples``: storage reads, decodes, the transform), and offers new values to
+the cache. What a cache failure does is the link's (``seneca.loader._link``).
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ import torch.utils.data
 
 from ods.decision import Pick
 from ods.store import OdsStore
-from seneca.loader.bypass import Tag, Tagged
-from seneca.loader.fetch import Fetcher
-from seneca.loader.link import CacheLink
-from seneca.loader.malloc import tune_malloc
-from seneca.loader.part_buffers import part_buffers
-from seneca.loader.rows import BatchRows
-from seneca.loader.samples import SampleWork
+from seneca.loader._bypass import Tag, Tagged
+from seneca.loader._fetch import Fetcher
+from seneca.loader._link import CacheLink
+from seneca.loader._part_buffers import part_buffers
+from seneca.loader._rows import BatchRows
+from seneca.loader._samples import SampleWork
+from seneca.loader._stats import Counters
+from seneca.loader._worker_exit import guard_exit
 from seneca.loader.source import Resolved
-from seneca.loader.stats import Counters
-from seneca.loader.worker_exit import guard_exit
+from seneca.pipeline.malloc import tune_malloc
 from seneca.pipeline.transforms import SplitTransform, split_transform
 
 __all__ = ["CachedDataset"]
@@ -67,7 +67,7 @@ class CachedDataset(torch.utils.data.Dataset):
         self.link = CacheLink(counters)
         self.fetcher = Fetcher(self.link, self.work, counters)
         #: in a worker with the bypass: how many shared buffers its parts' rows may reuse
-        #: (``seneca.loader.part_buffers``; 0: none)
+        #: (``seneca.loader._part_buffers``; 0: none)
         self.part_buffers = 0
 
     @property
@@ -137,7 +137,7 @@ class CachedDataset(torch.utils.data.Dataset):
 
     def _part(self, tag: Tag, picks: Sequence[Pick]) -> Tagged:
         """A worker's part of batch ``tag``: its ``picks`` made here, their images in rows of a
-        reused shared buffer where they can be (``seneca.loader.part_buffers``)."""
+        reused shared buffer where they can be (``seneca.loader._part_buffers``)."""
         part = Tagged()
         part.tag = tag.batch
         if not picks:
