@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ods.store import allocated
+from seneca import defaults
 from seneca.bench.provenance import provenance
 from seneca_base.errors import ConfigError
 
@@ -126,7 +128,9 @@ def run_hit_path(
     if samples < batch_size or batch_size < 1 or repeats < 1 or passes < 1:
         raise ConfigError("--samples must be >= --batch-size >= 1; --repeats, --passes >= 1")
     ds = _dataset(data, samples, crop)
-    size = samples * (3 * crop * crop + 4096)
+    # what the cache charges each value: the allocator's size class of its bytes (header
+    # included) and the entry's overhead, as the loader's store counts it
+    size = samples * (allocated(3 * crop * crop + 4096) + defaults.ENTRY_OVERHEAD)
     url = cache or acquire_embedded(2 * size + 64_000_000, name="hitpath")
     rates: dict[str, list[float]] = {"redis-py MGET": [], "socket MGET": [], "loader": []}
     for rnd in range(repeats):
