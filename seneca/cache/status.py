@@ -16,7 +16,7 @@ from ods import defaults as ods_defaults
 from ods import routing
 from ods.keys import Keys, glob_escape
 from seneca.autoplan.record import PlanRecord
-from seneca_base.tiers import LETTER
+from seneca_base.tiers import LETTER, SPLIT_ORDER
 
 __all__ = [
     "CacheStatus",
@@ -182,7 +182,7 @@ def dataset_status(client: Any, dataset: str, now: int, prefix: str) -> DatasetS
     keys = Keys(dataset, prefix)
     used = {text_of(k): text_of(v) for k, v in client.hgetall(keys.used).items()}
     info = {text_of(k): text_of(v) for k, v in client.hgetall(keys.info).items()}
-    hits = {t: _int(used.get(f"hits:{LETTER[t]}")) for t in ("encoded", "decoded", "augmented")}
+    hits = {t: _int(used.get(f"hits:{LETTER[t]}")) for t in SPLIT_ORDER}
     return DatasetStatus(
         dataset=dataset,
         about=info.get("about", ""),

@@ -14,26 +14,6 @@ from seneca_base.split import Split
 
 _counter = itertools.count()
 
-#: DataLoader's arguments after ``dataset``, passed on as given.
-DATALOADER_ARGS = (
-    "batch_size",
-    "shuffle",
-    "sampler",
-    "batch_sampler",
-    "num_workers",
-    "collate_fn",
-    "pin_memory",
-    "drop_last",
-    "timeout",
-    "worker_init_fn",
-    "multiprocessing_context",
-    "generator",
-    "prefetch_factor",
-    "persistent_workers",
-    "pin_memory_device",
-    "in_order",
-)
-
 
 def parse_split(split: Mapping[str, float] | Sequence[float] | None) -> Split:
     """``split`` (a mapping of tiers to fractions, missing tiers 0, or an (e, d, a) sequence)

@@ -20,7 +20,6 @@ from seneca.loader._bypass import HitSplitter, collate_part
 from seneca.loader._dataset import CachedDataset
 from seneca.loader._device import DeviceFeed, resolve_device
 from seneca.loader._options import (
-    DATALOADER_ARGS,
     resolve_batch_tail,
     resolve_job,
     resolve_ods,
@@ -137,8 +136,24 @@ class SenecaLoader(DataLoader[_T_co]):
         device: str | torch.device | None = None,
         progress: bool | float = False,
     ) -> None:
-        given = locals()
-        args: dict[str, Any] = {name: given[name] for name in DATALOADER_ARGS}
+        args: dict[str, Any] = {  # DataLoader's arguments after dataset, passed on as given
+            "batch_size": batch_size,
+            "shuffle": shuffle,
+            "sampler": sampler,
+            "batch_sampler": batch_sampler,
+            "num_workers": num_workers,
+            "collate_fn": collate_fn,
+            "pin_memory": pin_memory,
+            "drop_last": drop_last,
+            "timeout": timeout,
+            "worker_init_fn": worker_init_fn,
+            "multiprocessing_context": multiprocessing_context,
+            "generator": generator,
+            "prefetch_factor": prefetch_factor,
+            "persistent_workers": persistent_workers,
+            "pin_memory_device": pin_memory_device,
+            "in_order": in_order,
+        }
         DataLoader(dataset, **args)  # DataLoader's own checks come first, with its errors
         #: the device batches are yielded on (None: the CPU, as DataLoader yields them)
         self.device = resolve_device(device)

@@ -35,6 +35,22 @@ def test_signature_matches_dataloader():
     assert all(ours[n].kind is inspect.Parameter.KEYWORD_ONLY for n in extra)
 
 
+def test_every_dataloader_argument_is_passed_on():
+    """SenecaLoader hands DataLoader each of its arguments after ``dataset`` by name."""
+    import ast
+
+    import seneca.loader.loader as module
+
+    tree = ast.parse(inspect.getsource(module.SenecaLoader.__init__).lstrip())
+    passed = next(
+        {k.value: v.id for k, v in zip(n.value.keys, n.value.values, strict=True)}
+        for n in ast.walk(tree)
+        if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", "") == "args"
+    )
+    theirs = [n for n in inspect.signature(DataLoader.__init__).parameters if n != "self"]
+    assert passed == {name: name for name in theirs[1:]}
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
