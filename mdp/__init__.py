@@ -11,6 +11,9 @@ grid::
     best = plan(load_spec("inhouse-x2"))
     best.split, best.throughput          # (100, 0, 0), 4264.0
 
+A plan written by ``mdp plan SPEC --out plan.json`` is read back by :func:`load_plan`
+(:mod:`mdp.planfile`), as the loader's ``plan=`` does.
+
 Command line: ``mdp plan | predict | sweep | profile | bench | examples``.
 """
 

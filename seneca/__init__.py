@@ -6,9 +6,12 @@ Change one line::
     loader = SenecaLoader(ImageFolder(root, transform=t), batch_size=256, shuffle=True,
                           num_workers=8, cache="redis://cache-node:6379")
 
-Public names are imported on first use, so ``seneca.errors`` and ``seneca.defaults`` load
-without torch or redis. The subpackages: ``loader`` (SenecaLoader), ``pipeline`` (storage,
-transforms, the value codec), ``cache`` (Redis plumbing), ``bench`` (measurements), ``cli``.
+The public API is what README documents: the names below (imported on first use, so
+``seneca.errors`` and ``seneca.defaults`` load without torch or redis), ``seneca.defaults``,
+``seneca.pipeline`` (storage, transforms, the value codec) and the ``seneca``, ``mdp`` and
+``ods`` commands. The other subpackages are Seneca's own parts, not API: ``loader`` (behind
+SenecaLoader; its internal modules start with an underscore), ``cache`` (Redis plumbing),
+``autoplan`` (``split="auto"``), ``bench`` (measurements) and ``cli`` (the commands).
 """
 
 from __future__ import annotations
