@@ -99,7 +99,7 @@ def admit(
 
 def _out_of_memory(err: BaseException) -> bool:
     """Whether ``err`` is the server's refusal at ``maxmemory`` (as redis-py's parser or
-    ``seneca.cache.resp`` gives it)."""
+    ``seneca._cache.resp`` gives it)."""
     return isinstance(err, redis.exceptions.OutOfMemoryError) or str(err).startswith("OOM ")
 
 

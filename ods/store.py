@@ -66,7 +66,7 @@ class OdsStore(Engine):
 
     Args:
         client: a redis-py client (decode_responses must be False), or an object whose
-            ``redis`` attribute gives one per process (``seneca.cache.client.CacheClient``;
+            ``redis`` attribute gives one per process (``seneca._cache.client.CacheClient``;
             the store then pickles into DataLoader workers).
         dataset: dataset id (a fingerprint); metadata keys share the hash tag ``{<dataset>}``.
         samples: number of samples in the dataset.

@@ -1,7 +1,7 @@
 """What reading cached crops into a batch tensor costs, against reading them into buffers.
 
 3,000 values of one 3x224x224 uint8 tensor (our codec) in a private embedded Redis, read in
-batches of 32 with ``seneca.cache.resp.execute``, three ways, alternating per batch:
+batches of 32 with ``seneca._cache.resp.execute``, three ways, alternating per batch:
 
 * ``buffers``: each value into its own fresh ``bytearray`` (the socket MGET of hit-path);
 * ``new rows``: payloads into the rows of a new batch tensor per batch (what the loader does);
@@ -21,8 +21,8 @@ import redis
 import torch
 
 from ods.decision import Pick
-from seneca.cache.embedded import acquire_embedded
-from seneca.cache.resp import execute
+from seneca._cache.embedded import acquire_embedded
+from seneca._cache.resp import execute
 from seneca.loader._fetch import _placer
 from seneca.loader._rows import BatchRows
 from seneca.pipeline import codec

@@ -30,7 +30,7 @@ from torchvision import transforms as T
 from torchvision.datasets import ImageFolder
 
 from seneca import SenecaLoader
-from seneca.cache.server import redis_config, redis_server_binary
+from seneca._cache.server import redis_config, redis_server_binary
 
 TIERS = ("augmented", "decoded", "encoded")
 

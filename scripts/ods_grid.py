@@ -27,7 +27,7 @@ import redis
 
 from ods.losses import CAUSES
 from ods.simulate import SimConfig, simulate_ods
-from seneca.cache.embedded import acquire_embedded
+from seneca._cache.embedded import acquire_embedded
 
 FRACS = (0.1, 0.2, 0.4, 0.6, 0.8)
 STAGGERED = (0, 0.25, 0.5, 0.75, 1, 1.25, 1.5, 1.75)

@@ -32,7 +32,7 @@ from torchvision import transforms as T
 from torchvision.transforms.functional import pil_to_tensor
 
 from ods.store import OdsStore
-from seneca.cache.embedded import acquire_embedded
+from seneca._cache.embedded import acquire_embedded
 from seneca.pipeline import codec
 
 SECONDS = 8

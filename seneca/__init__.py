@@ -9,9 +9,9 @@ Change one line::
 The public API is what README documents: the names below (imported on first use, so
 ``seneca.errors`` and ``seneca.defaults`` load without torch or redis), ``seneca.defaults``,
 ``seneca.pipeline`` (storage, transforms, the value codec) and the ``seneca``, ``mdp`` and
-``ods`` commands. The other subpackages are Seneca's own parts, not API: ``loader`` (behind
-SenecaLoader; its internal modules start with an underscore), ``cache`` (Redis plumbing),
-``autoplan`` (``split="auto"``), ``bench`` (measurements) and ``cli`` (the commands).
+``ods`` commands. Internal parts start with an underscore: ``_cache`` (Redis plumbing),
+``_autoplan`` (``split="auto"``) and the modules of ``loader`` behind SenecaLoader. ``bench``
+(measurements) and ``cli`` are the applications behind the commands.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ CACHE_SIZE = 1_000_000_000
 #: given. ``mdp plan`` computes a better split for a given cluster.
 SPLIT = {"encoded": 0.5, "decoded": 0.3, "augmented": 0.2}
 #: ``split="auto"`` (the default): the loader plans its split with MDP from what it measures
-#: (``seneca.autoplan``). Until a value has AUTO_WARMUP_SAMPLES samples behind it, it is taken
+#: (``seneca._autoplan``). Until a value has AUTO_WARMUP_SAMPLES samples behind it, it is taken
 #: from AUTO_DEFAULTS (the CPU rates per process; ImageNet-like JPEGs of ~110 KB, decoded 5.1x
 #: their size, cropped to 224 x 224), the rest from PROFILE_DEFAULTS or the user's spec.
 AUTO_DEFAULTS = {

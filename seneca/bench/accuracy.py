@@ -194,8 +194,8 @@ def summarise(values: list[float]) -> dict[str, float]:
 
 def _forget(cache: str, reports: list[dict[str, Any]]) -> None:
     """Delete the keys of the datasets a configuration's jobs cached (the next starts empty)."""
-    from seneca.cache.client import CacheClient
-    from seneca.cache.maintenance import clear_datasets
+    from seneca._cache.client import CacheClient
+    from seneca._cache.maintenance import clear_datasets
 
     client = CacheClient(cache)
     try:
@@ -230,7 +230,7 @@ def run_accuracy(
         write_digits(data)
     if cache is None:
         from seneca import defaults
-        from seneca.cache.embedded import acquire_embedded
+        from seneca._cache.embedded import acquire_embedded
 
         cache = acquire_embedded(defaults.CACHE_SIZE, name="accuracy")
     from tqdm import tqdm

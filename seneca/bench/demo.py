@@ -168,9 +168,9 @@ def run_demo(
 ) -> list[float]:
     """Make the dataset if missing, run both loaders with 2 concurrent jobs ``rounds`` times
     (alternating which goes first), print the table and the ratios; returns the ratios."""
+    from seneca._cache.embedded import acquire_embedded
     from seneca.bench.harness import clear_cache
     from seneca.bench.synthetic import make_dataset
-    from seneca.cache.embedded import acquire_embedded
     from seneca_base.units import parse_size
 
     if iterations < 1 or rounds < 1:

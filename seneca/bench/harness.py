@@ -221,7 +221,7 @@ def _epoch(loader: Any, trainer: Any) -> dict[str, float]:
 def clear_cache(url: str) -> None:
     """Delete every Seneca key of the cache at ``url`` (what a configuration left behind)."""
     from ods import routing
-    from seneca.cache.client import CacheClient
+    from seneca._cache.client import CacheClient
 
     cache = CacheClient(url)
     client = cache.redis  # every primary of a cluster
@@ -388,7 +388,7 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> dict:
     sizes = {f: max(1, int(f * encoded)) for f in cfg.fractions}
     url = cfg.cache
     if url is None:
-        from seneca.cache.embedded import acquire_embedded
+        from seneca._cache.embedded import acquire_embedded
 
         url = acquire_embedded(int(max(sizes.values()) * 1.5) + 64_000_000, name="bench")
     Path(cfg.out).mkdir(parents=True, exist_ok=True)

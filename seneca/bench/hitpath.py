@@ -6,7 +6,7 @@ then read ``--passes`` times by the three, in turns, with the same keys in batch
 ``--batch-size``:
 
 * ``redis-py MGET``: ``redis.Redis.mget`` (hiredis) of the value keys: the bytes arrive;
-* ``socket MGET``: the same through ``seneca.cache.resp`` (each value read into its own buffer);
+* ``socket MGET``: the same through ``seneca._cache.resp`` (each value read into its own buffer);
 * ``loader``: a fresh job's SenecaLoader epoch with ODS, no workers, the transform ending at
   ``PILToTensor`` so that batches are the collated uint8 images: every sample is a hit, and the
   path includes the ODS decisions, pin releases, the codec and collation.
@@ -87,7 +87,7 @@ def _fill(ds: Any, url: str, rnd: int, batch_size: int, size: int) -> Any:
 
 def _turn(ds: Any, url: str, client: Any, batches: list, job: str, size: int) -> dict:
     """One turn of the three reads of the cached values: bytes per second of each."""
-    from seneca.cache.resp import execute
+    from seneca._cache.resp import execute
 
     rates = {}
     for name, fetch in (
@@ -122,8 +122,8 @@ def run_hit_path(
     each read ``passes`` times by all three in turn; returns and optionally writes them."""
     import redis
 
+    from seneca._cache.embedded import acquire_embedded
     from seneca.bench.harness import clear_cache
-    from seneca.cache.embedded import acquire_embedded
 
     if samples < batch_size or batch_size < 1 or repeats < 1 or passes < 1:
         raise ConfigError("--samples must be >= --batch-size >= 1; --repeats, --passes >= 1")

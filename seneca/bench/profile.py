@@ -73,7 +73,7 @@ def _setup(kind: str, payload: dict[str, Any]) -> tuple[Any, Any]:
 
         return payload["paths"], read
     if kind == "cache":
-        from seneca.cache.client import CacheClient
+        from seneca._cache.client import CacheClient
 
         client = CacheClient(payload["url"]).redis
         keys = payload["keys"]
@@ -177,7 +177,7 @@ def _inflation(paths: list[str], crop: int) -> tuple[float, float]:
 def _cache_url(cache: str | None, need: int) -> str:
     if cache is not None:
         return cache
-    from seneca.cache.embedded import acquire_embedded
+    from seneca._cache.embedded import acquire_embedded
 
     return acquire_embedded(max(4 * need, defaults.CACHE_SIZE), name="profile")
 
@@ -187,7 +187,7 @@ def _cache_reads(
 ) -> tuple[Any, float]:
     """The cache's client and its read bandwidth (bytes/s): the chosen images, encoded and
     decoded, written under keys of their own, read back by ``workers`` processes."""
-    from seneca.cache.client import CacheClient
+    from seneca._cache.client import CacheClient
     from seneca.loader.source import pil_decode
     from seneca.pipeline import codec
 

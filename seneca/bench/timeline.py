@@ -148,7 +148,7 @@ def run_timeline(cfg: TimelineConfig) -> dict[str, Any]:
     cache_size = max(1, int(cfg.cache_frac * encoded))
     url = cfg.cache
     if url is None:
-        from seneca.cache.embedded import acquire_embedded
+        from seneca._cache.embedded import acquire_embedded
 
         url = acquire_embedded(int(cache_size * 1.5) + 64_000_000, name="bench")
     clear_cache(url)

@@ -113,8 +113,8 @@ def run_validation(
     from tqdm import tqdm
 
     from mdp.planner import predict
+    from seneca._cache.embedded import acquire_embedded
     from seneca.bench.harness import BenchConfig, clear_cache, run_configuration
-    from seneca.cache.embedded import acquire_embedded
     from seneca.pipeline.storage import Storage
 
     _check_options(sizes, loader, epochs)

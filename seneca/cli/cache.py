@@ -11,9 +11,9 @@ import time
 from typing import Any
 
 from ods import defaults as ods_defaults
-from seneca.cache.client import CacheClient
-from seneca.cache.embedded import KEEP_ENV, embedded_url, stop_embedded
-from seneca.cache.status import CacheStatus, DatasetStatus
+from seneca._cache.client import CacheClient
+from seneca._cache.embedded import KEEP_ENV, embedded_url, stop_embedded
+from seneca._cache.status import CacheStatus, DatasetStatus
 from seneca_base.errors import ConfigError
 from seneca_base.units import format_size
 
@@ -127,7 +127,7 @@ def _status_json(s: CacheStatus) -> dict[str, Any]:
 
 
 def _gc(client: CacheClient, args: argparse.Namespace) -> None:
-    from seneca.cache.maintenance import collect_garbage
+    from seneca._cache.maintenance import collect_garbage
 
     r = collect_garbage(client.redis, args.apply, args.dataset, args.prefix)
     if args.json:
@@ -149,8 +149,8 @@ def _gc(client: CacheClient, args: argparse.Namespace) -> None:
 def _metrics(client: CacheClient, args: argparse.Namespace) -> None:
     from prometheus_client import generate_latest, start_http_server
 
-    from seneca.cache.metrics import registry_for
-    from seneca.cache.status import cache_status
+    from seneca._cache.metrics import registry_for
+    from seneca._cache.status import cache_status
 
     registry = registry_for(
         lambda: cache_status(client.redis, client.redacted, args.dataset, args.prefix)
@@ -178,12 +178,12 @@ def run_cache(args: argparse.Namespace) -> None:
     client = CacheClient(args.url or embedded_url())
     client.ping()
     if args.action == "status":
-        from seneca.cache.status import cache_status
+        from seneca._cache.status import cache_status
 
         s = cache_status(client.redis, client.redacted, args.dataset, args.prefix)
         print(json.dumps(_status_json(s), indent=2) if args.json else format_status(s))
     elif args.action == "clear":
-        from seneca.cache.maintenance import clear_datasets
+        from seneca._cache.maintenance import clear_datasets
 
         if not args.dataset and not args.all:
             raise ConfigError(

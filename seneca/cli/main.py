@@ -231,7 +231,7 @@ def _run(args: argparse.Namespace) -> None:
             f"mean {r['mean_kb']:.1f} KB to {args.dir}"
         )
     elif args.command == "cache-node" and args.cluster is not None:
-        from seneca.cache.cluster import run_cache_cluster
+        from seneca._cache.cluster import run_cache_cluster
 
         run_cache_cluster(args.cluster, args.port, parse_size(args.maxmemory, "--maxmemory"))
     elif args.command == "cache-node":
@@ -278,7 +278,7 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def _cache_node(args: argparse.Namespace) -> None:
-    from seneca.cache.server import cache_node_config, node_url, serve_redis_server
+    from seneca._cache.server import cache_node_config, node_url, serve_redis_server
 
     config = cache_node_config(
         port=args.port,

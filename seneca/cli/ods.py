@@ -86,10 +86,10 @@ def _causes(r: dict) -> str:
 
 
 def _client(url: str | None) -> redis.Redis:
-    from seneca.cache.client import CacheClient
+    from seneca._cache.client import CacheClient
 
     if url is None:
-        from seneca.cache.embedded import acquire_embedded
+        from seneca._cache.embedded import acquire_embedded
 
         url = acquire_embedded(defaults.CACHE_SIZE, name="ods-simulate")
     client = CacheClient(url)

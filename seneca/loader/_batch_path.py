@@ -50,7 +50,7 @@ from seneca.pipeline.batch_tail import BatchTail, finished_batches
 
 if TYPE_CHECKING:
     from ods.sampler import OdsBatchSampler
-    from seneca.autoplan import AutoPlanner
+    from seneca._autoplan import AutoPlanner
     from seneca.loader._bypass import HitSplitter
 
 __all__ = ["BatchPath", "Stage"]

@@ -2,7 +2,7 @@
 
 Each sample of the batch comes with the tier to read it from (decided by ODS, or looked up for
 a loader's own order). One round trip reads the values (straight into their own buffers,
-``seneca.cache.resp``), releases the batch's pins (the server runs the release after the reads,
+``seneca._cache.resp``), releases the batch's pins (the server runs the release after the reads,
 so the values were read while pinned; in the loader process the release is posted to the
 outbox instead), and reads the tiers' usage and the live jobs of the loader's view. A value
 that is gone (its entry was evicted after its pin lapsed, a late eviction deleted it after the
@@ -25,7 +25,7 @@ from torch.utils.data import get_worker_info
 
 from ods.admission import REFUSED
 from ods.decision import Pick, hits_by_bucket
-from seneca.cache.resp import Pending, Place, Placed, post
+from seneca._cache.resp import Pending, Place, Placed, post
 from seneca.loader._link import CACHE_FAILURES, CacheLink
 from seneca.loader._rows import BatchRows, RowBatch
 from seneca.loader._samples import Offers, SampleWork, count_lookup

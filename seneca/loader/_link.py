@@ -18,7 +18,7 @@ import redis
 from ods.decision import Pick
 from ods.store import OdsStore
 from seneca import defaults
-from seneca.autoplan.record import PlanRecord
+from seneca._autoplan.record import PlanRecord
 from seneca.loader._stats import Counters, process_row
 from seneca_base.backoff import Backoff
 from seneca_base.errors import CacheError
@@ -113,7 +113,7 @@ class CacheLink:
             )
 
     def adopt_plan(self, raw: Any) -> None:
-        """Budget the tiers by the shared plan ``raw`` (a ``seneca.autoplan`` record, as read
+        """Budget the tiers by the shared plan ``raw`` (a ``seneca._autoplan`` record, as read
         from the cache; anything else leaves the budgets as they are)."""
         if not isinstance(raw, bytes | bytearray) or raw == self._plan_raw or not self.plan_size:
             return

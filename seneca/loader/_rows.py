@@ -2,7 +2,7 @@
 
 A fetch that reads a batch's cached augmented tensors (``seneca.loader._fetch``) gives each value's
 payload a row of one ``(batch, *shape)`` tensor (:class:`BatchRows`, the placer of
-``seneca.cache.resp.execute``), and copies the samples it made itself (misses, other forms) into
+``seneca._cache.resp.execute``), and copies the samples it made itself (misses, other forms) into
 their rows. :func:`collate_rows` then returns that tensor as the batch's images instead of
 stacking copies: what ``default_collate`` would return, without the copy. A fetch that read
 every value of its batch into its row returns the samples as a :class:`RowBatch`, whose rows

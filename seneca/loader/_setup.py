@@ -19,8 +19,8 @@ from ods import defaults as ods_defaults
 from ods.sampler import OdsBatchSampler
 from ods.store import OdsStore
 from seneca import defaults
-from seneca.cache.client import CacheClient
-from seneca.cache.embedded import acquire_embedded
+from seneca._cache.client import CacheClient
+from seneca._cache.embedded import acquire_embedded
 from seneca.loader._options import group_device, parse_split
 from seneca.loader.source import NotCacheable, Resolved, members
 from seneca_base.errors import CacheError, CacheUnavailableError, ConfigError, SenecaError
@@ -28,7 +28,7 @@ from seneca_base.split import Split
 from seneca_base.units import parse_size
 
 if TYPE_CHECKING:
-    from seneca.autoplan import AutoPlanner
+    from seneca._autoplan import AutoPlanner
 
 __all__ = [
     "CacheOptions",
@@ -123,7 +123,7 @@ def auto_planner(
 ) -> AutoPlanner:
     """The planner of a loader with ``split="auto"``, started on the dataset's plan (or the
     first one) when the cache answers; the store's budgets follow its split."""
-    from seneca.autoplan import AutoPlanner, Setting
+    from seneca._autoplan import AutoPlanner, Setting
 
     local = setup.client.local
     setting = Setting(store.samples, setup.size, max(0, workers), local, dict(base or {}))

@@ -52,7 +52,7 @@ FIELDS = (
     *_per_tier("admitted", "full"),
     "cache_errors",
     "ods_gone",
-    # what the loader's own plan is made from (seneca.autoplan): time spent (ns) and bytes
+    # what the loader's own plan is made from (seneca._autoplan): time spent (ns) and bytes
     "ns_storage",
     "ns_decode",
     "ns_transform",

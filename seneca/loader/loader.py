@@ -45,7 +45,7 @@ from seneca_base.errors import ConfigError
 from seneca_base.split import Split
 
 if TYPE_CHECKING:
-    from seneca.autoplan import AutoPlanner
+    from seneca._autoplan import AutoPlanner
 
 __all__ = ["SenecaLoader"]
 

@@ -14,7 +14,7 @@ Layout (little endian)::
 
 Decoding returns views into the value (``torch.frombuffer``/``np.frombuffer``), never a copy,
 except for IMAGE values where PIL needs its own pixel buffer. Values are made as ``bytearray``
-and the cache's replies are read into ``bytearray`` (``seneca.cache.resp``), so a tensor is
+and the cache's replies are read into ``bytearray`` (``seneca._cache.resp``), so a tensor is
 always a view of writable memory; a read-only buffer (``bytes``) given to :func:`decode` is
 copied once before a tensor is made over it, as torch has no read-only tensors.
 

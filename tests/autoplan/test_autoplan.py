@@ -9,7 +9,7 @@ import pytest
 from mdp import plan, predict
 from ods.store import OdsStore
 from seneca import defaults
-from seneca.autoplan import (
+from seneca._autoplan import (
     AutoPlanner,
     PlanRecord,
     Setting,

@@ -10,7 +10,7 @@ from torchvision import transforms as T
 from torchvision.datasets import ImageFolder
 
 from seneca import SenecaLoader, defaults
-from seneca.autoplan.record import PlanRecord
+from seneca._autoplan.record import PlanRecord
 from seneca.bench.synthetic import make_dataset
 
 

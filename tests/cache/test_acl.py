@@ -15,7 +15,7 @@ from helpers.indexed import indexed
 from helpers.tls import self_signed
 
 from seneca import ConfigError, SenecaLoader
-from seneca.cache.server import LOADER_REFUSED, redis_config
+from seneca._cache.server import LOADER_REFUSED, redis_config
 from seneca.cli.main import main
 
 

@@ -12,7 +12,7 @@ import redis
 
 from ods import deadlines, routing
 from ods import defaults as ods_defaults
-from seneca.cache.client import CacheClient
+from seneca._cache.client import CacheClient
 from seneca_base.backoff import Backoff
 
 

@@ -250,7 +250,7 @@ def test_keys_of_a_slot_in_migration_are_read_where_they_are(redis_cluster):
     importing node after ASKING (whatever parser reads the reply), one not migrated yet from
     the old node, and the slot map is left as it is (the slot still belongs to the old node)."""
     from ods import routing
-    from seneca.cache import resp
+    from seneca._cache import resp
 
     client = redis.RedisCluster(host="127.0.0.1", port=redis_cluster.ports[0])
     try:

@@ -10,7 +10,7 @@ import pytest
 import redis
 from conftest import wait_for_ping
 
-from seneca.cache.embedded import acquire_embedded
+from seneca._cache.embedded import acquire_embedded
 
 USER = textwrap.dedent(
     """
@@ -164,7 +164,7 @@ def test_server_stops_when_its_state_directory_is_removed(runtime_dir):
 
 
 def test_a_runtime_directory_others_may_use_is_refused(runtime_dir):
-    from seneca.cache.embedded import acquire_embedded
+    from seneca._cache.embedded import acquire_embedded
     from seneca_base.errors import CacheError
 
     runtime_dir.chmod(0o777)  # as if another user had made it first, open to all

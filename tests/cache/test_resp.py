@@ -1,4 +1,4 @@
-"""seneca.cache.resp: replies read into their own buffers, against a real redis-server."""
+"""seneca._cache.resp: replies read into their own buffers, against a real redis-server."""
 
 import os
 import socket
@@ -9,8 +9,8 @@ import threading
 import pytest
 import redis
 
-from seneca.cache.client import CacheClient
-from seneca.cache.resp import execute
+from seneca._cache.client import CacheClient
+from seneca._cache.resp import execute
 
 
 def test_values_misses_integers_and_big_replies(redis_proc):

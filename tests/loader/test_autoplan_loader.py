@@ -6,7 +6,7 @@ from torchvision import transforms as T
 from torchvision.datasets import ImageFolder
 
 from seneca import SenecaLoader
-from seneca.autoplan import PlanRecord
+from seneca._autoplan import PlanRecord
 from seneca_base.errors import ConfigError
 
 RANDOM = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.ToTensor()])

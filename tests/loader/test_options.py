@@ -1,7 +1,7 @@
 import pytest
 
 from seneca import defaults
-from seneca.cache.client import CacheClient, redact_url, validate_url
+from seneca._cache.client import CacheClient, redact_url, validate_url
 from seneca.loader._options import parse_split, resolve_job
 from seneca_base.errors import ConfigError
 from seneca_base.split import Split

@@ -9,7 +9,7 @@ from torch.utils.data import default_collate
 from torchvision.transforms import v2
 
 from seneca import CacheBoundary, SenecaLoader
-from seneca.cache.resp import Placed, execute
+from seneca._cache.resp import Placed, execute
 from seneca.loader._rows import BatchRows, RowBatch, collate_rows
 from seneca.pipeline import codec
 

@@ -5,7 +5,7 @@ import multiprocessing as mp
 import redis
 
 from ods import routing
-from seneca.cache.resp import execute
+from seneca._cache.resp import execute
 
 
 def _clients(r: redis.Redis) -> int:

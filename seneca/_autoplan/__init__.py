@@ -2,14 +2,14 @@
 the encoded, decoded and augmented tiers with MDP from the rates, sizes and live jobs the loader
 measures, shares one plan per dataset in the cache, and re-plans with hysteresis as they move.
 
-* :mod:`seneca.autoplan.inputs`: what is measured, and the spec planned from;
-* :mod:`seneca.autoplan.record`: the shared plan (JSON in the cache);
-* :mod:`seneca.autoplan.planner`: :class:`AutoPlanner`, adopting and changing it.
+* :mod:`seneca._autoplan.inputs`: what is measured, and the spec planned from;
+* :mod:`seneca._autoplan.record`: the shared plan (JSON in the cache);
+* :mod:`seneca._autoplan.planner`: :class:`AutoPlanner`, adopting and changing it.
 """
 
-from seneca.autoplan.inputs import Setting, measured_inputs, spec_of
-from seneca.autoplan.planner import AutoPlanner, plan_for
-from seneca.autoplan.record import PlanRecord
+from seneca._autoplan.inputs import Setting, measured_inputs, spec_of
+from seneca._autoplan.planner import AutoPlanner, plan_for
+from seneca._autoplan.record import PlanRecord
 
 __all__ = [
     "AutoPlanner",

@@ -15,7 +15,7 @@ from typing import Any
 from ods import defaults as ods_defaults
 from ods import routing
 from ods.keys import Keys, glob_escape
-from seneca.autoplan.record import PlanRecord
+from seneca._autoplan.record import PlanRecord
 from seneca_base.tiers import LETTER, SPLIT_ORDER
 
 __all__ = [

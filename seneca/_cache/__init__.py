@@ -9,8 +9,8 @@ The cache engine itself (key schema, budgets, the server-side functions) is ``od
   holds, its garbage collection and clearing, its figures as Prometheus metrics.
 """
 
-from seneca.cache.client import CacheClient, redact_url, validate_url
-from seneca.cache.embedded import acquire_embedded
+from seneca._cache.client import CacheClient, redact_url, validate_url
+from seneca._cache.embedded import acquire_embedded
 
 __all__ = [
     "CacheClient",

@@ -1,7 +1,7 @@
 """A Redis Cluster of cache nodes on this machine (``seneca cache-node --cluster N``), for tests
 and demos; a real deployment runs one node per machine with the same configuration.
 
-Each node runs with Seneca's settings and cluster mode (``seneca.cache.server.redis_config``,
+Each node runs with Seneca's settings and cluster mode (``seneca._cache.server.redis_config``,
 ``CLUSTER_LINES``).
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import redis
 
-from seneca.cache.server import redis_config, redis_server_binary
+from seneca._cache.server import redis_config, redis_server_binary
 from seneca_base.errors import CacheError, ConfigError
 
 __all__ = ["LocalCluster", "run_cache_cluster", "start_cluster"]

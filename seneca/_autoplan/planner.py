@@ -1,5 +1,5 @@
 """AutoPlanner: the split of a loader's cache, planned with MDP from what the loader measures
-and shared with every loader of the dataset (``seneca.autoplan.record``).
+and shared with every loader of the dataset (``seneca._autoplan.record``).
 
 The first loader of a dataset plans from documented defaults (``defaults.AUTO_DEFAULTS``) and
 writes the plan; later loaders start with the plan they find. While they train, each loader
@@ -26,8 +26,8 @@ import redis
 from mdp import plan, predict
 from mdp.planner import Prediction
 from seneca import defaults
-from seneca.autoplan.inputs import Setting, measured_inputs, spec_of
-from seneca.autoplan.record import PlanRecord
+from seneca._autoplan.inputs import Setting, measured_inputs, spec_of
+from seneca._autoplan.record import PlanRecord
 from seneca_base.errors import CacheError
 from seneca_base.split import Split
 from seneca_base.tiers import TIERS

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from seneca.cache.status import CacheStatus
+from seneca._cache.status import CacheStatus
 
 __all__ = ["CacheCollector", "registry_for"]
 

@@ -12,7 +12,7 @@ one redis-server on a unix socket under the runtime directory::
         keep            present while the server outlives its users (``SENECA_KEEP_CACHE=1``)
         redis.sock      the server's socket
 
-A watchdog process (``python -m seneca.cache.embedded DIR``) starts redis-server as its child and
+A watchdog process (``python -m seneca._cache.embedded DIR``) starts redis-server as its child and
 stops it, then exits, once no registered user process is alive. Users register on first use and
 unregister at exit; a user killed by a signal is noticed as a dead pid. So no process outlives
 the last user, whatever way it ends, unless a user asked to keep the cache
@@ -37,7 +37,7 @@ from pathlib import Path
 import redis
 
 from seneca import defaults
-from seneca.cache.server import redis_config, redis_server_binary
+from seneca._cache.server import redis_config, redis_server_binary
 from seneca_base.errors import CacheError
 from seneca_base.units import format_size
 
@@ -166,7 +166,7 @@ def acquire_embedded(maxmemory: int, name: str = defaults.EMBEDDED_NAME, room: i
             (state / "size").write_text(str(maxmemory))
             out = open(state / "watchdog.log", "wb")  # noqa: SIM115 - handed to the child
             watchdog = subprocess.Popen(
-                [sys.executable, "-m", "seneca.cache.embedded", str(state)],
+                [sys.executable, "-m", "seneca._cache.embedded", str(state)],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=out,

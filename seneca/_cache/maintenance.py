@@ -25,7 +25,7 @@ import redis
 
 from ods import defaults as ods_defaults
 from ods.keys import Keys, glob_escape
-from seneca.cache.status import find_datasets, server_ms, text_of
+from seneca._cache.status import find_datasets, server_ms, text_of
 from seneca_base.errors import ConfigError
 from seneca_base.tiers import tier_of_letter
 
