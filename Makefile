@@ -13,7 +13,7 @@ test: setup
 	$(PY) -m pytest -q
 
 demo: setup
-	$(PY) -m seneca.cli demo
+	$(PY) -m seneca demo
 
 # Re-run every notebook at full size and save its outputs (about 30 minutes on 2 cores).
 notebooks: setup

@@ -39,7 +39,8 @@ def run_bench(specs: Sequence[str], repeat: int = 20) -> list[dict[str, object]]
         spec = load_spec(name)
         for model in MODELS:
             times = _timed(lambda spec=spec, model=model: plan(spec, model), repeat)
-            cmd = [sys.executable, "-m", "seneca.cli.mdp", "plan", name, "--json", "--model", model]
+            cmd = [sys.executable, "-m", "seneca._cli.mdp", "plan", name, "--json"]
+            cmd += ["--model", model]
             command = min(
                 _timed(lambda cmd=cmd: subprocess.run(cmd, check=True, capture_output=True), 3)
             )

@@ -14,7 +14,7 @@ decision is one atomic Lua call (:class:`OdsStore`)::
     store.release("job-1", d)           # the fetch is done: its hits may be evicted
     store.admit("job-1", [(i, "encoded", size, value), ...])
 
-Command line: ``ods simulate`` (``seneca.cli.ods``): a run's timeline (``ods.timeline``), its
+Command line: ``ods simulate`` (``seneca._cli.ods``): a run's timeline (``ods.timeline``), its
 ceiling (``ods.ceiling``: the fewest storage loads any policy can make) and its loads by cause
 (``ods.losses``). Defaults: ``ods.defaults``.
 """

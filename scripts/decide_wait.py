@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 
 import ods.sampler
+from seneca._bench.hitpath import _dataset, _fill, _loader
 from seneca._cache.embedded import acquire_embedded
-from seneca.bench.hitpath import _dataset, _fill, _loader
 
 SAMPLES, BATCH, CROP = 3000, 32, 224
 

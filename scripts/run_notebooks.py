@@ -27,7 +27,7 @@ def _execute(path: Path, out: Path | None, timeout: int) -> Path:
     from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
 
-    from seneca.bench.provenance import provenance
+    from seneca._bench.provenance import provenance
 
     start = time.perf_counter()
     book = nbformat.read(path, as_version=4)

@@ -23,12 +23,12 @@ from pathlib import Path
 import redis
 
 from ods import routing
+from seneca._bench.harness import BenchConfig, run_bench
+from seneca._bench.provenance import provenance
 from seneca._cache.client import CacheClient
 from seneca._cache.cluster import start_cluster
 from seneca._cache.resp import execute
 from seneca._cache.server import redis_config, redis_server_binary
-from seneca.bench.harness import BenchConfig, run_bench
-from seneca.bench.provenance import provenance
 
 VALUE = 150_528  # a 224x224 RGB crop, uint8
 

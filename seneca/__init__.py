@@ -9,9 +9,10 @@ Change one line::
 The public API is what README documents: the names below (imported on first use, so
 ``seneca.errors`` and ``seneca.defaults`` load without torch or redis), ``seneca.defaults``,
 ``seneca.pipeline`` (storage, transforms, the value codec) and the ``seneca``, ``mdp`` and
-``ods`` commands. Internal parts start with an underscore: ``_cache`` (Redis plumbing),
-``_autoplan`` (``split="auto"``) and the modules of ``loader`` behind SenecaLoader. ``bench``
-(measurements) and ``cli`` are the applications behind the commands.
+``ods`` commands (also ``python -m seneca``). Internal parts start with an underscore:
+``_cache`` (Redis plumbing), ``_autoplan`` (``split="auto"``), ``_bench`` (the measurements
+behind ``seneca bench`` and its kin), ``_cli`` (the commands) and the modules of ``loader``
+behind SenecaLoader.
 """
 
 from __future__ import annotations

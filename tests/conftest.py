@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from seneca._bench.synthetic import make_dataset
 from seneca._cache.cluster import start_cluster
-from seneca.bench.synthetic import make_dataset
 
 REDIS_SERVER = shutil.which("redis-server")
 

@@ -27,13 +27,13 @@ ALLOWED = {
         *("seneca", "seneca_base", "seneca.pipeline", "seneca._cache", "seneca._autoplan"),
         *("ods", "mdp"),
     },
-    "seneca.bench": {
+    "seneca._bench": {
         *("seneca", "seneca_base", "seneca.pipeline", "seneca._cache", "seneca.loader"),
         *("seneca._autoplan", "mdp", "ods"),
     },
-    "seneca.cli": {
+    "seneca._cli": {
         *("seneca", "seneca_base", "seneca.pipeline", "seneca._cache", "seneca.loader"),
-        *("seneca.bench", "seneca._autoplan", "mdp", "ods"),
+        *("seneca._bench", "seneca._autoplan", "mdp", "ods"),
     },
 }
 
@@ -143,7 +143,7 @@ def test_the_private_check_knows_who_may_import():
     assert _private_to("seneca._cache.client") == ["seneca"]
     assert _private_to("seneca.loader._fetch") == ["seneca.loader"]
     assert _inside("seneca.loader.loader", "seneca.loader")
-    assert not _inside("seneca.bench.harness", "seneca.loader")
+    assert not _inside("seneca._bench.harness", "seneca.loader")
     assert not _inside("ods.store", "seneca")
 
 

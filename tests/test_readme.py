@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from seneca.bench.synthetic import make_dataset
+from seneca._bench.synthetic import make_dataset
 
 README = Path(__file__).parents[1] / "README.md"
 

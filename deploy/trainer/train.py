@@ -12,6 +12,7 @@ Environment:
 
 import collections
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -21,7 +22,6 @@ from torchvision import datasets
 from torchvision import transforms as T
 
 from seneca import SenecaLoader
-from seneca.bench.synthetic import make_dataset
 
 
 def _env(name: str, default: str) -> str:
@@ -34,7 +34,9 @@ def main() -> int:
     url = os.environ["SENECA_CACHE_URL"].format(password=password)
     data = Path(_env("SENECA_DATA", "/tmp/seneca-data"))
     if not data.exists():
-        make_dataset(data, int(_env("SENECA_IMAGES", "256")), 4, size=(128, 96), progress=False)
+        images = _env("SENECA_IMAGES", "256")
+        make = [sys.executable, "-m", "seneca", "make-dataset", str(data), "--images", images]
+        subprocess.run([*make, "--classes", "4", "--size", "128x96"], check=True)
     crop = T.Compose([T.RandomResizedCrop(64), T.RandomHorizontalFlip(), T.ToTensor()])
     dataset = datasets.ImageFolder(str(data), transform=crop)
     dataset.samples = [(path, i) for i, (path, _) in enumerate(dataset.samples)]  # target: index

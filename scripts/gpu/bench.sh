@@ -13,7 +13,7 @@
 #              the GPU (EMULATED=0 skips it).
 # Every loader keeps its workers between epochs (PERSISTENT=0: DataLoader's default). Outputs
 # go to $OUT (default /tmp/seneca-gpu): info.txt (machine, tests), bench.txt (both tables),
-# model/ and emulated/ (results.json and results.md; `seneca.bench.report.write_reports`
+# model/ and emulated/ (results.json and results.md; `seneca._bench.report.write_reports`
 # draws the plots from results.json anywhere). Settings (environment): IMAGES (6000),
 # CLASSES (100), JOBS (3), WORKERS (4), BATCH (128), EPOCHS (3), REPEATS (1), MODEL
 # (resnet18), DEVICE (cuda), CACHE_FRAC (0.25), LOADERS (none,pytorch-tuned,seneca), TESTS
@@ -39,14 +39,14 @@ export PATH="$PWD/$CARRY/redis/bin:$PATH"
   "$PYTHON" -c 'import sys, torch, torchvision, redis; print(sys.version.split()[0], torch.__version__, torchvision.__version__, redis.__version__)'
 } | tee "$OUT/info.txt"
 
-[ -d "$DATA" ] || "$PYTHON" -m seneca.cli make-dataset "$DATA" --images "${IMAGES:-6000}" --classes "${CLASSES:-100}"
-[ "${EMULATED:-1}" = 0 ] || [ -d "$DATA-1500" ] || "$PYTHON" -m seneca.cli make-dataset "$DATA-1500" --images 1500 --classes 10
+[ -d "$DATA" ] || "$PYTHON" -m seneca make-dataset "$DATA" --images "${IMAGES:-6000}" --classes "${CLASSES:-100}"
+[ "${EMULATED:-1}" = 0 ] || [ -d "$DATA-1500" ] || "$PYTHON" -m seneca make-dataset "$DATA-1500" --images 1500 --classes 10
 
 if [ "${TESTS:-1}" = 1 ]; then
   "$PYTHON" -m pytest -q -p no:cacheprovider tests/loader/test_device.py 2>&1 | tee -a "$OUT/info.txt" || true
 fi
 
-"$PYTHON" -m seneca.cli cache-node --port "$PORT" --maxmemory 8GB >/tmp/seneca-node.log 2>&1 &
+"$PYTHON" -m seneca cache-node --port "$PORT" --maxmemory 8GB >/tmp/seneca-node.log 2>&1 &
 node=$!
 trap 'kill $node 2>/dev/null || true' EXIT
 "$PYTHON" - "$PORT" <<'PY'
@@ -66,12 +66,12 @@ persistent=()
 [ "${PERSISTENT:-1}" = 1 ] && persistent=(--persistent-workers)
 common=(--cache "redis://127.0.0.1:$PORT" --cache-frac "${CACHE_FRAC:-0.25}" --split auto
   --jobs "${JOBS:-3}" --repeats "${REPEATS:-1}" "${persistent[@]}")
-"$PYTHON" -m seneca.cli bench --data "$DATA" --workers "${WORKERS:-4}" \
+"$PYTHON" -m seneca bench --data "$DATA" --workers "${WORKERS:-4}" \
   --batch-size "${BATCH:-128}" --model "${MODEL:-resnet18}" --device "${DEVICE:-cuda}" \
   --loaders "${LOADERS:-none,pytorch-tuned,seneca}" --epochs "${EPOCHS:-3}" "${common[@]}" \
   --out "$OUT/model" 2>&1 | tee "$OUT/bench.txt"
 if [ "${EMULATED:-1}" = 1 ]; then
-  "$PYTHON" -m seneca.cli bench --data "$DATA-1500" --workers 2 --batch-size 32 --step-ms 10 \
+  "$PYTHON" -m seneca bench --data "$DATA-1500" --workers 2 --batch-size 32 --step-ms 10 \
     --device "${DEVICE:-cuda}" --loaders pytorch-tuned,seneca --epochs 2 "${common[@]}" \
     --out "$OUT/emulated" 2>&1 | tee -a "$OUT/bench.txt"
 fi

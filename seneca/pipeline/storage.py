@@ -32,7 +32,7 @@ class Storage:
         self.root = root
         #: Class names when scanned with from_folder (index = label), else None.
         self.classes: list[str] | None = None
-        #: Optional :class:`seneca.bench.throttle.Throttle` every read waits on (benchmarks).
+        #: Optional :class:`seneca._bench.throttle.Throttle` every read waits on (benchmarks).
         self.throttle: Any = None
 
     @classmethod

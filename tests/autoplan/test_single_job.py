@@ -11,7 +11,7 @@ from torchvision.datasets import ImageFolder
 
 from seneca import SenecaLoader, defaults
 from seneca._autoplan.record import PlanRecord
-from seneca.bench.synthetic import make_dataset
+from seneca._bench.synthetic import make_dataset
 
 
 @pytest.fixture(scope="module")

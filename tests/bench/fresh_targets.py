@@ -1,4 +1,4 @@
-"""Targets the fresh-job tests run in ``python -m seneca.bench.fresh`` (importable by name)."""
+"""Targets the fresh-job tests run in ``python -m seneca._bench.fresh`` (importable by name)."""
 
 import multiprocessing
 import os

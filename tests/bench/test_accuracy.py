@@ -7,8 +7,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from seneca import SenecaLoader
-from seneca.bench.accuracy import CONFIGS, accuracy_of, digit_sets, fit, summarise, write_digits
-from seneca.cli.main import main
+from seneca._bench.accuracy import CONFIGS, accuracy_of, digit_sets, fit, summarise, write_digits
+from seneca._cli.main import main
 
 
 def test_digits_written_as_imagefolder(tmp_path):

@@ -10,9 +10,9 @@ import sys
 import pytest
 import torch
 
-from seneca.bench.baselines import LOADERS, QuiverBatchSampler, make_loader
-from seneca.bench.throttle import Throttle
-from seneca.cli.main import main
+from seneca._bench.baselines import LOADERS, QuiverBatchSampler, make_loader
+from seneca._bench.throttle import Throttle
+from seneca._cli.main import main
 from seneca.pipeline.transforms import default_train_transform
 from seneca_base.errors import ConfigError
 
@@ -111,7 +111,7 @@ def test_bench_trains_a_model_beside_the_no_loader_ceiling(tiny_dataset, redis_u
 
 
 def test_the_prefetch_factor_reaches_the_loaders_that_have_workers(tiny_dataset):
-    from seneca.bench.harness import _prefetch
+    from seneca._bench.harness import _prefetch
 
     assert _prefetch({"workers": 0, "prefetch_factor": 1}) == {}  # DataLoader refuses it
     assert _prefetch({"workers": 2, "prefetch_factor": None}) == {}  # DataLoader's default
@@ -234,7 +234,7 @@ def test_the_tuned_baseline_gives_what_the_plain_one_gives(tiny_dataset, workers
 
 
 def test_rounds_run_every_configuration_in_orders_of_their_own():
-    from seneca.bench.harness import BenchConfig, _schedule
+    from seneca._bench.harness import BenchConfig, _schedule
 
     cfg = BenchConfig(data="d", out="o", jobs=[1, 3], loaders=list(LOADERS), repeats=3)
     schedule = _schedule(cfg)
@@ -256,7 +256,7 @@ def _run(loader, rate, round_):
 
 
 def test_the_report_gives_medians_ranges_and_ratios_of_medians():
-    from seneca.bench.report import markdown
+    from seneca._bench.report import markdown
 
     config = {"samples": 10, "encoded_bytes": 1e6, "cache_frac": 0.25, "cache_bytes": 2.5e5,
               "epochs": 2, "batch_size": 8, "workers": 0, "crop": 16, "step_ms": 0,
@@ -271,7 +271,7 @@ def test_the_report_gives_medians_ranges_and_ratios_of_medians():
 
 
 def test_the_report_gives_the_share_of_the_ceiling_and_the_gpus_busy_time():
-    from seneca.bench.report import markdown
+    from seneca._bench.report import markdown
 
     config = {"samples": 10, "encoded_bytes": 1e6, "cache_frac": 0.25, "cache_bytes": 2.5e5,
               "epochs": 2, "batch_size": 8, "workers": 4, "crop": 224, "step_ms": 0,
@@ -288,7 +288,7 @@ def test_the_report_gives_the_share_of_the_ceiling_and_the_gpus_busy_time():
 
 
 def test_the_report_has_a_column_per_setting_that_varies_and_the_gpu_idle_share():
-    from seneca.bench.report import markdown, targets
+    from seneca._bench.report import markdown, targets
 
     config = {"samples": 10, "encoded_bytes": 1e6, "cache_frac": 0.25, "cache_bytes": 2.5e5,
               "epochs": 2, "batch_size": 8, "workers": [0, 2], "crop": 16, "step_ms": 40,
@@ -310,7 +310,7 @@ def test_the_report_has_a_column_per_setting_that_varies_and_the_gpu_idle_share(
 
 
 def test_the_targets_say_met_or_missed_from_the_medians():
-    from seneca.bench.report import format_targets, targets
+    from seneca._bench.report import format_targets, targets
 
     runs = [_run("pytorch-tuned", r, n) for n, r in enumerate((100.0, 120.0, 90.0))]
     runs += [_run("pytorch", 80.0, 0), _run("minio", 150.0, 0), _run("quiver", 180.0, 0)]
@@ -336,7 +336,7 @@ def _split_run(loader, frac, rate, planned=None):
 
 
 def test_the_planned_split_is_compared_with_the_fixed_default_and_the_best_of_six():
-    from seneca.bench import splits
+    from seneca._bench import splits
 
     assert splits.loaders() == ["seneca@auto", "seneca@50-30-20", *(f"seneca@{s}" for s in
                                 splits.OFFLINE)]  # fmt: skip
@@ -361,7 +361,7 @@ def test_the_planned_split_is_compared_with_the_fixed_default_and_the_best_of_si
 
 
 def test_with_rounds_the_goal_is_judged_on_the_best_split_held_out():
-    from seneca.bench import splits
+    from seneca._bench import splits
 
     # 0-50-50 has the best median only through two lucky rounds; 0-0-100 runs at 400 in each
     rates = {s: (350.0, 350.0, 350.0) for s in splits.OFFLINE}
@@ -397,7 +397,7 @@ def test_quiver_serves_each_sample_once_in_a_seeded_order():
 def test_the_gpus_busy_time_is_measured_where_nvml_sees_a_gpu():
     import time
 
-    from seneca.bench.gpu_busy import GpuBusy
+    from seneca._bench.gpu_busy import GpuBusy
 
     with GpuBusy(None) as nothing:  # not a CUDA device
         time.sleep(0.05)
@@ -411,9 +411,9 @@ def test_the_gpus_busy_time_is_measured_where_nvml_sees_a_gpu():
 
 
 def test_provenance_names_the_command_however_it_was_started():
-    from seneca.bench.provenance import provenance
+    from seneca._bench.provenance import provenance
 
-    for argv0 in ("/usr/local/bin/seneca", "/repo/seneca/cli/__main__.py"):  # python -m seneca.cli
+    for argv0 in ("/usr/local/bin/seneca", "/repo/seneca/__main__.py"):  # python -m seneca
         made = provenance([argv0, "bench", "--data", "d d"])
         assert made["command"] == "seneca bench --data 'd d'"
     assert provenance(["/x/ipykernel_launcher.py", "-f"])["command"].startswith("called from")

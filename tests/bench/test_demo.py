@@ -2,7 +2,7 @@
 
 import pytest
 
-from seneca.bench.demo import order_of, run_demo
+from seneca._bench.demo import order_of, run_demo
 from seneca_base.errors import ConfigError
 
 

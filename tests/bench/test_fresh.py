@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from seneca.bench.fresh import FreshJobs
+from seneca._bench.fresh import FreshJobs
 from seneca_base.errors import SenecaError
 
 

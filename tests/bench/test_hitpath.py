@@ -6,8 +6,8 @@ import pytest
 import redis
 import torch
 
-from seneca.bench.hitpath import _dataset, _fill, _loader, format_hit_path, run_hit_path
-from seneca.cli.main import main
+from seneca._bench.hitpath import _dataset, _fill, _loader, format_hit_path, run_hit_path
+from seneca._cli.main import main
 from seneca.pipeline.codec import decode
 from seneca_base.errors import ConfigError
 

@@ -6,8 +6,8 @@ import pytest
 
 from mdp.spec import FIELDS, load_spec
 from seneca import defaults
-from seneca.bench.profile import run_profile
-from seneca.cli.mdp import main
+from seneca._bench.profile import run_profile
+from seneca._cli.mdp import main
 
 MEASURED = {
     "node.decode_augment_samples_per_s",

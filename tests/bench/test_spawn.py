@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from seneca.bench import spawn
+from seneca._bench import spawn
 from seneca_base.errors import SenecaError
 
 _CALLER_STATE: list[str] = []

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from seneca.bench.synthetic import make_dataset, render_image
+from seneca._bench.synthetic import make_dataset, render_image
 from seneca_base.errors import DatasetError
 
 
@@ -50,7 +50,7 @@ def test_layout_and_refusal(tmp_path):
 
 def test_cli_errors_exit_2(tmp_path):
     (tmp_path / "x").write_text("")
-    cmd = [sys.executable, "-m", "seneca.cli.main", "make-dataset", str(tmp_path)]
+    cmd = [sys.executable, "-m", "seneca._cli.main", "make-dataset", str(tmp_path)]
     r = subprocess.run([*cmd, "--images", "4", "--classes", "2"], capture_output=True, text=True)
     assert r.returncode == 2 and "non-empty" in r.stderr and str(tmp_path) in r.stderr
     r = subprocess.run(

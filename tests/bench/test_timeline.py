@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from seneca.bench.timeline import throughput_bins
-from seneca.cli.main import main
+from seneca._bench.timeline import throughput_bins
+from seneca._cli.main import main
 
 
 def test_throughput_is_binned_per_job_and_in_all():

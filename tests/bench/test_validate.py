@@ -6,8 +6,8 @@ import math
 import pytest
 
 from mdp.spec import example_text
-from seneca.bench.validate import SPLITS, pearson, summarise
-from seneca.cli.main import main
+from seneca._bench.validate import SPLITS, pearson, summarise
+from seneca._cli.main import main
 
 
 def test_pearson():

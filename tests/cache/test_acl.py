@@ -16,7 +16,7 @@ from helpers.tls import self_signed
 
 from seneca import ConfigError, SenecaLoader
 from seneca._cache.server import LOADER_REFUSED, redis_config
-from seneca.cli.main import main
+from seneca._cli.main import main
 
 
 @pytest.fixture
@@ -126,7 +126,7 @@ def test_a_wrong_password_is_a_config_error_naming_the_url(tiny_dataset, acl_nod
 
 
 def _cache_node(*args):
-    cmd = [sys.executable, "-m", "seneca.cli.main", "cache-node", "--maxmemory", "64MB", *args]
+    cmd = [sys.executable, "-m", "seneca._cli.main", "cache-node", "--maxmemory", "64MB", *args]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 

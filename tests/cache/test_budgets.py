@@ -10,7 +10,7 @@ from torchvision import transforms as T
 from torchvision.datasets import ImageFolder
 
 from seneca import SenecaLoader
-from seneca.bench.synthetic import make_dataset
+from seneca._bench.synthetic import make_dataset
 
 MAXMEMORY = 8_000_000
 

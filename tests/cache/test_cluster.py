@@ -14,7 +14,7 @@ from conftest import cluster_ports
 from helpers.indexed import indexed
 
 from seneca import SenecaLoader
-from seneca.cli.main import main
+from seneca._cli.main import main
 
 
 def _loaders(root, url, count=2):
@@ -100,7 +100,7 @@ def test_a_primary_that_dies_costs_only_its_values(tiny_dataset, redis_cluster):
 @pytest.mark.slow
 def test_cache_node_starts_a_local_cluster():
     port = cluster_ports(3, consecutive=True)[0]
-    cmd = [sys.executable, "-m", "seneca.cli.main", "cache-node", "--cluster", "3"]
+    cmd = [sys.executable, "-m", "seneca._cli.main", "cache-node", "--cluster", "3"]
     node = subprocess.Popen(
         [*cmd, "--port", str(port), "--maxmemory", "64MB"], stdout=subprocess.PIPE, text=True
     )
@@ -141,7 +141,7 @@ def test_a_cluster_url_whose_node_is_down_trains_from_storage(tiny_dataset, redi
 
 @pytest.mark.slow
 def test_bench_and_profile_run_against_a_cluster(tiny_dataset, redis_cluster, tmp_path, capsys):
-    from seneca.cli.mdp import main as mdp
+    from seneca._cli.mdp import main as mdp
 
     out = tmp_path / "bench"
     argv = ["bench", "--data", str(tiny_dataset), "--jobs", "2", "--epochs", "2", "--crop", "16"]

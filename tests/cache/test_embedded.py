@@ -110,7 +110,7 @@ def test_cache_node_with_password_file(tmp_path, free_port):
         [
             sys.executable,
             "-m",
-            "seneca.cli.main",
+            "seneca._cli.main",
             "cache-node",
             "--port",
             str(free_port),
@@ -141,7 +141,7 @@ def test_cache_node_bad_password_file(tmp_path):
         [
             sys.executable,
             "-m",
-            "seneca.cli.main",
+            "seneca._cli.main",
             "cache-node",
             "--maxmemory",
             "1GB",

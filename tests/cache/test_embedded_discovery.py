@@ -10,7 +10,7 @@ import sys
 from helpers.indexed import indexed
 
 from seneca import SenecaLoader
-from seneca.cli.main import main
+from seneca._cli.main import main
 
 JOB = """
 from helpers.indexed import indexed

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ods.keys import Keys
 from ods.store import OdsStore
 from seneca import SenecaLoader
-from seneca.cli.main import main
+from seneca._cli.main import main
 
 
 def _loaders(root, url, count=2):
@@ -161,7 +161,7 @@ def test_metrics_are_served_over_http(tiny_dataset, redis_url, free_port):
 
     loaders = _loaders(tiny_dataset, redis_url, 1)
     _train(loaders, epochs=1)
-    cmd = [sys.executable, "-m", "seneca.cli.main", "cache", "metrics", redis_url]
+    cmd = [sys.executable, "-m", "seneca._cli.main", "cache", "metrics", redis_url]
     server = subprocess.Popen([*cmd, "--serve", str(free_port)], stdout=subprocess.PIPE, text=True)
     try:
         assert "/metrics" in server.stdout.readline()

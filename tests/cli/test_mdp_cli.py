@@ -9,7 +9,7 @@ import pytest
 from helpers.mdp_ref import REF
 
 from mdp.spec import example_names, load_spec, parse_spec, spec_toml
-from seneca.cli.mdp import main
+from seneca._cli.mdp import main
 from seneca_base.errors import SpecError
 
 
@@ -178,10 +178,10 @@ def test_bad_spec_file_exits_2_naming_file_and_key(tmp_path, capsys):
 def test_console_entry_point_exit_status(tmp_path):
     bad = write_spec(tmp_path, changed("cluster", "gpus", 2))
     proc = subprocess.run(
-        [sys.executable, "-m", "seneca.cli.mdp", "plan", str(bad)], capture_output=True, text=True
+        [sys.executable, "-m", "seneca._cli.mdp", "plan", str(bad)], capture_output=True, text=True
     )
     assert proc.returncode == 2 and "[cluster] gpus: unknown key" in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "seneca.cli.mdp", "plan"], capture_output=True)
+    proc = subprocess.run([sys.executable, "-m", "seneca._cli.mdp", "plan"], capture_output=True)
     assert proc.returncode == 2  # argparse usage error
 
 
@@ -193,7 +193,7 @@ def test_examples_command(capsys):
 
 def test_mdp_imports_no_torch_or_redis():
     code = (
-        "import sys, mdp, seneca.cli.mdp, mdp.model, mdp.planner, mdp.report, mdp.spec\n"
+        "import sys, mdp, seneca._cli.mdp, mdp.model, mdp.planner, mdp.report, mdp.spec\n"
         "bad = [m for m in ('torch', 'redis', 'PIL') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )

@@ -6,7 +6,7 @@ import pytest
 
 from ods.servertime import NOISE_NAME
 from ods.simulate import SimConfig, simulate_baseline
-from seneca.cli.ods import main
+from seneca._cli.ods import main
 from seneca_base.errors import ConfigError
 
 

@@ -6,8 +6,8 @@ import json
 import subprocess
 import sys
 
-from seneca.cli.main import main as seneca_main
-from seneca.cli.mdp import main as mdp_main
+from seneca._cli.main import main as seneca_main
+from seneca._cli.mdp import main as mdp_main
 
 
 def test_json_errors_are_json_on_stdout(capsys, free_port):
@@ -20,7 +20,7 @@ def test_json_errors_are_json_on_stdout(capsys, free_port):
 
 
 def test_a_closed_pipe_ends_quietly():
-    cmd = [sys.executable, "-m", "seneca.cli.mdp", "plan", "inhouse-x2", "--json"]
+    cmd = [sys.executable, "-m", "seneca._cli.mdp", "plan", "inhouse-x2", "--json"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout.read(100)  # like `| head -c 100`
     proc.stdout.close()
@@ -37,7 +37,7 @@ def test_an_unknown_example_spec_lists_the_examples(capsys):
 def test_cache_node_prints_a_ready_line_with_its_url(tmp_path, free_port):
     pw = tmp_path / "pw"
     pw.write_text("secret-pw\n")
-    cmd = [sys.executable, "-m", "seneca.cli.main", "cache-node", "--port", str(free_port)]
+    cmd = [sys.executable, "-m", "seneca._cli.main", "cache-node", "--port", str(free_port)]
     cmd += ["--maxmemory", "32MB", "--password-file", str(pw)]
     node = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:

@@ -193,7 +193,7 @@ def test_corrupt_image_names_the_file(tmp_path, tiny_dataset, redis_url):
 
 
 def test_plan_option_uses_the_planned_split_and_cache_size(tiny_dataset, redis_proc, tmp_path):
-    from seneca.cli.mdp import main
+    from seneca._cli.mdp import main
 
     redis_url = redis_proc.url
     redis_proc.client.config_set("maxmemory", 100_000_000)

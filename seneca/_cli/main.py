@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from seneca import defaults
-from seneca.cli._run import run_command
-from seneca.cli.cache import add_cache, run_cache
+from seneca._cli._run import run_command
+from seneca._cli.cache import add_cache, run_cache
 from seneca_base.errors import CacheError, ConfigError
 from seneca_base.units import parse_size
 
@@ -215,7 +215,7 @@ def _add_bench(sub: Any) -> None:
 
 def _run(args: argparse.Namespace) -> None:
     if args.command == "make-dataset":
-        from seneca.bench.synthetic import make_dataset
+        from seneca._bench.synthetic import make_dataset
 
         r = make_dataset(
             args.dir,
@@ -241,7 +241,7 @@ def _run(args: argparse.Namespace) -> None:
     elif args.command == "bench":
         _bench(args)
     elif args.command == "bench-timeline":
-        from seneca.bench.timeline import TimelineConfig, run_timeline
+        from seneca._bench.timeline import TimelineConfig, run_timeline
 
         opts = ("data", "out", "epochs", "join_at", "cache_frac", "batch_size", "workers", "cache")
         r = run_timeline(TimelineConfig(**{k: getattr(args, k) for k in opts}))
@@ -250,7 +250,7 @@ def _run(args: argparse.Namespace) -> None:
             print(f"{e[2]:7.1f} s  job {e[1]}: split {e[3]} (version {e[4]}, {e[5]}, {e[6]} jobs)")
         print(f"wrote {args.out}/timeline.json, timeline.png")
     elif args.command == "hit-path":
-        from seneca.bench.hitpath import format_hit_path, run_hit_path
+        from seneca._bench.hitpath import format_hit_path, run_hit_path
 
         r = run_hit_path(
             args.data,
@@ -266,13 +266,13 @@ def _run(args: argparse.Namespace) -> None:
     elif args.command == "validate-model":
         _validate(args)
     elif args.command == "accuracy":
-        from seneca.bench.accuracy import format_accuracy, run_accuracy
+        from seneca._bench.accuracy import format_accuracy, run_accuracy
 
         print(
             format_accuracy(run_accuracy(args.data, args.jobs, args.epochs, args.cache, args.out))
         )
     elif args.command == "demo":
-        from seneca.bench.demo import run_demo
+        from seneca._bench.demo import run_demo
 
         run_demo(args.data, images=args.images, iterations=args.iterations, rounds=args.rounds)
 
@@ -327,8 +327,8 @@ def _float_list(text: str, option: str) -> list[float]:
 
 def _bench(args: argparse.Namespace) -> None:
     from mdp.planfile import load_plan
-    from seneca.bench.harness import BenchConfig, run_bench
-    from seneca.bench.report import format_targets, markdown, targets
+    from seneca._bench.harness import BenchConfig, run_bench
+    from seneca._bench.report import format_targets, markdown, targets
 
     if args.split and args.plan:
         raise ConfigError("give --split or --plan, not both")
@@ -365,7 +365,7 @@ def _bench(args: argparse.Namespace) -> None:
     )
     result = run_bench(cfg)
     print(markdown(result), end="")
-    from seneca.bench import splits
+    from seneca._bench import splits
 
     rows = splits.compare(result)
     if rows:
@@ -376,7 +376,7 @@ def _bench(args: argparse.Namespace) -> None:
 
 
 def _validate(args: argparse.Namespace) -> None:
-    from seneca.bench.validate import run_validation
+    from seneca._bench.validate import run_validation
 
     try:
         sizes = tuple(float(v) for v in args.sizes.split(","))

@@ -13,7 +13,7 @@ from pathlib import Path
 from mdp.planner import DEFAULT_MODEL, MODELS, Prediction, plan, predict, sweep
 from mdp.report import format_prediction, format_sweep, plot_sweep
 from mdp.spec import Spec, example_names, example_text, load_spec
-from seneca.cli._run import run_command
+from seneca._cli._run import run_command
 from seneca_base.errors import ConfigError
 
 __all__ = ["main"]
@@ -130,7 +130,7 @@ def _run(args: argparse.Namespace) -> None:
         run_bench(args.specs or example_names(), args.repeat)
         return
     if args.command == "profile":
-        from seneca.bench.profile import profile_command
+        from seneca._bench.profile import profile_command
 
         profile_command(
             data=args.data,

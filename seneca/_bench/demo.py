@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from seneca import defaults
-from seneca.bench.spawn import job_context
+from seneca._bench.spawn import job_context
 from seneca_base.errors import ConfigError
 
 __all__ = ["order_of", "run_demo"]
@@ -50,7 +50,7 @@ def _transform():
 
 def _loader(kind: str, data: str, rank: int, cache_url: str | None) -> Any:
     from seneca import SenecaLoader
-    from seneca.bench.torch_loaders import Counted, CountedDataLoader, counted_folder
+    from seneca._bench.torch_loaders import Counted, CountedDataLoader, counted_folder
 
     common = {"batch_size": BATCH, "shuffle": True, "num_workers": 1, "persistent_workers": True}
     if kind == "seneca":
@@ -168,9 +168,9 @@ def run_demo(
 ) -> list[float]:
     """Make the dataset if missing, run both loaders with 2 concurrent jobs ``rounds`` times
     (alternating which goes first), print the table and the ratios; returns the ratios."""
+    from seneca._bench.harness import clear_cache
+    from seneca._bench.synthetic import make_dataset
     from seneca._cache.embedded import acquire_embedded
-    from seneca.bench.harness import clear_cache
-    from seneca.bench.synthetic import make_dataset
     from seneca_base.units import parse_size
 
     if iterations < 1 or rounds < 1:

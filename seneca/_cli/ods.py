@@ -16,7 +16,7 @@ from ods.servertime import THRESHOLD_US
 from ods.simulate import BASELINES, SimConfig, simulate_baseline, simulate_ods
 from ods.store import POLICIES
 from seneca import defaults
-from seneca.cli._run import run_command
+from seneca._cli._run import run_command
 from seneca_base.errors import ConfigError
 
 __all__ = ["main"]

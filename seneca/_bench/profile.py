@@ -36,7 +36,7 @@ from mdp.spec import FIELDS, parse_spec, spec_toml
 from mdp.spec import Spec as ClusterSpec
 from ods import defaults as ods_defaults
 from seneca import defaults
-from seneca.bench.spawn import ProcessGroup
+from seneca._bench.spawn import ProcessGroup
 from seneca.pipeline.storage import Storage
 from seneca_base.errors import CacheError, ConfigError, SenecaError
 

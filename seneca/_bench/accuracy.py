@@ -26,8 +26,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from seneca.bench.provenance import provenance
-from seneca.bench.spawn import ProcessGroup
+from seneca._bench.provenance import provenance
+from seneca._bench.spawn import ProcessGroup
 from seneca_base.errors import ConfigError
 
 __all__ = [

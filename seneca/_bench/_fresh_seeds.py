@@ -1,5 +1,5 @@
 """Fresh random seeds in every process forked from here: imported by the benchmark forkserver
-(``seneca.bench.spawn``), never by the loader.
+(``seneca._bench.spawn``), never by the loader.
 
 A forked process inherits its parent's generators. Python's ``random`` reseeds itself after a
 fork, but torch's and numpy's default generators do not: every benchmark process forked from

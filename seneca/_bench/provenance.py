@@ -31,8 +31,8 @@ def provenance(argv: list[str] | None = None) -> dict[str, Any]:
     ``-dirty`` when it has uncommitted changes), else the installed package's version."""
     args = list(sys.argv if argv is None else argv)
     program = Path(args[0]).name if args else ""
-    if args and Path(args[0]).parts[-3:] == ("seneca", "cli", "__main__.py"):
-        program = "seneca"  # python -m seneca.cli: the seneca command
+    if args and Path(args[0]).parts[-2:] == ("seneca", "__main__.py"):
+        program = "seneca"  # python -m seneca: the seneca command
     ours = program in _PROGRAMS or (program.endswith(".py") and not program.startswith("ipykernel"))
     return {
         "command": shlex.join([program, *args[1:]]) if ours else f"called from Python ({program})",

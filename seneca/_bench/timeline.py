@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from seneca.bench.spawn import job_context
+from seneca._bench.spawn import job_context
 from seneca_base.errors import ConfigError, SenecaError
 
 __all__ = ["TimelineConfig", "plot_timeline", "run_timeline", "throughput_bins"]
@@ -57,7 +57,7 @@ def _job(name: str, cfg: dict[str, Any], cache_size: int, url: str, events: Any,
     try:
         import torch
 
-        from seneca.bench.baselines import make_loader
+        from seneca._bench.baselines import make_loader
         from seneca.pipeline.transforms import default_train_transform
 
         torch.set_num_threads(1)
@@ -138,8 +138,8 @@ def run_timeline(cfg: TimelineConfig) -> dict[str, Any]:
     """Run the jobs, write ``timeline.json`` and ``timeline.png``; return the result."""
     import os
 
-    from seneca.bench.harness import clear_cache
-    from seneca.bench.provenance import provenance
+    from seneca._bench.harness import clear_cache
+    from seneca._bench.provenance import provenance
     from seneca.pipeline.storage import Storage
 
     cfg.check()

@@ -1,7 +1,7 @@
 """The loaders ``seneca bench`` compares, behind one interface: :func:`make_loader`.
 
 * ``pytorch``: torch's DataLoader over ImageFolder; ``pytorch-tuned``: the same with every
-  non-cache trick SenecaLoader uses (``seneca.bench.torch_loaders``), the reference the
+  non-cache trick SenecaLoader uses (``seneca._bench.torch_loaders``), the reference the
   headline ratios are stated against.
 * ``minio``: MINIO as in CoorDL: a static cache of encoded bytes, filled while there is room
   and never evicted (SenecaLoader with split 100-0-0, no ODS).
@@ -10,7 +10,7 @@
 * ``mdp``: the tiers split by the MDP plan, plain random sampling (no ODS).
 * ``seneca``: MDP's split plus ODS.
 * ``none``: no loader, the ceiling: one uint8 batch made once, its batch tail run per step
-  (``seneca.bench.torch_loaders.NoLoader``).
+  (``seneca._bench.torch_loaders.NoLoader``).
 
 ``mdp`` and ``seneca`` take the split of ``seneca bench --split`` (or ``--plan``); a name
 ``kind@split`` (:func:`variant`) gives one a split of its own, ``E-D-A`` in percent or ``auto``,
@@ -33,7 +33,7 @@ import redis
 import torch
 from torchvision.datasets import ImageFolder
 
-from seneca.bench.torch_loaders import Counted, CountedDataLoader, NoLoader, counted_folder
+from seneca._bench.torch_loaders import Counted, CountedDataLoader, NoLoader, counted_folder
 from seneca.loader import SenecaLoader
 from seneca.pipeline.transforms import split_transform
 from seneca_base.errors import ConfigError
@@ -131,7 +131,7 @@ def make_loader(
     """A loader of ``kind`` (one of :data:`LOADERS`) over the ImageFolder at ``root``.
 
     ``split`` is the MDP split for ``mdp`` and ``seneca`` (MINIO and Quiver cache encoded bytes
-    only); ``throttle`` limits storage reads (:class:`seneca.bench.throttle.Throttle`);
+    only); ``throttle`` limits storage reads (:class:`seneca._bench.throttle.Throttle`);
     ``device``: where the batches go (None: they stay on the CPU).
     """
     if kind not in LOADERS:

@@ -20,13 +20,13 @@ import statistics
 from typing import Any
 
 from seneca import defaults
-from seneca.bench.report import by_configuration
+from seneca._bench.report import by_configuration
 from seneca_base.tiers import SPLIT_ORDER
 
 __all__ = ["FIXED", "OFFLINE", "SPLITS", "compare", "held_out", "loaders", "markdown"]
 
 #: The six splits (E, D, A in percent) of the paper's model validation
-#: (``seneca.bench.validate``): each tier alone and the three 50/50 pairs.
+#: (``seneca._bench.validate``): each tier alone and the three 50/50 pairs.
 SPLITS = ((100, 0, 0), (0, 100, 0), (0, 0, 100), (50, 50, 0), (50, 0, 50), (0, 50, 50))
 
 #: The fixed split that was the default before the loader planned its own.

@@ -1,6 +1,6 @@
 """Benchmark jobs as fresh interpreters, started as a user starts a training script.
 
-``seneca bench`` runs each job as ``python -m seneca.bench.fresh``: a new interpreter that
+``seneca bench`` runs each job as ``python -m seneca._bench.fresh``: a new interpreter that
 imports what it needs, whose DataLoader workers start with the platform's default method (fork
 on Linux up to Python 3.13), and that inherits no state of the benchmark's process. The job
 gets its spec as JSON, prepares (imports, loader, model), says it is ready and waits until
@@ -60,7 +60,7 @@ class FreshJobs:
             go_r, go_w = os.pipe()
             out_r, out_w = os.pipe()
             proc = subprocess.Popen(
-                [sys.executable, "-m", "seneca.bench.fresh", target, str(go_r), str(out_w)],
+                [sys.executable, "-m", "seneca._bench.fresh", target, str(go_r), str(out_w)],
                 stdin=subprocess.PIPE,
                 pass_fds=(go_r, out_w),
             )

@@ -28,8 +28,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from seneca.bench.provenance import provenance
-from seneca.bench.splits import SPLITS
+from seneca._bench.provenance import provenance
+from seneca._bench.splits import SPLITS
 from seneca_base.errors import ConfigError
 from seneca_base.split import Split
 
@@ -113,8 +113,8 @@ def run_validation(
     from tqdm import tqdm
 
     from mdp.planner import predict
+    from seneca._bench.harness import BenchConfig, clear_cache, run_configuration
     from seneca._cache.embedded import acquire_embedded
-    from seneca.bench.harness import BenchConfig, clear_cache, run_configuration
     from seneca.pipeline.storage import Storage
 
     _check_options(sizes, loader, epochs)
@@ -157,7 +157,7 @@ def run_validation(
 
 def _profiled(data: str, out: str) -> str:
     """A spec of this machine, profiled now (``mdp profile``) into ``out``."""
-    from seneca.bench.profile import profile_command
+    from seneca._bench.profile import profile_command
 
     spec = str(Path(out, "spec.toml"))
     profile_command(data, spec, seconds=1.0)

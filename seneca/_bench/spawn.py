@@ -25,8 +25,8 @@ _PRELOAD = [
     "PIL.Image",
     "redis",
     "seneca.loader",
-    "seneca.bench.harness",
-    "seneca.bench._fresh_seeds",
+    "seneca._bench.harness",
+    "seneca._bench._fresh_seeds",
 ]
 
 

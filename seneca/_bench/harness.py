@@ -3,13 +3,13 @@
 For each cache fraction in ``--cache-frac``, each K in ``--jobs`` and each loader in
 ``--loaders`` (``--repeats`` rounds, each round in an order of its own) it warms (or drops) the
 dataset's page cache, clears the cache node, starts K jobs that begin together, each a fresh
-interpreter as a user's training script is (``seneca.bench.fresh``): the loader, ``--epochs``
+interpreter as a user's training script is (``seneca._bench.fresh``): the loader, ``--epochs``
 epochs, and per batch nothing, a ``--step-ms`` sleep standing in for the GPU step, or a real
-step of a torchvision ``--model`` on ``--device`` (``seneca.bench.training``). It records per
+step of a torchvision ``--model`` on ``--device`` (``seneca._bench.training``). It records per
 job the first-epoch and stable-epoch samples/s, the wait for each epoch's first batch, the
 loader's counters and the split it ended with; per configuration the makespan, aggregate
 samples/s (all samples / makespan), the machine's CPU utilisation (``/proc/stat``) and, on a
-CUDA device, how busy the GPU was (NVML, ``seneca.bench.gpu_busy``). Writes ``results.json``,
+CUDA device, how busy the GPU was (NVML, ``seneca._bench.gpu_busy``). Writes ``results.json``,
 ``results.md`` and PNG plots to ``--out``.
 """
 
@@ -27,7 +27,7 @@ from typing import Any
 
 from ods import defaults as ods_defaults
 from seneca import defaults
-from seneca.bench.baselines import LOADERS, variant
+from seneca._bench.baselines import LOADERS, variant
 from seneca_base.errors import ConfigError
 from seneca_base.tiers import SPLIT_ORDER, TIERS
 
@@ -127,14 +127,14 @@ def _cpu_times() -> tuple[float, float]:
 
 
 def run_job(spec: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
-    """One training job (a fresh interpreter, ``seneca.bench.fresh``): make the loader (and
+    """One training job (a fresh interpreter, ``seneca._bench.fresh``): make the loader (and
     the model), call ``ready`` (it returns when every job is ready), run the epochs and return
     what the job measured."""
     import torch
 
-    from seneca.bench.baselines import make_loader
-    from seneca.bench.throttle import Throttle
-    from seneca.bench.training import Trainer
+    from seneca._bench.baselines import make_loader
+    from seneca._bench.throttle import Throttle
+    from seneca._bench.training import Trainer
     from seneca.pipeline.transforms import default_train_transform
 
     torch.set_num_threads(1)
@@ -300,9 +300,9 @@ def run_configuration(
     ``cache_size`` bytes (a cleared cache is the caller's task)."""
     if workers is None:
         workers = cfg.worker_counts[0]
-    from seneca.bench.fresh import FreshJobs
-    from seneca.bench.gpu_busy import GpuBusy
-    from seneca.bench.throttle import Throttle
+    from seneca._bench.fresh import FreshJobs
+    from seneca._bench.gpu_busy import GpuBusy
+    from seneca._bench.throttle import Throttle
 
     throttle = Throttle(cfg.storage_mbps * 1e6) if cfg.storage_mbps else None
     kind, split = variant(name, cfg.split)
@@ -315,7 +315,7 @@ def run_configuration(
         spec["throttle"] = throttle and {"rate": throttle.rate, "path": throttle.path}
         specs.append(spec)
     what = f"bench {name} x{k}"
-    jobs = FreshJobs("seneca.bench.harness:run_job", specs)
+    jobs = FreshJobs("seneca._bench.harness:run_job", specs)
     jobs.start_together(timeout=600, what=what)
     busy0, total0 = _cpu_times()
     start = time.time()
@@ -375,10 +375,10 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> dict:
     """Run every configuration; write results.json, results.md and plots; return the results."""
     from tqdm import tqdm
 
-    from seneca.bench.provenance import provenance
-    from seneca.bench.report import write_reports
-    from seneca.bench.splits import compare
-    from seneca.bench.splits import markdown as splits_markdown
+    from seneca._bench.provenance import provenance
+    from seneca._bench.report import write_reports
+    from seneca._bench.splits import compare
+    from seneca._bench.splits import markdown as splits_markdown
     from seneca.pipeline.storage import Storage
 
     cfg.check()

@@ -22,7 +22,7 @@ import torch
 from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
 
-from seneca.bench.training import on_device
+from seneca._bench.training import on_device
 from seneca.loader.source import pil_decode
 from seneca.pipeline.malloc import tune_malloc
 from seneca.pipeline.transforms import split_transform

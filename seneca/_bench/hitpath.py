@@ -26,7 +26,7 @@ from typing import Any
 
 from ods.store import allocated
 from seneca import defaults
-from seneca.bench.provenance import provenance
+from seneca._bench.provenance import provenance
 from seneca_base.errors import ConfigError
 
 __all__ = ["format_hit_path", "run_hit_path"]
@@ -71,7 +71,7 @@ def _timed(fn: Any) -> tuple[float, int]:
 def _fill(ds: Any, url: str, rnd: int, batch_size: int, size: int) -> Any:
     """Cache every sample's augmented value: job a's epoch while job b is live. Returns the
     store (b stays live while it is renewed, so that nobody drops those values)."""
-    from seneca.bench.harness import clear_cache
+    from seneca._bench.harness import clear_cache
 
     clear_cache(url)
     a = _loader(ds, url, f"hit-a{rnd}", batch_size, size)
@@ -122,8 +122,8 @@ def run_hit_path(
     each read ``passes`` times by all three in turn; returns and optionally writes them."""
     import redis
 
+    from seneca._bench.harness import clear_cache
     from seneca._cache.embedded import acquire_embedded
-    from seneca.bench.harness import clear_cache
 
     if samples < batch_size or batch_size < 1 or repeats < 1 or passes < 1:
         raise ConfigError("--samples must be >= --batch-size >= 1; --repeats, --passes >= 1")

@@ -1,0 +1,7 @@
+"""``python -m seneca``: the ``seneca`` command."""
+
+import sys
+
+from seneca._cli.main import main
+
+sys.exit(main())
