@@ -91,7 +91,10 @@ GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
 
 
 def _part(module: str) -> str:
-    """The architectural part a module belongs to (a key of ALLOWED)."""
+    """The architectural part a module belongs to (a key of ALLOWED); ``seneca.__main__``
+    (``python -m seneca``) is the command line's."""
+    if module == "seneca.__main__":
+        return "seneca._cli"
     parts = module.split(".")
     if parts[0] == "seneca" and len(parts) > 1 and f"seneca.{parts[1]}" in ALLOWED:
         return f"seneca.{parts[1]}"
