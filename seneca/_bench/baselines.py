@@ -37,6 +37,7 @@ from seneca._bench.torch_loaders import Counted, CountedDataLoader, NoLoader, co
 from seneca.loader import SenecaLoader
 from seneca.pipeline.transforms import split_transform
 from seneca_base.errors import ConfigError
+from seneca_base.split import Split
 
 __all__ = ["LOADERS", "QuiverBatchSampler", "make_loader", "variant"]
 
@@ -44,10 +45,11 @@ LOADERS = ("pytorch", "pytorch-tuned", "minio", "quiver", "mdp", "seneca", "none
 _ENCODED_ONLY = (1.0, 0.0, 0.0)
 _SPLIT_LOADERS = ("mdp", "seneca")  # the loaders a split applies to
 
-Split = tuple[float, float, float] | str
+#: a split as SenecaLoader's ``split=`` takes it: (e, d, a) fractions, or "auto"
+SplitArg = tuple[float, float, float] | str
 
 
-def variant(name: str, split: Split) -> tuple[str, Split]:
+def variant(name: str, split: SplitArg) -> tuple[str, SplitArg]:
     """``(kind, split)`` of the loader ``name``: a kind of :data:`LOADERS`, with ``split`` (E, D,
     A fractions, or ``"auto"``), or ``kind@E-D-A`` / ``kind@auto`` for ``mdp`` and ``seneca``,
     with the split it names."""
@@ -58,10 +60,8 @@ def variant(name: str, split: Split) -> tuple[str, Split]:
         raise ConfigError(f"--loaders: {name!r}: only {' and '.join(_SPLIT_LOADERS)} take @split")
     if text == "auto":
         return kind, "auto"
-    from mdp.planner import parse_split
-
     try:
-        return kind, tuple(v / 100 for v in parse_split(text))
+        return kind, tuple(Split.parse(text).fractions.values())
     except ConfigError as e:
         raise ConfigError(f"--loaders: {name!r}: {e}") from None
 

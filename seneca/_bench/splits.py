@@ -21,7 +21,7 @@ from typing import Any
 
 from seneca import defaults
 from seneca._bench.report import by_configuration
-from seneca_base.tiers import SPLIT_ORDER
+from seneca_base.split import Split
 
 __all__ = ["FIXED", "OFFLINE", "SPLITS", "compare", "held_out", "loaders", "markdown"]
 
@@ -30,7 +30,7 @@ __all__ = ["FIXED", "OFFLINE", "SPLITS", "compare", "held_out", "loaders", "mark
 SPLITS = ((100, 0, 0), (0, 100, 0), (0, 0, 100), (50, 50, 0), (50, 0, 50), (0, 50, 50))
 
 #: The fixed split that was the default before the loader planned its own.
-FIXED = "-".join(f"{100 * defaults.SPLIT[t]:.0f}" for t in SPLIT_ORDER)
+FIXED = Split.of(defaults.SPLIT).text()
 #: The six splits measured offline (the model validation's).
 OFFLINE = tuple("-".join(map(str, s)) for s in SPLITS)
 #: The planned split is within this fraction of the best offline split.

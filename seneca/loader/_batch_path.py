@@ -112,7 +112,7 @@ class BatchPath:
             return out
         sampler, planner = self.sampler, self.planner
         if sampler is not None and token is not None:
-            out.append(("track", lambda it: self.progress.tracked(it, token, _current(sampler))))
+            out.append(("track", lambda it: self.progress.tracked(it, token, sampler)))
         if planner is not None:
             out.append(("plan tick", lambda it: _planned(it, planner)))
         out.append(("stats", lambda it: self._summarised(it, before)))
@@ -141,10 +141,6 @@ class BatchPath:
 
     def _summarised(self, it: Iterator[Any], before: dict[str, int]) -> Iterator[Any]:
         return summarised(it, self.job, self.counters, self.sampler, before, self.every)
-
-
-def _current(sampler: OdsBatchSampler) -> Callable[[], int]:
-    return lambda: sampler.current
 
 
 def _planned(it: Iterator[Any], planner: AutoPlanner) -> Iterator[Any]:

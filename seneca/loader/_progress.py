@@ -26,14 +26,14 @@ class EpochProgress:
         self._latest = token = object()
         return token
 
-    def tracked(self, it: Iterator[Any], token: object, current: Any) -> Iterator[Any]:
+    def tracked(self, it: Iterator[Any], token: object, sampler: Any) -> Iterator[Any]:
         """The batches of ``it``, counted while ``token``'s iteration is the latest;
-        ``current()``: the epoch the sampler runs (known once the first batch is decided)."""
+        ``sampler.current``: the epoch it runs (known once the first batch is decided)."""
         epoch = None
         with closing(it):  # a loop cut short stops the thread making the next batch at once
             for batch in it:
                 if epoch is None:
-                    epoch = current()
+                    epoch = sampler.current
                 if self._latest is token:
                     self.at = (epoch, self.at[1] + 1 if self.at else 1)
                 yield batch

@@ -21,9 +21,10 @@ from ods.store import OdsStore
 from seneca import defaults
 from seneca._cache.client import CacheClient
 from seneca._cache.embedded import acquire_embedded
+from seneca.loader._link import CACHE_FAILURES
 from seneca.loader._options import group_device, parse_split
 from seneca.loader.source import NotCacheable, Resolved, members
-from seneca_base.errors import CacheError, CacheUnavailableError, ConfigError, SenecaError
+from seneca_base.errors import CacheUnavailableError, ConfigError, SenecaError
 from seneca_base.split import Split
 from seneca_base.units import parse_size
 
@@ -131,7 +132,7 @@ def auto_planner(
     if setup.reachable:
         try:
             planner.start()
-        except (redis.RedisError, OSError, CacheError) as err:
+        except CACHE_FAILURES as err:
             log.debug("no plan yet: %s", err)
     store.apply_split(planner.split, setup.size)
     return planner
