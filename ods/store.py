@@ -176,6 +176,17 @@ class OdsStore(Engine):
         """Remove ``job`` and its state; it stops counting at once."""
         self.call("leave", job)
 
+    def renew(self, job: str) -> bool:
+        """Renew the lease of ``job`` if it is registered (a job that left, or was never
+        joined, stays out); returns whether it was. One command, no function call: what keeps
+        a job live while its loader exists, whatever its batches do."""
+        name = self.keys.job_name(job)
+        expiry = self.now_ms() + self.lease_ms
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zadd(self.keys.jobs, {name: expiry}, xx=True, gt=True)
+        pipe.zscore(self.keys.jobs, name)
+        return pipe.execute()[1] is not None
+
     def start_epoch(self, job: str, epoch: int) -> tuple[int, int]:
         """Start ``epoch`` for ``job`` unless it (e.g. another rank) already did.
 

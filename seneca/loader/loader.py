@@ -19,6 +19,7 @@ from seneca.loader._batch_path import BatchPath
 from seneca.loader._bypass import HitSplitter, collate_part
 from seneca.loader._dataset import CachedDataset
 from seneca.loader._device import DeviceFeed, resolve_device
+from seneca.loader._lease import keeper
 from seneca.loader._options import (
     resolve_batch_tail,
     resolve_job,
@@ -188,6 +189,9 @@ class SenecaLoader(DataLoader[_T_co]):
         use_ods = resolve_ods(ods, shuffle, sampler, batch_sampler, batch_size)
         use_ods, samples = ods_members(dataset, resolved, use_ods, ods)
         self._wire(dataset, resolved, args, options, use_ods, samples, batch_tail)
+        # the job stays live while this loader exists, however long a step takes
+        handle = keeper().keep(self.store, self.job)
+        self._lease = weakref.finalize(self, keeper().drop, handle)
         if job is None and not self.job.startswith("ddp:"):
             # a job of its own: its state goes with the loader (a named job may be resumed)
             self._leave = weakref.finalize(self, leave_job, self.store, self.job, os.getpid())
@@ -377,6 +381,9 @@ class SenecaLoader(DataLoader[_T_co]):
         """Leave the job in the cache now (its state goes; other jobs stop counting it at
         once) and stop persistent workers. A loader whose job name Seneca made leaves by
         itself when it is garbage-collected or the interpreter exits."""
+        lease = getattr(self, "_lease", None)
+        if lease is not None:
+            lease()
         finalizer = getattr(self, "_leave", None)
         if finalizer is not None:
             finalizer()

@@ -1,0 +1,59 @@
+"""A job is live while its loader exists: its lease is renewed however long a training step or
+a validation pass takes, and lapses only once the loader is closed or collected, or its process
+dies."""
+
+import gc
+import time
+
+from helpers.indexed import indexed
+
+from seneca import SenecaLoader
+from seneca.loader._lease import keeper
+
+
+def _live(store):
+    return store.refresh_jobs()
+
+
+def test_a_job_stays_live_through_steps_longer_than_its_lease(
+    tiny_dataset, redis_url, monkeypatch
+):
+    monkeypatch.setattr("ods.defaults.JOB_LEASE", 0.4)
+    ds = indexed(tiny_dataset)
+    train = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_url, cache_size="20MB")
+    check = SenecaLoader(ds, batch_size=8, cache=redis_url, cache_size="20MB", job="val")
+    store = train.store
+    name = store.keys.job_name(train.job)
+    before = keeper().renewals
+    for k, _ in enumerate(train):
+        if k == 1:
+            time.sleep(1.5)  # a slow step: almost four leases without a call
+            assert name in _live(store)
+            for _ in check:  # a validation pass in between
+                time.sleep(0.1)
+            assert name in _live(store)
+    assert keeper().renewals - before >= 3  # measured: renewed while it made no call
+    time.sleep(1.0)  # training over, the loader still exists: still live
+    assert name in _live(store)
+    train.close()
+    assert name not in _live(store)  # closing leaves at once
+    check.close()
+
+
+def test_a_collected_loader_stops_renewing_and_lapses(tiny_dataset, redis_url, monkeypatch):
+    monkeypatch.setattr("ods.defaults.JOB_LEASE", 0.4)
+    ds = indexed(tiny_dataset)
+    loader = SenecaLoader(
+        ds, batch_size=8, shuffle=True, cache=redis_url, cache_size="20MB", job="named"
+    )
+    store = loader.store
+    name = store.keys.job_name("named")
+    next(iter(loader))
+    time.sleep(1.0)
+    assert name in _live(store) and "named" in keeper().held()
+    del loader
+    gc.collect()
+    assert "named" not in keeper().held()
+    time.sleep(0.8)  # a named job keeps its state to resume, but no longer counts as live
+    assert name not in _live(store)
+    assert store.client.exists(store.keys.jobs)  # its entry stays, lapsed
