@@ -12,10 +12,14 @@ Ties (splits whose predicted throughput is within a relative 1e-9 of the best, o
 3. the least augmented, then the least decoded percentage, i.e. the most encoded: the compact,
    epoch-independent form is preferred when the model sees no gain from preprocessing.
 
+Only tiers the planned jobs can read get a share: under the ``shared`` model a lone job never
+reads an augmented copy (a job never gets its own copy back), so for one job the augmented
+tier gets 0%; ``tiers=`` names the readable tiers outright (a loader whose transform has no
+random head, or whose dataset has no encoded form, reads fewer).
+
 With ``min_gain``, caching must pay for filling the cache, which the model does not charge
 (values encoded and written on misses): unless the best split beats the split that caches the
-fewest samples by more than ``min_gain`` (relative), the plan is that split. For a lone job that
-is the augmented tier, which a job fills only for other jobs: nothing is cached.
+fewest samples by more than ``min_gain`` (relative), the plan is that split.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ __all__ = [
     "parse_split",
     "plan",
     "predict",
+    "readable_tiers",
     "split_grid",
     "sweep",
 ]
@@ -216,14 +221,28 @@ def _least_cached(cached: np.ndarray) -> int:
     return int(np.flatnonzero(cached <= cached.min() * (1 + TIE_TOLERANCE) + 1e-9)[0])
 
 
+def readable_tiers(p: Params, model: str, tiers: Iterable[str] | None = None) -> tuple[str, ...]:
+    """The tiers a plan may give a share: ``tiers`` (default: all), less the augmented tier
+    for a lone job under the ``shared`` model (it never reads a copy it made)."""
+    names = tuple(SPLIT_TIERS if tiers is None else tiers)
+    unknown = [t for t in names if t not in SPLIT_TIERS]
+    if unknown or not names:
+        raise ConfigError(f"tiers: expected some of {', '.join(SPLIT_TIERS)}, got {names!r}")
+    if model == "shared" and p.jobs <= 1:
+        names = tuple(t for t in names if t != "augmented") or ("decoded",)
+    return tuple(t for t in SPLIT_TIERS if t in names)
+
+
 def plan(
     spec: Spec,
     model: str = DEFAULT_MODEL,
     step: int = 1,
     tolerance: float = 0.0,
     min_gain: float = 0.0,
+    tiers: Iterable[str] | None = None,
 ) -> Prediction:
-    """The best split on the ``step``% grid.
+    """The best split on the ``step``% grid among those that give a share only to
+    :func:`readable_tiers` (``tiers``: the tiers the jobs can read; default all).
 
     Splits whose throughput is within the relative ``tolerance`` of the best (default: only
     float-equal ones) are ties, broken as the module docstring says. ``min_gain``: the split
@@ -235,6 +254,10 @@ def plan(
         raise ConfigError(f"--min-gain: expected a fraction in [0, 1), got {min_gain!r}")
     p = Params.from_spec(spec)
     grid = split_grid(step)
+    readable = readable_tiers(p, model, tiers)
+    shut = [k for k, t in enumerate(SPLIT_TIERS) if t not in readable]
+    if shut:
+        grid = grid[(grid[:, shut] == 0).all(axis=1)]
     thr, n, _ = evaluate(p, grid, model)
     cached = p.n_total - n["storage"]
     best = _best_index(thr, cached, tolerance, _empty_budget(p, grid, n))

@@ -27,17 +27,27 @@ AUTO_DEFAULTS = {
     "dataset.augmented_ratio": 0.27,
 }
 AUTO_WARMUP_SAMPLES = 256
+#: Samples per second per process a transform with no random head (nothing cached in the
+#: augmented tier) is planned with for the work between a decoded hit and the cache boundary:
+#: none, so any large number.
+AUTO_NO_HEAD_RATE = 1_000_000.0
 #: A split that caches more than the fewest samples is planned only when it is predicted to
 #: beat that split by more than this fraction (about the model's error): filling a cache
-#: (encoding and writing values on misses) costs what the model does not charge. A lone job
-#: whose storage keeps up then caches nothing (it fills the augmented tier only for other
-#: jobs).
+#: (encoding and writing values on misses) costs what the model does not charge.
 AUTO_MIN_GAIN = 0.02
 #: The split changes only when the best split's predicted throughput beats the current one's
 #: (both predicted from the same, latest inputs) by more than this fraction ...
 AUTO_REPLAN_GAIN = 0.10
-#: ... and the current plan is at least this old (a plan from defaults is replaced at once).
+#: ... and the current plan is at least this old (a plan from defaults is replaced at once,
+#: unless that would give up a warm tier) ...
 AUTO_REPLAN_INTERVAL = 30.0
+#: ... or the live jobs have differed from those it was planned for, the same number for this
+#: long (a job that starts a validation pass or restarts does not move the split).
+AUTO_JOBS_SETTLE = 10.0
+#: A tier is warm when it holds at least this fraction of the cache: a plan that would evict
+#: from a warm tier needs a gain above AUTO_REPLAN_GAIN predicted from measured rates (a plan
+#: from defaults never empties a warm tier).
+AUTO_WARM_SHARE = 0.05
 #: Seconds between two looks at the shared plan by a loader (between batches).
 AUTO_TICK = 2.0
 #: ``shrink`` calls (each evicting at most ``ods.defaults.SHRINK_CHUNK`` entries per tier) a

@@ -28,42 +28,69 @@ from typing import Any
 
 from mdp.spec import FIELDS, Spec, parse_spec
 from seneca import defaults
+from seneca_base.tiers import TIERS
 
-__all__ = ["Setting", "measured_inputs", "spec_of"]
+__all__ = ["KEY_INPUTS", "Setting", "measured_inputs", "source_of", "spec_of"]
 
 #: The rates of :data:`seneca.defaults.AUTO_DEFAULTS` given per process (core).
 _PER_PROCESS = ("node.decode_augment_samples_per_s", "node.augment_samples_per_s")
+
+
+#: The inputs a plan is "measured" by: the CPU rates, which move the best split most. A plan
+#: whose rates are still the defaults is a plan "from defaults", whatever else was measured.
+KEY_INPUTS = ("node.decode_augment_samples_per_s", "node.augment_samples_per_s")
 
 
 @dataclass(frozen=True)
 class Setting:
     """What the loader knows of its set-up without measuring: ``samples`` in the dataset,
     ``cache_bytes``, its ``workers`` (0: the loader process), whether the cache is
-    ``colocated`` (on this machine), and ``base``: spec values given by the user (``section.key``
-    -> value) for what cannot be measured."""
+    ``colocated`` (on this machine), ``base``: spec values given by the user (``section.key``
+    -> value) for what cannot be measured, and ``tiers``: the tiers its jobs can read (no
+    augmented tier for a transform with no random head to cache, no encoded tier for a dataset
+    whose files are not what it decodes)."""
 
     samples: int
     cache_bytes: int
     workers: int
     colocated: bool
     base: Mapping[str, Any]
+    tiers: tuple[str, ...] = TIERS
+
+    @property
+    def head(self) -> bool:
+        """Whether the transform has a random head (what the augmented tier keeps)."""
+        return "augmented" in self.tiers
+
+
+def source_of(measured: Mapping[str, float]) -> str:
+    """``"measured"`` when ``measured`` has every one of :data:`KEY_INPUTS`, else
+    ``"defaults"``."""
+    return "measured" if all(k in measured for k in KEY_INPUTS) else "defaults"
 
 
 def _mean(total: int, count: int) -> float | None:
     return total / count if count > 0 and total > 0 else None
 
 
-def measured_inputs(c: Mapping[str, int], jobs: int, workers: int) -> dict[str, float]:
+def measured_inputs(
+    c: Mapping[str, int], jobs: int, workers: int, head: bool = True
+) -> dict[str, float]:
     """The spec values (``section.key``) a counters snapshot ``c`` measures, for ``jobs`` live
     jobs with ``workers`` workers each; a value with fewer than
-    :data:`seneca.defaults.AUTO_WARMUP_SAMPLES` samples behind it is left out."""
+    :data:`seneca.defaults.AUTO_WARMUP_SAMPLES` samples behind it is left out. Without a random
+    ``head`` a transform costs nothing before the cache boundary: the rates are the decode's,
+    and a decoded hit is ready (``defaults.AUTO_NO_HEAD_RATE``)."""
     enough = defaults.AUTO_WARMUP_SAMPLES
     procs = max(1, jobs) * max(1, workers)  # processes doing the CPU work at once
     out: dict[str, float] = {}
     decodes, transforms = c.get("decodes", 0), c.get("transforms", 0)
     t_decode = _mean(c.get("ns_decode", 0), decodes)
     t_transform = _mean(c.get("ns_transform", 0), transforms)
-    if t_decode and t_transform and decodes >= enough and transforms >= enough:
+    if not head and t_decode and decodes >= enough:
+        out["node.decode_augment_samples_per_s"] = procs * 1e9 / t_decode
+        out["node.augment_samples_per_s"] = procs * defaults.AUTO_NO_HEAD_RATE
+    elif t_decode and t_transform and decodes >= enough and transforms >= enough:
         out["node.decode_augment_samples_per_s"] = procs * 1e9 / (t_decode + t_transform)
         out["node.augment_samples_per_s"] = procs * 1e9 / t_transform
     if c.get("storage_reads", 0) >= enough and c.get("ns_storage", 0) > 0:
@@ -87,6 +114,8 @@ def spec_of(setting: Setting, measured: Mapping[str, float], jobs: int) -> Spec:
     """The cluster spec to plan with: ``measured`` values, then the user's ``base``, then
     :data:`seneca.defaults.AUTO_DEFAULTS` and :data:`seneca.defaults.PROFILE_DEFAULTS`."""
     values: dict[str, Any] = {**defaults.PROFILE_DEFAULTS, **defaults.AUTO_DEFAULTS}
+    if not setting.head:
+        values["node.augment_samples_per_s"] = defaults.AUTO_NO_HEAD_RATE
     procs = min(max(1, jobs) * max(1, setting.workers), os.cpu_count() or 1)
     for name in _PER_PROCESS:  # the defaults are one process's rates
         values[name] = procs * values[name]

@@ -5,14 +5,25 @@ The first loader of a dataset plans from documented defaults (``defaults.AUTO_DE
 writes the plan; later loaders start with the plan they find. While they train, each loader
 looks at the plan every ``defaults.AUTO_TICK`` seconds (between batches, in the loader process):
 it adopts a plan another loader wrote, and re-plans from its measurements and the live jobs.
-A new split is written only when its predicted throughput beats the current split's, both
-predicted from the same inputs, by more than ``defaults.AUTO_REPLAN_GAIN``, and the current
-plan is ``defaults.AUTO_REPLAN_INTERVAL`` old or was planned for another number of live jobs
-(a plan from defaults is replaced by the first measured one at once, whatever the gain, and
-re-planned from defaults when jobs join before anything is measured): the hysteresis that
-keeps the split from oscillating. One loader changes the plan at a time (a short lock). A
-tier left above its new budget shrinks by evicting its least needed unpinned entries
-(``OdsStore.shrink``), never by a flush.
+
+A plan gives a share only to tiers its jobs can read (``mdp.planner.readable_tiers``: no
+augmented tier for a lone job or a transform without a random head). A plan is *measured* when
+its CPU rates are (``inputs.KEY_INPUTS``), else *from defaults*; a plan from defaults never
+replaces a measured one. The split changes, with hysteresis, only when:
+
+* the best split's predicted throughput beats the current split's, both predicted from the same
+  inputs, by more than ``defaults.AUTO_REPLAN_GAIN`` (a plan from defaults is replaced by the
+  first measured one whatever the gain), or the current split gives a share to a tier nobody
+  can read; and
+* the current plan is ``defaults.AUTO_REPLAN_INTERVAL`` old, or the live jobs have differed from
+  those it was planned for for ``defaults.AUTO_JOBS_SETTLE`` seconds, or it is from defaults
+  and the first measured inputs arrived; and
+* a tier that holds at least ``defaults.AUTO_WARM_SHARE`` of the cache and would have to evict
+  (a *warm* tier) is given up only for a gain above ``AUTO_REPLAN_GAIN`` predicted from
+  measured rates.
+
+One loader changes the plan at a time (a short lock). A tier left above its new budget shrinks
+by evicting its least needed unpinned entries (``OdsStore.shrink``), never by a flush.
 """
 
 from __future__ import annotations
@@ -26,11 +37,11 @@ import redis
 from mdp import plan, predict
 from mdp.planner import Prediction
 from seneca import defaults
-from seneca._autoplan.inputs import Setting, measured_inputs, spec_of
+from seneca._autoplan.inputs import Setting, measured_inputs, source_of, spec_of
 from seneca._autoplan.record import PlanRecord
 from seneca_base.errors import CacheError
 from seneca_base.split import Split
-from seneca_base.tiers import TIERS
+from seneca_base.tiers import SPLIT_ORDER, TIERS
 
 __all__ = ["AutoPlanner", "plan_for"]
 
@@ -39,29 +50,34 @@ log = logging.getLogger("seneca")
 _CACHE_ERRORS = (redis.RedisError, OSError, CacheError)
 
 
-def plan_for(spec: Any) -> Prediction:
-    """The split the loader plans for ``spec``: MDP's plan, caching more than the fewest
-    samples only when that is predicted to pay for filling the cache
-    (``defaults.AUTO_MIN_GAIN``)."""
-    return plan(spec, min_gain=defaults.AUTO_MIN_GAIN)
+def plan_for(spec: Any, tiers: tuple[str, ...] | None = None) -> Prediction:
+    """The split the loader plans for ``spec``: MDP's plan over the ``tiers`` its jobs can
+    read (default all), caching more than the fewest samples only when that is predicted to
+    pay for filling the cache (``defaults.AUTO_MIN_GAIN``)."""
+    return plan(spec, min_gain=defaults.AUTO_MIN_GAIN, tiers=tiers)
 
 
 class AutoPlanner:
     """The planned split of ``job``'s loader over ``store`` (an ``ods.store.OdsStore``).
 
     ``counters``: the loader's counters (``snapshot()``), its measurements; ``setting``: what
-    it knows without measuring. :attr:`record` is the plan in use, :attr:`history` the plans
-    this loader used, oldest first.
+    it knows without measuring; ``about``: the dataset in a few words, for its log lines.
+    :attr:`record` is the plan in use, :attr:`history` the plans this loader used, oldest
+    first.
     """
 
-    def __init__(self, store: Any, job: str, counters: Any, setting: Setting) -> None:
+    def __init__(
+        self, store: Any, job: str, counters: Any, setting: Setting, about: str = ""
+    ) -> None:
         self.store, self.job, self.counters, self.setting = store, job, counters, setting
+        self.about = about or store.keys.dataset
         self.record: PlanRecord | None = None
         self.history: list[PlanRecord] = []
         #: the job's back-off of the cache (``seneca_base.backoff``): no look at the plan
         #: during an outage (the fetch and the sampler retry the cache)
         self.backoff: Any = None
         self._next = 0.0
+        self._jobs_seen: tuple[int, float] | None = None  # (live jobs, since when: monotonic)
 
     @property
     def split(self) -> Split:
@@ -77,6 +93,10 @@ class AutoPlanner:
 
     def _jobs(self) -> int:
         return max(1, self.store.same_view(self.store.refresh_jobs()))
+
+    def _measured(self, jobs: int) -> dict[str, float]:
+        snapshot = self.counters.snapshot()
+        return measured_inputs(snapshot, jobs, self.setting.workers, self.setting.head)
 
     def _record(
         self,
@@ -97,7 +117,7 @@ class AutoPlanner:
         return PlanRecord(
             split=best.split,
             version=version,
-            source="measured" if measured else "defaults",
+            source=source_of(measured),
             throughput=best.throughput,
             gain=gain,
             by=self.job,
@@ -107,17 +127,20 @@ class AutoPlanner:
             previous=previous,
         )
 
+    def _log(self, record: PlanRecord) -> None:
+        log.info("cache plan for %s: %s", self.about, record.describe())
+
     def start(self) -> PlanRecord:
         """Use the dataset's plan, or make the first one from defaults (and whatever this
         loader measured already)."""
         record = self._read()
         if record is None:
             jobs = self._jobs()
-            measured = measured_inputs(self.counters.snapshot(), jobs, self.setting.workers)
+            measured = self._measured(jobs)
             spec = spec_of(self.setting, measured, jobs)
-            first = self._record(plan_for(spec), 1, spec, measured)
+            first = self._record(plan_for(spec, self._tiers(spec)), 1, spec, measured)
             if self.store.client.set(self.store.keys.plan, first.to_json(), nx=True):
-                log.info("cache plan: %s", first.describe())
+                self._log(first)
             record = self._read() or first
         self._adopt(record)
         return record
@@ -139,7 +162,7 @@ class AutoPlanner:
             if record is None:
                 record = self.start()
             jobs = self._jobs()
-            measured = measured_inputs(self.counters.snapshot(), jobs, self.setting.workers)
+            measured = self._measured(jobs)
             if self._due(record, jobs, measured):
                 record = self._replan(record, measured, jobs)
             self._adopt(record)
@@ -147,29 +170,75 @@ class AutoPlanner:
         except _CACHE_ERRORS as err:
             log.debug("plan not checked: %s", err)
 
+    def _settled(self, jobs: int) -> bool:
+        """Whether the live jobs have been ``jobs`` for ``defaults.AUTO_JOBS_SETTLE`` seconds
+        (as this loader saw them at its looks)."""
+        now = time.monotonic()
+        if self._jobs_seen is None or self._jobs_seen[0] != jobs:
+            self._jobs_seen = (jobs, now)
+        return now - self._jobs_seen[1] >= defaults.AUTO_JOBS_SETTLE
+
     def _due(self, record: PlanRecord, jobs: int, measured: dict[str, float]) -> bool:
-        """Whether to look for a better split now: as soon as there are measurements while the
-        plan is from defaults, or the live jobs differ from those it was planned for (a job
-        joined or left: the split that pays depends most on how many jobs share the cache);
-        else once the plan is ``defaults.AUTO_REPLAN_INTERVAL`` old."""
+        """Whether to look for a better split now: the live jobs have differed from those the
+        plan was planned for long enough (how many jobs share the cache moves the best split
+        most); the plan is from defaults and rates are measured now; or the plan is
+        ``defaults.AUTO_REPLAN_INTERVAL`` old."""
+        settled = self._settled(jobs)
         planned_for = record.inputs.get("cluster.jobs")
-        if planned_for is not None and jobs != planned_for:
+        if planned_for is not None and jobs != planned_for and settled:
             return True
         if not measured:
             return False
         if record.source == "defaults":
-            return True
+            return source_of(measured) == "measured"
         return self.store.now_ms() - record.at_ms >= defaults.AUTO_REPLAN_INTERVAL * 1000
+
+    def _tiers(self, spec: Any) -> tuple[str, ...]:
+        """The tiers the jobs of ``spec`` can read (``mdp.planner.readable_tiers``)."""
+        from mdp.model import Params
+        from mdp.planner import readable_tiers
+
+        return readable_tiers(Params.from_spec(spec), "shared", self.setting.tiers)
+
+    def _gives_up_warm(self, old: Split, new: Split) -> bool:
+        """Whether changing ``old`` for ``new`` evicts from a warm tier: one that holds at least
+        ``defaults.AUTO_WARM_SHARE`` of the cache, more than ``new`` budgets it."""
+        size = self.setting.cache_bytes
+        budgets = new.budgets(size)
+        used = self.store.usage()
+        warm = defaults.AUTO_WARM_SHARE * size
+        return any(used[t] >= warm and used[t] > budgets[t] for t in TIERS)
 
     def _replan(self, record: PlanRecord, measured: dict[str, float], jobs: int) -> PlanRecord:
         """The plan after looking at ``measured``: a new one when it gains enough (written
-        under the lock), else ``record`` (marked measured when it was from defaults)."""
+        under the lock), else ``record`` (re-predicted from measured rates when it was from
+        defaults)."""
+        source = source_of(measured)
+        if record.source == "measured" and source != "measured":
+            return record  # never replaced by a plan on defaults
         spec = spec_of(self.setting, measured, jobs)
-        best, current = plan_for(spec), predict(spec, record.split)
+        readable = self._tiers(spec)
+        best, current = plan_for(spec, readable), predict(spec, record.split)
         gain = best.throughput / current.throughput - 1 if current.throughput > 0 else 0.0
-        enough = gain > defaults.AUTO_REPLAN_GAIN or record.source == "defaults"
-        change = best.split != record.split and enough
-        if not change and (record.source != "defaults" or not measured):
+        measured_gain = source == "measured" and gain > defaults.AUTO_REPLAN_GAIN
+        unreadable = any(
+            share > 0 and tier not in readable
+            for tier, share in zip(SPLIT_ORDER, record.split, strict=True)
+        )
+        if unreadable:
+            wanted = True
+        elif record.source == "defaults":  # the first measured rates, or other jobs
+            news = source == "measured" or jobs != record.inputs.get("cluster.jobs")
+            wanted = news and gain > defaults.AUTO_MIN_GAIN
+        else:
+            wanted = gain > defaults.AUTO_REPLAN_GAIN
+        chosen: Prediction | None = best if wanted and best.split != record.split else None
+        warm = chosen is not None and self._gives_up_warm(record.as_split(), best.as_split())
+        if warm and not measured_gain:  # a warm tier goes only for a measured gain
+            repaired = _repaired(record.split, readable) if unreadable else record.split
+            chosen = predict(spec, repaired) if repaired != record.split else None
+        relabel = record.source == "defaults" and source == "measured"
+        if chosen is None and not relabel and jobs == record.inputs.get("cluster.jobs"):
             return record
         lock = self.store.keys.plan + ":lock"
         if not self.store.client.set(lock, self.job, nx=True, px=defaults.AUTO_LOCK_MS):
@@ -178,14 +247,14 @@ class AutoPlanner:
             latest = self._read()
             if latest is not None and latest.version != record.version:
                 return latest  # changed meanwhile: look again at the next tick
-            if change:
-                new = self._record(best, record.version + 1, spec, measured, record.split)
-            else:  # the defaults' split stands; the record now says what it was measured from
+            if chosen is not None:
+                new = self._record(chosen, record.version + 1, spec, measured, record.split)
+            else:  # the split stands; the record now says the inputs it was predicted from
                 new = self._record(current, record.version, spec, measured, record.previous)
             self.store.client.set(self.store.keys.plan, new.to_json())
         finally:
             self.store.client.delete(lock)
-        log.info("cache plan: %s", new.describe())
+        self._log(new)
         return new
 
     def _adopt(self, record: PlanRecord) -> None:
@@ -211,3 +280,16 @@ class AutoPlanner:
             if not any(over.values()) or over == before:
                 return  # done, or only pinned entries are left above the budget
             before = over
+
+
+def _repaired(split: tuple[int, int, int], readable: tuple[str, ...]) -> tuple[int, int, int]:
+    """``split`` with the shares of tiers not in ``readable`` given to the readable tier with
+    the largest share (the least change that leaves no share unread)."""
+    shares = dict(zip(SPLIT_ORDER, split, strict=True))
+    keep = max(readable, key=lambda t: shares[t])
+    for tier in SPLIT_ORDER:
+        if tier not in readable:
+            shares[keep] += shares[tier]
+            shares[tier] = 0
+    e, d, a = (shares[t] for t in SPLIT_ORDER)
+    return (e, d, a)

@@ -84,6 +84,19 @@ class SampleWork:
         self.defer_tail = defer_tail
 
     @property
+    def tiers(self) -> tuple[str, ...]:
+        """The tiers a sample can be read from: the encoded one when the source reads the
+        encoded form, the augmented one when the transform has a head to cache."""
+        out = []
+        for tier in TIERS:
+            if tier == "encoded" and not self.source.encoded:
+                continue
+            if tier == "augmented" and self.transform.head is None:
+                continue
+            out.append(tier)
+        return tuple(out)
+
+    @property
     def tensor_hits(self) -> bool:
         """Augmented hits are handed on as uint8 tensors (views of the cached bytes): the batch
         tail is deferred and the sample tail starts with ``PILToTensor``."""

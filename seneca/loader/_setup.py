@@ -120,15 +120,23 @@ def spec_values(spec: str | os.PathLike) -> dict[str, Any]:
 
 
 def auto_planner(
-    setup: CacheSetup, store: OdsStore, job: str, counters: Any, workers: int, base: Any
+    setup: CacheSetup,
+    store: OdsStore,
+    job: str,
+    counters: Any,
+    workers: int,
+    base: Any,
+    tiers: tuple[str, ...],
+    about: Any = None,
 ) -> AutoPlanner:
-    """The planner of a loader with ``split="auto"``, started on the dataset's plan (or the
-    first one) when the cache answers; the store's budgets follow its split."""
+    """The planner of a loader with ``split="auto"`` whose jobs read ``tiers``, started on the
+    dataset's plan (or the first one) when the cache answers; the store's budgets follow its
+    split. ``about``: the user's dataset (named in the plan's log lines)."""
     from seneca._autoplan import AutoPlanner, Setting
 
     local = setup.client.local
-    setting = Setting(store.samples, setup.size, max(0, workers), local, dict(base or {}))
-    planner = AutoPlanner(store, job, counters, setting)
+    setting = Setting(store.samples, setup.size, max(0, workers), local, dict(base or {}), tiers)
+    planner = AutoPlanner(store, job, counters, setting, describe(about))
     if setup.reachable:
         try:
             planner.start()

@@ -246,7 +246,9 @@ class SenecaLoader(DataLoader[_T_co]):
         self._split = setup.split
         if options.auto:
             workers, counters = args["num_workers"], self._counters
-            self.planner = auto_planner(setup, store, self.job, counters, workers, options.spec)
+            self.planner = auto_planner(
+                setup, store, self.job, counters, workers, options.spec, wrapped.work.tiers, dataset
+            )
         batch_size, drop_last = args["batch_size"], args["drop_last"]
         if use_ods and setup.reachable:
             seed = seeds_from(args["generator"])

@@ -107,6 +107,8 @@ class Source:
 
     #: the samples' id in cache keys
     id: str
+    #: :meth:`read` gives each sample's encoded form (else the encoded tier stays empty)
+    encoded: bool = True
 
     def __len__(self) -> int:
         raise NotImplementedError
@@ -135,9 +137,9 @@ class FolderSource(Source):
         root = getattr(dataset, "root", None) if samples is None else None
         self.storage = Storage(dataset.samples if samples is None else samples, root=root)
         self.loader = getattr(dataset, "loader", None)
-        self.bytes_decode = _decodes_bytes(self.loader)
+        self.encoded = _decodes_bytes(self.loader)
         decoder = "pil"
-        if not self.bytes_decode:
+        if not self.encoded:
             name = f"{getattr(self.loader, '__module__', '')}.{_qualname(self.loader)}"
             decoder = hashlib.sha1(name.encode()).hexdigest()[:8]
         self.id = f"{self.storage.fingerprint()}.{decoder}"
@@ -146,7 +148,7 @@ class FolderSource(Source):
         return len(self.storage)
 
     def read(self, index: int) -> bytes | None:
-        return self.storage.read(index) if self.bytes_decode else None
+        return self.storage.read(index) if self.encoded else None
 
     def decode(self, index: int, raw: bytes | memoryview | None) -> Any:
         path = self.storage.path(index)

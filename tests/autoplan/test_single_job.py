@@ -41,4 +41,4 @@ def test_a_single_job_reaches_a_measured_plan(three_hundred, monkeypatch, caplog
         node.stop()
     assert stored.source == "measured" and loader.planner.record == stored
     assert "node.decode_augment_samples_per_s" in stored.measured
-    assert f"cache plan: {stored.describe()}" in caplog.messages
+    assert f"cache plan for ImageFolder {three_hundred}: {stored.describe()}" in caplog.messages

@@ -15,9 +15,7 @@ def _live(store):
     return store.refresh_jobs()
 
 
-def test_a_job_stays_live_through_steps_longer_than_its_lease(
-    tiny_dataset, redis_url, monkeypatch
-):
+def test_a_job_stays_live_through_steps_longer_than_its_lease(tiny_dataset, redis_url, monkeypatch):
     monkeypatch.setattr("ods.defaults.JOB_LEASE", 0.4)
     ds = indexed(tiny_dataset)
     train = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_url, cache_size="20MB")

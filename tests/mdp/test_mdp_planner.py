@@ -48,6 +48,8 @@ def _brute(spec, model):
     total, size = spec.samples, spec.cache_gb * 1e9
     best = None
     for a in range(101):
+        if a and model == "shared" and spec.jobs == 1:
+            break  # a lone job reads no augmented copy: no share for that tier
         for d in range(101 - a):
             e = 100 - a - d
             if model == "paper":
@@ -158,16 +160,35 @@ def test_tolerance_turns_near_ties_into_ties():
 
 
 def test_min_gain_caches_only_what_beats_caching_least_by_that_much():
-    gpu_bound = ref_spec(node__gpu_samples_per_s=1.0)  # no split gains anything
+    gpu_bound = ref_spec(node__gpu_samples_per_s=1.0, cluster__jobs=2)  # no split gains
     assert plan(gpu_bound, "shared").split == (100, 0, 0)
-    assert plan(gpu_bound, "shared", min_gain=0.02).split == (0, 0, 100)  # a lone job: none
-    inhouse = load_spec("inhouse")  # decoded samples gain 4.2% over caching none
-    gain = plan(inhouse).throughput / predict(inhouse, "0-0-100").throughput - 1
-    assert 0.03 < gain < 0.05
-    assert plan(inhouse, min_gain=0.03).split == plan(inhouse).split == (0, 100, 0)
-    assert plan(inhouse, min_gain=0.05).split == (0, 0, 100)
+    assert plan(gpu_bound, "shared", min_gain=0.02).split == (0, 0, 100)  # fewest cached
+    lone = ref_spec()  # 40-60-0 gains 67% over all decoded, the fewest a lone job caches
+    gain = plan(lone).throughput / predict(lone, "0-100-0").throughput - 1
+    assert 0.6 < gain < 0.7
+    assert plan(lone, min_gain=0.6).split == plan(lone).split == (40, 60, 0)
+    assert plan(lone, min_gain=0.7).split == (0, 100, 0)
+    inhouse = load_spec("inhouse")
     with pytest.raises(ConfigError, match="min-gain"):
         plan(inhouse, min_gain=-0.1)
+
+
+def test_a_plan_gives_no_share_to_a_tier_its_jobs_cannot_read():
+    # a lone job never reads an augmented copy (it never gets its own back): not even when
+    # caching pays nothing, where the fewest samples cached would be all augmented
+    gpu_bound = ref_spec(node__gpu_samples_per_s=1.0)
+    assert plan(gpu_bound, "shared", min_gain=0.02).split == (0, 100, 0)
+    lone = load_spec("inhouse")
+    for min_gain in (0.0, 0.05, 0.5):
+        assert plan(lone, min_gain=min_gain).split[2] == 0
+    assert [best.split[2] for _, best in sweep(lone, "cache.size_gb", [1, 100, 1000])] == [0] * 3
+    # tiers= names what the jobs read: no random head, so no augmented tier, for any jobs
+    many = lone.replace("cluster.jobs", 4)
+    assert plan(many, tiers=("encoded", "decoded")).split[2] == 0
+    assert plan(many, tiers=("decoded",)).split == (0, 100, 0)
+    assert plan(many, "paper", tiers=("encoded",)).split == (100, 0, 0)
+    with pytest.raises(ConfigError, match="tiers"):
+        plan(many, tiers=("gpu",))
 
 
 def test_small_dataset_goes_to_the_fastest_form():
