@@ -111,6 +111,10 @@ WORKER_EXIT_WAIT_S = 2.0
 EMBEDDED_NAME = "default"
 EMBEDDED_POLL = 0.2
 EMBEDDED_START_TIMEOUT = 10.0
+#: Seconds the embedded cache outlives its last job (``$SENECA_CACHE_IDLE`` overrides it; 0:
+#: it stops with the last job): the next job of a sweep run one after another finds it warm,
+#: and a server nobody returns to goes by itself. Ten minutes, as sccache's server.
+EMBEDDED_IDLE = 600.0
 #: The embedded server's maxmemory is the cache size plus the dataset's metadata room
 #: (``ROOM_*``) plus this much for the server's own memory (about 1 MB at start, then its
 #: clients' buffers).

@@ -111,9 +111,11 @@ def free_port() -> int:
 
 @pytest.fixture(autouse=True)
 def runtime_dir(monkeypatch):
-    """Each test gets its own embedded-cache directory (short path: unix sockets are <108)."""
+    """Each test gets its own embedded-cache directory (short path: unix sockets are <108),
+    whose server stops with its last job unless the test sets SENECA_CACHE_IDLE."""
     path = Path(tempfile.mkdtemp(prefix="sn-rt-"))
     monkeypatch.setenv("SENECA_RUNTIME_DIR", str(path))
+    monkeypatch.setenv("SENECA_CACHE_IDLE", "0")
     yield path
     shutil.rmtree(path, ignore_errors=True)
 

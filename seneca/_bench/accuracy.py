@@ -232,7 +232,7 @@ def run_accuracy(
         from seneca import defaults
         from seneca._cache.embedded import acquire_embedded
 
-        cache = acquire_embedded(defaults.CACHE_SIZE, name="accuracy")
+        cache = acquire_embedded(defaults.CACHE_SIZE, name="accuracy", idle=0)
     from tqdm import tqdm
 
     result: dict[str, Any] = {"jobs": jobs, "epochs": epochs, "provenance": provenance()}

@@ -390,7 +390,7 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> dict:
     if url is None:
         from seneca._cache.embedded import acquire_embedded
 
-        url = acquire_embedded(int(max(sizes.values()) * 1.5) + 64_000_000, name="bench")
+        url = acquire_embedded(int(max(sizes.values()) * 1.5) + 64_000_000, name="bench", idle=0)
     Path(cfg.out).mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {
         "config": {

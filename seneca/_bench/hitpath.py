@@ -131,7 +131,7 @@ def run_hit_path(
     # what the cache charges each value: the allocator's size class of its bytes (header
     # included) and the entry's overhead, as the loader's store counts it
     size = samples * (allocated(3 * crop * crop + 4096) + defaults.ENTRY_OVERHEAD)
-    url = cache or acquire_embedded(2 * size + 64_000_000, name="hitpath")
+    url = cache or acquire_embedded(2 * size + 64_000_000, name="hitpath", idle=0)
     rates: dict[str, list[float]] = {"redis-py MGET": [], "socket MGET": [], "loader": []}
     for rnd in range(repeats):
         store = _fill(ds, url, rnd, batch_size, size)

@@ -179,7 +179,7 @@ def _cache_url(cache: str | None, need: int) -> str:
         return cache
     from seneca._cache.embedded import acquire_embedded
 
-    return acquire_embedded(max(4 * need, defaults.CACHE_SIZE), name="profile")
+    return acquire_embedded(max(4 * need, defaults.CACHE_SIZE), name="profile", idle=0)
 
 
 def _cache_reads(

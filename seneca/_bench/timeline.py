@@ -150,7 +150,7 @@ def run_timeline(cfg: TimelineConfig) -> dict[str, Any]:
     if url is None:
         from seneca._cache.embedded import acquire_embedded
 
-        url = acquire_embedded(int(cache_size * 1.5) + 64_000_000, name="bench")
+        url = acquire_embedded(int(cache_size * 1.5) + 64_000_000, name="bench", idle=0)
     clear_cache(url)
     events = _collect(cfg, cache_size, url)
     clear_cache(url)

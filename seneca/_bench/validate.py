@@ -127,7 +127,7 @@ def run_validation(
     Path(out).mkdir(parents=True, exist_ok=True)
     spec = spec or _profiled(data, out)
     base = _validation_spec(spec, n, encoded, jobs, crop, workers, storage_mbps)
-    url = acquire_embedded(int(encoded / min(sizes) * 1.5) + 64_000_000, name="validate")
+    url = acquire_embedded(int(encoded / min(sizes) * 1.5) + 64_000_000, name="validate", idle=0)
     points = []
     for r, sized, split, is_plan in tqdm(
         _runs(base, sizes, encoded), desc="validate-model", unit="run", disable=not progress

@@ -9,15 +9,20 @@ one redis-server on a unix socket under the runtime directory::
         watchdog.pid    the watchdog process (owner of redis-server) and its start time
         maxmemory       the server's maxmemory: the cache size it was started for, plus room
         size            that cache size
+        idle            seconds the server outlives its last user (the latest user's setting)
         keep            present while the server outlives its users (``SENECA_KEEP_CACHE=1``)
+        stop            present once ``seneca cache stop`` asked it to stop with its last user
         redis.sock      the server's socket
 
 A watchdog process (``python -m seneca._cache.embedded DIR``) starts redis-server as its child and
-stops it, then exits, once no registered user process is alive. Users register on first use and
+stops it, then exits, once no registered user process has been alive for the idle time
+(``$SENECA_CACHE_IDLE`` seconds, default ``defaults.EMBEDDED_IDLE``: 10 minutes), so that the
+next job of a sweep run one after another finds the cache warm. Users register on first use and
 unregister at exit; a user killed by a signal is noticed as a dead pid. So no process outlives
-the last user, whatever way it ends, unless a user asked to keep the cache
-(``SENECA_KEEP_CACHE=1``): then it runs until ``seneca cache stop`` (:func:`stop_embedded`).
-Operators find it with :func:`embedded_url` (``seneca cache status`` without a URL).
+the last user by more than the idle time, whatever way it ends, unless a user asked to keep the
+cache (``SENECA_KEEP_CACHE=1``): then it runs until ``seneca cache stop``. ``seneca cache stop``
+(:func:`stop_embedded`) stops it at once when no user is alive, else as soon as the last one
+ends. Operators find it with :func:`embedded_url` (``seneca cache status`` without a URL).
 """
 
 from __future__ import annotations
@@ -38,16 +43,26 @@ import redis
 
 from seneca import defaults
 from seneca._cache.server import redis_config, redis_server_binary
-from seneca_base.errors import CacheError
-from seneca_base.units import format_size
+from seneca_base.errors import CacheError, ConfigError
+from seneca_base.units import format_seconds, format_size
 
-__all__ = ["KEEP_ENV", "acquire_embedded", "embedded_url", "runtime_dir", "stop_embedded"]
+__all__ = [
+    "IDLE_ENV",
+    "KEEP_ENV",
+    "acquire_embedded",
+    "embedded_url",
+    "idle_seconds",
+    "runtime_dir",
+    "stop_embedded",
+]
 
 log = logging.getLogger("seneca")
 
 RUNTIME_DIR_ENV = "SENECA_RUNTIME_DIR"
 #: "1", "true" or "yes": the embedded cache outlives its jobs, until ``seneca cache stop``
 KEEP_ENV = "SENECA_KEEP_CACHE"
+#: seconds the embedded cache outlives its last job (0: it stops with it)
+IDLE_ENV = "SENECA_CACHE_IDLE"
 _registered: set[Path] = set()
 
 
@@ -138,11 +153,42 @@ def _release(state: Path, pid: int) -> None:
         (state / "users" / str(pid)).unlink(missing_ok=True)
 
 
-def acquire_embedded(maxmemory: int, name: str = defaults.EMBEDDED_NAME, room: int = 0) -> str:
+def idle_seconds() -> float:
+    """How long the embedded cache outlives its last job: ``$SENECA_CACHE_IDLE`` seconds, else
+    ``defaults.EMBEDDED_IDLE``; ConfigError names the variable when it is not a number >= 0."""
+    text = os.environ.get(IDLE_ENV, "").strip()
+    if not text:
+        return defaults.EMBEDDED_IDLE
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ConfigError(f"${IDLE_ENV}: expected seconds (a number >= 0), got {text!r}")
+    return value
+
+
+def _after_last(state: Path) -> str:
+    """What happens once the last job ends, in words."""
+    if (state / "keep").exists():
+        return "kept after the jobs until `seneca cache stop`"
+    idle = _idle_of(state)
+    if idle <= 0:
+        return "it stops with the last job on this machine"
+    return (
+        f"it stops {format_seconds(idle)} after the last job on this machine "
+        "(`seneca cache stop` stops it now)"
+    )
+
+
+def acquire_embedded(
+    maxmemory: int, name: str = defaults.EMBEDDED_NAME, room: int = 0, idle: float | None = None
+) -> str:
     """Join (starting it if needed) the embedded cache ``name`` of ``maxmemory`` bytes (its
     server gets ``room`` bytes more, for its own memory); returns its ``unix://`` URL.
 
-    The calling process stays a user until it exits.
+    The calling process stays a user until it exits; the server outlives the last user by
+    ``idle`` seconds (None: :func:`idle_seconds`; the measurement tools' private caches: 0).
     """
     _private_dir(runtime_dir())
     state = _state(name)
@@ -151,8 +197,10 @@ def acquire_embedded(maxmemory: int, name: str = defaults.EMBEDDED_NAME, room: i
     sock = state / "redis.sock"
     pid = os.getpid()
     keep = os.environ.get(KEEP_ENV, "").strip().lower() in ("1", "true", "yes")
+    idle = idle_seconds() if idle is None else idle
     with _locked(state):
         _record(state / "users" / str(pid), pid)
+        (state / "idle").write_text(str(idle))
         first = state not in _registered
         if first:
             _registered.add(state)
@@ -193,9 +241,7 @@ def acquire_embedded(maxmemory: int, name: str = defaults.EMBEDDED_NAME, room: i
             "%s the embedded cache unix://%s (%s); `seneca cache status` shows it",
             "started" if started else "joined",
             sock,
-            "kept after the jobs until `seneca cache stop`"
-            if (state / "keep").exists()
-            else "it stops with the last job on this machine",
+            _after_last(state),
         )
     return f"unix://{sock}"
 
@@ -212,20 +258,26 @@ def embedded_url(name: str = defaults.EMBEDDED_NAME) -> str:
     return f"unix://{sock}"
 
 
-def stop_embedded(name: str = defaults.EMBEDDED_NAME) -> bool:
-    """Let this user's embedded cache ``name`` stop: it no longer outlives its jobs (it stops
-    now when no job uses it). Returns whether it has stopped (waits a few seconds for it)."""
+def stop_embedded(name: str = defaults.EMBEDDED_NAME) -> int:
+    """Stop this user's embedded cache ``name``: now when no job uses it, else as soon as the
+    last one ends (it no longer outlives its jobs). Returns how many processes still use it
+    (0: it has stopped; waits a few seconds for that)."""
     state = _state(name)
-    if not state.is_dir():
-        return True
+    if not state.is_dir() or not _alive(state / "watchdog.pid"):
+        return 0
     with _locked(state):
         (state / "keep").unlink(missing_ok=True)
+        (state / "stop").touch()
+        users = _live_users(state)
+    if users:
+        return users
     deadline = time.monotonic() + defaults.EMBEDDED_START_TIMEOUT
     while _alive(state / "watchdog.pid"):
         if time.monotonic() > deadline:
-            return False
+            with _locked(state):
+                return max(1, _live_users(state))
         time.sleep(defaults.EMBEDDED_POLL)
-    return True
+    return 0
 
 
 def _watchdog(state: Path) -> int:
@@ -240,6 +292,7 @@ def _watchdog(state: Path) -> int:
         )
         server.stdin.write(config.encode())
         server.stdin.close()
+    idle_since: float | None = None  # when the last user ended (monotonic)
     try:
         while True:
             time.sleep(defaults.EMBEDDED_POLL)
@@ -248,15 +301,28 @@ def _watchdog(state: Path) -> int:
                     print(f"redis-server exited with status {server.returncode}", flush=True)
                     (state / "watchdog.pid").unlink(missing_ok=True)
                     return 1
-                if _live_users(state) == 0 and not (state / "keep").exists():
+                if _live_users(state) or (state / "keep").exists():
+                    idle_since = None
+                    continue
+                now = time.monotonic()
+                idle_since = now if idle_since is None else idle_since
+                stop = state / "stop"
+                if stop.exists() or now - idle_since >= _idle_of(state):
                     _stop(server)
-                    (state / "redis.sock").unlink(missing_ok=True)
-                    (state / "watchdog.pid").unlink(missing_ok=True)
+                    for done in ("redis.sock", "watchdog.pid", "stop"):
+                        (state / done).unlink(missing_ok=True)
                     return 0
     except OSError as e:  # the state directory is gone or unusable: nobody can join any more
         print(f"stopping: {e}", flush=True)
         _stop(server)
         return 1
+
+
+def _idle_of(state: Path) -> float:
+    try:
+        return float((state / "idle").read_text())
+    except (OSError, ValueError):
+        return 0.0
 
 
 def _stop(server: subprocess.Popen) -> None:

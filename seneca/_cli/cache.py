@@ -50,7 +50,9 @@ def add_cache(sub: Any) -> None:
     m.add_argument("--serve", type=int, metavar="PORT", help="serve /metrics on PORT")
     m.add_argument("--addr", default="127.0.0.1", help="address to serve on")
     cs.add_parser(
-        "stop", help=f"stop this user's embedded cache kept with {KEEP_ENV}=1 (once unused)"
+        "stop",
+        help="stop this user's embedded cache now (or, while jobs use it, when the last ends), "
+        f"idle or kept with {KEEP_ENV}=1",
     )
 
 
@@ -170,10 +172,14 @@ def _metrics(client: CacheClient, args: argparse.Namespace) -> None:
 def run_cache(args: argparse.Namespace) -> None:
     """Run ``seneca cache <action>``."""
     if args.action == "stop":
-        if stop_embedded():
-            print("the embedded cache is stopped")
+        users = stop_embedded()
+        if users:
+            print(
+                f"the embedded cache still serves {users} process(es) on this machine: it stops "
+                "as soon as the last of them exits"
+            )
         else:
-            print("the embedded cache stops when the jobs that use it exit")
+            print("the embedded cache is stopped")
         return
     client = CacheClient(args.url or embedded_url())
     client.ping()

@@ -171,3 +171,43 @@ def test_a_runtime_directory_others_may_use_is_refused(runtime_dir):
     with pytest.raises(CacheError, match=f"refusing the runtime directory {runtime_dir}"):
         acquire_embedded(10_000_000, name="mode")
     assert not (runtime_dir / "embedded-mode").exists()
+
+
+ACQUIRE = "from seneca._cache.embedded import acquire_embedded; print(acquire_embedded(10_000_000))"
+
+
+def test_the_server_outlives_its_last_user_for_the_idle_time(runtime_dir, monkeypatch):
+    monkeypatch.setenv("SENECA_CACHE_IDLE", "1.5")
+    user = subprocess.run(
+        [sys.executable, "-c", ACQUIRE], capture_output=True, text=True, check=True
+    )
+    r = redis.Redis.from_url(user.stdout.strip())
+    gone = time.monotonic()  # the only user has exited
+    time.sleep(0.8)
+    assert r.ping() and _servers(runtime_dir)  # idle, not gone
+    assert _wait_gone(runtime_dir, timeout=5.0)
+    assert 1.4 <= time.monotonic() - gone <= 4.0
+    assert not (runtime_dir / "embedded-default" / "redis.sock").exists()
+
+
+def test_a_user_coming_back_within_the_idle_time_finds_the_same_server(runtime_dir, monkeypatch):
+    monkeypatch.setenv("SENECA_CACHE_IDLE", "30")
+    urls = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", ACQUIRE], capture_output=True, text=True)
+        urls.append(done.stdout.strip())
+    r = redis.Redis.from_url(urls[0])
+    pid = r.info()["process_id"]
+    assert urls[0] == urls[1] and r.info()["process_id"] == pid
+    from seneca._cache.embedded import stop_embedded
+
+    assert stop_embedded() == 0  # no user: it stops now, not 30 s later
+    assert _wait_gone(runtime_dir, timeout=2.0)
+
+
+def test_a_bad_idle_time_names_the_variable(runtime_dir, monkeypatch):
+    from seneca_base.errors import ConfigError
+
+    monkeypatch.setenv("SENECA_CACHE_IDLE", "ten minutes")
+    with pytest.raises(ConfigError, match="SENECA_CACHE_IDLE"):
+        acquire_embedded(10_000_000)

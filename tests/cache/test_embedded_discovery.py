@@ -17,6 +17,8 @@ from helpers.indexed import indexed
 from seneca import SenecaLoader
 loader = SenecaLoader(indexed({root!r}), batch_size=8, cache_size="20MB")
 assert sum(len(y) for _, y in loader) == 48
+stats = loader.stats()
+print(sum(stats[t]["hits"] for t in ("augmented", "decoded", "encoded")) / stats["samples"])
 """
 
 
@@ -44,3 +46,26 @@ def test_a_kept_cache_outlives_its_jobs_until_stopped(tiny_dataset, capsys):
     assert main(["cache", "stop"]) == 0
     assert "stopped" in capsys.readouterr().out
     assert main(["cache", "status"]) == 2
+
+
+def test_a_sweep_run_one_job_after_another_finds_the_cache_warm(tiny_dataset, capsys):
+    env = {**os.environ, "PYTHONPATH": str(os.path.dirname(os.path.dirname(__file__)))}
+    del env["SENECA_CACHE_IDLE"]  # the default: the cache outlives its last job a while
+    job = [sys.executable, "-c", JOB.format(root=str(tiny_dataset))]
+    rates = []
+    for _ in range(2):
+        done = subprocess.run(job, env=env, check=True, timeout=120, capture_output=True)
+        rates.append(float(done.stdout.decode().split()[-1]))
+    assert rates[0] == 0.0 and rates[1] >= 0.9, rates  # the second job's first epoch: hits
+    assert main(["cache", "stop"]) == 0  # ends it now, not after the idle time
+    assert "stopped" in capsys.readouterr().out
+    assert main(["cache", "status"]) == 2
+
+
+def test_stop_while_a_job_runs_says_the_truth(tiny_dataset, capsys):
+    loader = SenecaLoader(indexed(tiny_dataset), batch_size=8, cache_size="20MB")
+    assert sum(len(y) for _, y in loader) == 48
+    assert main(["cache", "stop"]) == 0
+    assert "still serves 1 process" in capsys.readouterr().out
+    assert main(["cache", "status"]) == 0  # it does: status still finds it
+    assert loader.cache_url in capsys.readouterr().out
