@@ -53,3 +53,12 @@ def format_size(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     return f"{n:.1f} TB"
+
+
+def format_seconds(s: float) -> str:
+    """Human-readable duration: ``45 s``, ``10 min``, ``1.5 h``."""
+    if s < 60:
+        return f"{s:g} s"
+    if s < 3600:
+        return f"{s / 60:g} min"
+    return f"{s / 3600:g} h"

@@ -96,9 +96,10 @@ class CachedDataset(torch.utils.data.Dataset):
 
     def cache_ids(self) -> tuple[str, str]:
         """(dataset, view) as the cache names them: the dataset is the source's samples and how
-        they decode (its encoded and decoded values are the same for every transform); the
-        view is the transform's cached head (its augmented copies are its own)."""
-        return self.source.id, self.transform.fingerprint
+        they decode (its encoded and decoded values are the same for every transform with a
+        random head; a deterministic head is part of the decoding); the view is the
+        transform's cached head (its augmented copies are its own)."""
+        return self.work.ids
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in self._OWN:
@@ -108,7 +109,7 @@ class CachedDataset(torch.utils.data.Dataset):
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "transform":
             setattr(self.resolved.base, name, value)
-            self.work.transform = split_transform(value)
+            self.work.use_transform(split_transform(value))
         elif name == "target_transform":
             setattr(self.resolved.base, name, value)
             self.work.target_transform = value

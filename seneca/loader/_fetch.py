@@ -14,6 +14,7 @@ offers the new values to the cache (its policy decides what stays).
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections import Counter
@@ -34,6 +35,8 @@ from seneca.pipeline import codec
 from seneca_base.tiers import TIERS
 
 __all__ = ["Fetcher", "ReadsAhead"]
+
+log = logging.getLogger("seneca")
 
 
 def _placer(rows: BatchRows, picks: Sequence[Any], slots: Sequence[int]) -> Place:
@@ -224,6 +227,9 @@ class Fetcher:
         if link.down():
             self.reads_ahead.drop()
             return nothing, None, 0
+        if self.work.stale:  # the values the cache holds are another transform's
+            self._read_around(picks, count)
+            return nothing, None, 0
         try:
             values, used, live = self._read(picks, count, rows, slots)
         except CACHE_FAILURES as err:
@@ -236,6 +242,22 @@ class Fetcher:
         except CACHE_FAILURES as err:
             link.failed(err, count)
         return values, used, live
+
+    def _read_around(self, picks: Sequence[Pick], count: Counter) -> None:
+        """Unpin a batch's decided hits, to be read from storage: the dataset's transform was
+        changed after the loader was made (said once per job)."""
+        link = self.link
+        if self.counters.once("transform-changed"):
+            log.warning(
+                "the dataset's transform changed after SenecaLoader was made: its cached values "
+                "are the old transform's, so this loader reads from storage (make a new "
+                "SenecaLoader to cache the new transform)"
+            )
+        try:
+            for bucket, hits in hits_by_bucket(picks).items():
+                link.store.release_later(link.job, bucket, hits)
+        except CACHE_FAILURES as err:
+            link.failed(err, count)
 
     # -- what was read, made into samples -------------------------------------------------------
 

@@ -17,7 +17,7 @@ import torch
 from PIL import Image
 from torchvision.transforms.functional import pil_to_tensor
 
-from seneca.loader.source import Source
+from seneca.loader.source import HeadedSource, Source
 from seneca.pipeline import codec
 from seneca.pipeline.transforms import SplitTransform
 from seneca_base.errors import CodecError
@@ -29,9 +29,12 @@ __all__ = ["Offers", "SampleWork", "count_lookup"]
 
 
 def _image_bytes(image: Any) -> int:
-    """Bytes of a decoded image as the decoded tier stores it (0 when it is no PIL image)."""
+    """Bytes of a decoded image as the decoded tier stores it (0 when it is no PIL image or
+    tensor)."""
     if isinstance(image, Image.Image):
         return image.width * image.height * len(image.getbands())
+    if isinstance(image, torch.Tensor):
+        return image.numel() * image.element_size()
     return 0
 
 
@@ -69,7 +72,13 @@ class SampleWork:
     """How a dataset's samples are made: ``source`` (reads, decodes, targets), the user's
     ``transform`` split at the cache boundary, ``target_transform``; ``defer_tail``: the loader
     runs ``transform.batch_tail`` on collated batches, so samples end after
-    ``transform.sample_tail``."""
+    ``transform.sample_tail``.
+
+    A transform whose head is deterministic (``SplitTransform.fixed_head``) is folded into the
+    source: the head's output is the sample's decoded form (``source.HeadedSource``), and the
+    transform left is its tail. What the cache holds is named by :attr:`ids`, fixed when the
+    work is made: a transform set later that would name other values (``stale``) makes the
+    dataset read from storage only, never serve values made by another transform."""
 
     def __init__(
         self,
@@ -78,10 +87,27 @@ class SampleWork:
         target_transform: Any,
         defer_tail: bool = False,
     ) -> None:
-        self.source = source
-        self.transform = transform
+        self.base = source
         self.target_transform = target_transform
         self.defer_tail = defer_tail
+        self.source, self.transform = self._folded(transform)
+        #: (dataset, view) as the cache names this work's values (``CachedDataset.cache_ids``)
+        self.ids = (self.source.id, self.transform.fingerprint)
+
+    def _folded(self, transform: SplitTransform) -> tuple[Source, SplitTransform]:
+        if transform.fixed_head:
+            head = HeadedSource(self.base, transform.head, transform.fingerprint)
+            return head, transform.without_head()
+        return self.base, transform
+
+    def use_transform(self, transform: SplitTransform) -> None:
+        """Make samples with ``transform`` from now on (the user set the dataset's)."""
+        self.source, self.transform = self._folded(transform)
+
+    @property
+    def stale(self) -> bool:
+        """The transform was changed into one whose values the cache names otherwise."""
+        return (self.source.id, self.transform.fingerprint) != self.ids
 
     @property
     def tiers(self) -> tuple[str, ...]:

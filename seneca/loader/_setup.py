@@ -44,6 +44,7 @@ __all__ = [
     "seeds_from",
     "spec_values",
     "union_over_ranks",
+    "warn_unread",
 ]
 
 log = logging.getLogger("seneca")
@@ -209,6 +210,21 @@ def ods_members(
         if ods:
             raise ConfigError(f"ods=True: {type(dataset).__name__}: {why}") from None
         return False, None
+
+
+def warn_unread(split: Split, tiers: Sequence[str]) -> None:
+    """Warn when a fixed ``split`` gives a share to a tier the loader's jobs never read (not
+    in ``tiers``): a transform with no random head has no augmented copies, a dataset whose
+    files are not what it decodes no encoded values."""
+    unread = [t for t, f in split.fractions.items() if f > 0 and t not in tiers]
+    if unread:
+        warnings.warn(
+            f"split: {', '.join(unread)} gets a share of the cache that this loader never "
+            f"reads (it reads {', '.join(tiers)}; see docs/guide.md, 'Where caching stops in "
+            "the transform')",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
 
 def data_parallel() -> tuple[int, int]:

@@ -38,6 +38,7 @@ from seneca.loader._setup import (
     ods_sampler,
     seeds_from,
     union_over_ranks,
+    warn_unread,
 )
 from seneca.loader._stats import Counters, job_stats
 from seneca.loader.source import NotCacheable, Resolved, resolve
@@ -244,6 +245,8 @@ class SenecaLoader(DataLoader[_T_co]):
         store = cache_store(setup, *wrapped.cache_ids(), len(resolved.source), dataset)
         self.cache_url, self.cache_size = setup.client.redacted, setup.size
         self._split = setup.split
+        if not options.auto:
+            warn_unread(setup.split, wrapped.work.tiers)
         if options.auto:
             workers, counters = args["num_workers"], self._counters
             self.planner = auto_planner(

@@ -38,6 +38,7 @@ from seneca_base.errors import DatasetError
 
 __all__ = [
     "CacheableDataset",
+    "HeadedSource",
     "NotCacheable",
     "Resolved",
     "Source",
@@ -167,6 +168,38 @@ class FolderSource(Source):
             return os.path.getsize(self.storage.path(index))
         except OSError:
             return 0
+
+
+class HeadedSource(Source):
+    """``inner``'s samples whose decoded form is a deterministic transform head (``head``,
+    named ``fingerprint``) applied to what ``inner`` decodes: a validation transform's
+    resized, centre-cropped image, made once and reused by every job and epoch. Its id names
+    the head too, so its values never mix with the plain decoded images of ``inner``."""
+
+    def __init__(self, inner: Source, head: Callable[[Any], Any], fingerprint: str) -> None:
+        self.inner, self.head = inner, head
+        self.id = f"{inner.id}.{fingerprint}"
+        self.encoded = inner.encoded
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __getattr__(self, name: str) -> Any:  # what else the source offers (its storage)
+        if name.startswith("__") or name in ("inner", "head"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def read(self, index: int) -> bytes | None:
+        return self.inner.read(index)
+
+    def decode(self, index: int, raw: bytes | memoryview | None) -> Any:
+        return self.head(self.inner.decode(index, raw))
+
+    def target(self, index: int) -> Any:
+        return self.inner.target(index)
+
+    def size(self, index: int) -> int:
+        return self.inner.size(index)
 
 
 class ProtocolSource(Source):

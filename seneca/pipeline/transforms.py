@@ -12,6 +12,12 @@ How the split is found, for a ``Compose`` (torchvision v1 or v2):
   ``PILToTensor``, ``ToImage``, ``ToDtype``, ``ConvertImageDtype``, ``Normalize``,
   ``ToPureTensor``) becomes the tail.
 
+A head made only of deterministic steps of an explicit list (:data:`DETERMINISTIC_HEAD`:
+``Resize``, ``CenterCrop``, ``Pad``, ``Grayscale`` and the tail's types, or a ``Compose`` of
+them), as a validation transform's, gives the same output every time: SenecaLoader then keeps
+that output as the sample's decoded form (``SplitTransform.fixed_head``), which every job and
+every epoch reuses, and the transform has no random head to cache.
+
 With the default collate function, SenecaLoader runs the *batch tail* (the trailing run of
 ``ToDtype``, ``ConvertImageDtype`` and ``Normalize`` steps) once per collated batch in the loader
 process instead of once per sample in the workers: the same step objects on a stacked batch give
@@ -39,6 +45,7 @@ from seneca.pipeline.batch_tail import BatchTail
 
 __all__ = [
     "BATCH_TAIL",
+    "DETERMINISTIC_HEAD",
     "DETERMINISTIC_TAIL",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
@@ -68,6 +75,12 @@ DETERMINISTIC_TAIL = frozenset(
 #: Tail steps that give the same numbers on a stacked (N, C, H, W) batch as per sample.
 BATCH_TAIL = frozenset({"ToDtype", "ConvertImageDtype", "Normalize"})
 
+#: Class names (in torchvision.transforms and .v2) whose output depends on their input only: a
+#: head made of them (or of a Compose of them) is cached once as the sample's decoded form.
+DETERMINISTIC_HEAD = DETERMINISTIC_TAIL | frozenset(
+    {"Resize", "CenterCrop", "Pad", "Grayscale", "RGB", "ToPILImage"}
+)
+
 
 class CacheBoundary:
     """Marker inside a ``Compose``: steps before it are cached, steps after it run per fetch."""
@@ -86,6 +99,13 @@ def _is_torchvision(step: Any, names: frozenset[str]) -> bool:
 
 def _is_torchvision_tail(step: Any) -> bool:
     return _is_torchvision(step, DETERMINISTIC_TAIL)
+
+
+def _deterministic(step: Any) -> bool:
+    """Whether ``step`` is of :data:`DETERMINISTIC_HEAD` (a Compose: all its steps are)."""
+    if _is_torchvision(step, frozenset({"Compose"})):
+        return all(_deterministic(s) for s in step.transforms)
+    return _is_torchvision(step, DETERMINISTIC_HEAD)
 
 
 class _Chain:
@@ -148,6 +168,14 @@ class SplitTransform:
         self.after_tensor_all = _chain(tail[1:]) if self.tensor_first else None
         text = "|".join(repr(s) for s in head)
         self.fingerprint = hashlib.sha1(text.encode()).hexdigest()[:10] if head else "none"
+        #: the head is made of deterministic steps only (:data:`DETERMINISTIC_HEAD`): its
+        #: output is the same every time
+        self.fixed_head = bool(head) and all(_deterministic(s) for s in head)
+
+    def without_head(self) -> SplitTransform:
+        """The tail alone (what is left once the head's output is the sample's decoded
+        form)."""
+        return SplitTransform([], self.tail_steps)
 
     def __call__(self, x: Any) -> Any:
         if self.head is not None:

@@ -6,6 +6,7 @@ import logging
 
 import pytest
 from conftest import RedisProcess
+from helpers import opaque
 from torchvision import transforms as T
 from torchvision.datasets import ImageFolder
 
@@ -55,7 +56,7 @@ def test_writes_the_node_refuses_are_counted_warned_and_shrink_the_budgets(photo
     assert hits[1] > 5 and hits[2] > 5
 
 
-CROP = T.Compose([T.CenterCrop(64), T.ToTensor()])
+CROP = T.Compose([opaque.CenterCropV1(64), T.ToTensor()])  # decoded: whole images
 COMMON = dict(batch_size=8, split=(0, 1, 0))
 
 

@@ -5,6 +5,7 @@ import threading
 
 import pytest
 import torch
+from helpers import opaque
 from helpers.indexed import indexed
 from torchvision.datasets import ImageFolder
 from torchvision.transforms import v2
@@ -14,7 +15,7 @@ from seneca.loader._ahead import made_ahead
 
 TRANSFORM = v2.Compose(
     [
-        v2.Resize((20, 28), antialias=True),
+        opaque.Resize((20, 28), antialias=True),
         v2.PILToTensor(),
         v2.ToDtype(torch.float32, scale=True),
         v2.Normalize([0.5, 0.5, 0.5], [0.25, 0.25, 0.25]),

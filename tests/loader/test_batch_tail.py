@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from helpers import opaque
 from PIL import Image
 from torch.utils.data import default_collate
 from torchvision import transforms as T
@@ -16,7 +17,7 @@ from seneca_base.errors import ConfigError
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 DET_V2 = v2.Compose(
     [
-        v2.Resize((20, 28), antialias=True),
+        opaque.Resize((20, 28), antialias=True),
         v2.PILToTensor(),
         v2.ToDtype(torch.float32, scale=True),
         v2.Normalize(MEAN, STD),
@@ -141,7 +142,7 @@ def test_other_image_modes_give_pil_to_tensor_results(tmp_path, redis_proc, mode
         else:
             img = Image.new("L", (9, 7), 10 * k).convert(mode)
         img.save(d / f"{k}.png")
-    tf = v2.Compose([v2.CenterCrop(5), v2.PILToTensor()])
+    tf = v2.Compose([opaque.CenterCrop(5), v2.PILToTensor()])
     ds = ImageFolder(str(tmp_path / "data"), transform=tf, loader=_open_as_is)
     want = [
         v2.functional.pil_to_tensor(v2.functional.center_crop(_open_as_is(p), 5))

@@ -4,6 +4,7 @@ workers, the next batch's hits are read ahead; on a real redis-server."""
 
 import pytest
 import torch
+from helpers import opaque
 from torch.utils.data import default_collate
 from torchvision.datasets import ImageFolder
 from torchvision.transforms import v2
@@ -14,7 +15,7 @@ from seneca.loader._bypass import _copy_rows
 
 DET = v2.Compose(
     [
-        v2.Resize((20, 28), antialias=True),
+        opaque.Resize((20, 28), antialias=True),
         v2.PILToTensor(),
         v2.ToDtype(torch.float32, scale=True),
         v2.Normalize([0.5, 0.5, 0.5], [0.25, 0.25, 0.25]),
