@@ -100,6 +100,9 @@ LOADER_THREADS = 1
 #: the end of a loop waits for it to stop before warning.
 AHEAD_POLL_S = 0.1
 AHEAD_STOP_WAIT_S = 60.0
+#: ... and how long a loop interrupted by an exception (Ctrl-C) waits for it: the thread may be
+#: waiting on workers the same Ctrl-C stopped, and the user waits for the prompt.
+AHEAD_INTERRUPT_WAIT_S = 0.1
 
 #: Seconds a DataLoader worker's exit waits for its result queue to finish sending
 #: (``seneca.loader._worker_exit``).

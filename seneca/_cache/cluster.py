@@ -109,7 +109,9 @@ def start_cluster(
         )
         (node_dir / "redis.conf").write_text(conf)
         cluster.procs.append(
-            subprocess.Popen([binary, str(node_dir / "redis.conf")], stdout=subprocess.DEVNULL)
+            subprocess.Popen(  # its own process group: a Ctrl-C reaches it once, from stop()
+                [binary, str(node_dir / "redis.conf")], stdout=subprocess.DEVNULL, process_group=0
+            )
         )
     cli = shutil.which("redis-cli")
     if cli is None:

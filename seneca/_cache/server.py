@@ -161,9 +161,11 @@ def node_url(port: int, bind: str, tls: bool, user: str | None) -> str:
 def serve_redis_server(config: str, port: int, bind: str, url: str) -> int:
     """Run redis-server on ``config`` (given on a pipe, so no password is on a command line)
     in the foreground: print one line with ``url`` once it accepts connections on ``port`` of
-    ``bind``'s first address, pass SIGINT and SIGTERM on to it, and return its exit status."""
+    ``bind``'s first address, pass SIGINT and SIGTERM on to it, and return its exit status.
+    The server runs in a process group of its own, so a Ctrl-C at the terminal reaches it once,
+    passed on from here (twice, redis-server would stop without saving what it was doing)."""
     binary = redis_server_binary()
-    proc = subprocess.Popen([binary, "-"], stdin=subprocess.PIPE)
+    proc = subprocess.Popen([binary, "-"], stdin=subprocess.PIPE, process_group=0)
     assert proc.stdin is not None
     proc.stdin.write(config.encode())
     proc.stdin.close()

@@ -59,6 +59,7 @@ def made_ahead(it: Iterator[T], threads: int, device: int | None = None) -> Iter
         target=_make, args=(it, box, stop, threads, device), name="seneca-batches", daemon=True
     )
     thread.start()
+    interrupted = False
     try:
         while True:
             item, err = box.get()
@@ -67,12 +68,20 @@ def made_ahead(it: Iterator[T], threads: int, device: int | None = None) -> Iter
             if item is _END:
                 return
             yield item
+    except GeneratorExit:
+        raise
+    except BaseException:  # Ctrl-C (or any error) while waiting: the loop is over
+        interrupted = True
+        raise
     finally:
         stop.set()
         while not box.empty():  # a batch made for nobody: its memory goes now
             box.get_nowait()
-        thread.join(defaults.AHEAD_STOP_WAIT_S)
-        if thread.is_alive():
+        # a loop cut short by its caller waits for the thread to stop cleanly (the next
+        # iteration may reuse what it uses); one interrupted does not wait on a thread that
+        # may be waiting for workers the same Ctrl-C stopped (it is a daemon)
+        thread.join(defaults.AHEAD_INTERRUPT_WAIT_S if interrupted else defaults.AHEAD_STOP_WAIT_S)
+        if thread.is_alive() and not interrupted:
             log.warning(
                 "the loader's batch thread is still making a batch %.0f s after its loop ended",
                 defaults.AHEAD_STOP_WAIT_S,

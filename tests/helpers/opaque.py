@@ -17,3 +17,19 @@ class CenterCrop(v2.CenterCrop):
 
 class CenterCropV1(T.CenterCrop):
     """``transforms.CenterCrop``, cached as a random head would be."""
+
+
+class Slow:
+    """A transform step that takes ``seconds`` (a decode of a large image, say)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __call__(self, x):
+        import time
+
+        time.sleep(self.seconds)
+        return x
+
+    def __repr__(self) -> str:
+        return f"Slow({self.seconds})"
