@@ -28,6 +28,9 @@ their letter; ``<form>`` below). A job's name in the engine ends with ``|<view>`
     seneca:{<dataset>}:m:<job>           bitmap: samples the job trains on (absent: all)
     seneca:{<dataset>}:pin:<b>, pinc:<b> pins of fetches decided in pin-lease bucket b
     seneca:{<dataset>}:pend:<b>          bitmap: misses decided in bucket b, not yet offered
+    seneca:node                          hash: what the datasets on this node ask of its
+                                         memory (want:, need:, samples:, seen:<dataset>);
+                                         no function reads it
     seneca:v:{<dataset>:<form>:<i>}      sample i's value in a tier
     seneca:v:{<dataset>:<form>:<i>}:s:<token>  a value staged for admission (expires)
 
@@ -78,6 +81,11 @@ class Keys:
     def job_name(self, job: str) -> str:
         """``job`` as the engine names it: with its view (``<job>|<view>``)."""
         return f"{job}|{self.view}" if self.view else job
+
+    @staticmethod
+    def node(prefix: str = defaults.KEY_PREFIX) -> str:
+        """The node's record of the datasets sharing its memory (one per node or cluster)."""
+        return f"{prefix}:node"
 
     @property
     def meta(self) -> str:

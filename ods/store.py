@@ -352,6 +352,28 @@ class OdsStore(Engine):
         """The bitmap of samples cached in ``tier``."""
         return self.keys.tier(tier)
 
+    def budgets_command(self) -> tuple[str, ...]:
+        """The command whose reply is the budgets in force (TIERS order, as
+        :meth:`publish_budgets` wrote them; None for a tier not written yet)."""
+        return ("HMGET", self.keys.info, *(f"budget:{self.keys.form(t)}" for t in TIERS))
+
+    def adopt_budgets(self, reply: Sequence[object]) -> bool:
+        """Budget the tiers as a :meth:`budgets_command` ``reply`` says (left as they are
+        unless every tier's budget is there); returns whether they changed."""
+        try:
+            budgets = {t: int(v) for t, v in zip(TIERS, reply, strict=True)}
+        except (TypeError, ValueError):
+            return False
+        changed = budgets != self.capacity
+        self.capacity = budgets
+        return changed
+
+    def publish_budgets(self) -> None:
+        """Write this store's budgets where every process of every job of the dataset reads
+        them (:meth:`budgets_command`) and ``seneca cache status`` shows them."""
+        fields = {f"budget:{self.keys.form(t)}": self.capacity[t] for t in TIERS}
+        self.client.hset(self.keys.info, mapping=fields)  # type: ignore[arg-type]
+
     def used_command(self) -> tuple[str, ...]:
         """The command whose reply is the units each tier holds (TIERS order)."""
         return ("HMGET", self.keys.used, *(self.keys.form(t) for t in TIERS))

@@ -62,11 +62,17 @@ ENTRY_OVERHEAD = 96
 #: When the server refuses to store a value the budgets had room for, a loader's budgets
 #: shrink to this fraction of what the tiers hold (``CachedDataset.cache_refused``).
 REFUSED_SHRINK = 0.9
-#: The room a cache node keeps beyond the tiers' budgets (``seneca.loader._setup.room``): the
-#: server's own memory measured when the loader starts, and the metadata of the dataset's N
-#: samples for up to ROOM_JOBS jobs: (ROOM_JOBS + 4) x N / 8 bytes, plus ROOM_METADATA.
+#: The room a cache node keeps beyond the tiers' budgets for each dataset on it
+#: (``seneca._cache.shares``): the metadata of its N samples for up to ROOM_JOBS jobs:
+#: (ROOM_JOBS + 4) x N / 8 bytes, plus ROOM_METADATA ...
 ROOM_JOBS = 16
 ROOM_METADATA = 1_000_000
+#: ... and this fraction of its maxmemory for the server's own memory as it moves (clients'
+#: reply buffers) beyond what it uses when the shares are computed.
+NODE_HEADROOM = 0.02
+#: Samples a loader makes before it tells the node how much its dataset can use at most (from
+#: their mean sizes: ``seneca.loader._budgets.most_useful``).
+NEED_SAMPLES = 32
 
 #: Socket timeouts of cache connections: connecting, and any wait of an operator's command
 #: (``seneca cache ...``). A loader's connections wait at most ``ods.defaults.DEADLINE_CEILING``.

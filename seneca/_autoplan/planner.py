@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 import redis
@@ -257,6 +258,16 @@ class AutoPlanner:
         self._log(new)
         return new
 
+    def resize(self, size: int) -> None:
+        """Plan for a cache of ``size`` bytes from now on (the dataset's share of the node
+        changed): the tiers' budgets follow at once."""
+        if size == self.setting.cache_bytes:
+            return
+        self.setting = replace(self.setting, cache_bytes=int(size))
+        if self.record is not None:
+            self.store.apply_split(self.split, self.setting.cache_bytes)
+            self.store.publish_budgets()
+
     def _adopt(self, record: PlanRecord) -> None:
         if self.record is not None and record == self.record:
             return
@@ -265,8 +276,7 @@ class AutoPlanner:
         self.history.append(record)
         self.store.apply_split(self.split, self.setting.cache_bytes)
         if changed:
-            info = {f"budget:{self.store.keys.form(t)}": self.store.capacity[t] for t in TIERS}
-            self.store.client.hset(self.store.keys.info, mapping=info)
+            self.store.publish_budgets()
 
     def _shrink(self) -> None:
         """Evict from tiers above their budget, a few bounded calls per look."""

@@ -171,6 +171,7 @@ def run_demo(
     from seneca._bench.harness import clear_cache
     from seneca._bench.synthetic import make_dataset
     from seneca._cache.embedded import acquire_embedded
+    from seneca._cache.shares import metadata_room
     from seneca_base.units import parse_size
 
     if iterations < 1 or rounds < 1:
@@ -185,8 +186,10 @@ def run_demo(
         f"{BATCH}, a small CNN at {CROP}x{CROP} on the CPU, 1 loader worker per job, "
         f"{rounds} rounds"
     )
-    # Hold the embedded cache for the whole demo so both Seneca jobs join one server.
-    url = acquire_embedded(parse_size(CACHE_SIZE, "cache_size"), defaults.EMBEDDED_NAME)
+    # Hold the embedded cache for the whole demo so both Seneca jobs join one server, sized as
+    # a loader sizes it: the tiers get CACHE_SIZE beside the server's own memory and metadata.
+    room = defaults.EMBEDDED_OWN_MEMORY + metadata_room(n)
+    url = acquire_embedded(parse_size(CACHE_SIZE, "cache_size"), room=room, key=str(root))
     rows = []
     for rnd in range(1, rounds + 1):
         for kind in order_of(rnd):

@@ -7,8 +7,9 @@ one redis-server on a unix socket under the runtime directory::
         lock            flock taken to join, leave, start and stop
         users/<pid>     one file per process using the cache (holds the process start time)
         watchdog.pid    the watchdog process (owner of redis-server) and its start time
-        maxmemory       the server's maxmemory: the cache size it was started for, plus room
+        maxmemory       the server's maxmemory: the largest cache size asked, plus the rooms
         size            that cache size
+        rooms/<key>     the room a dataset (key) needs beside the tiers (its metadata)
         idle            seconds the server outlives its last user (the latest user's setting)
         keep            present while the server outlives its users (``SENECA_KEEP_CACHE=1``)
         stop            present once ``seneca cache stop`` asked it to stop with its last user
@@ -32,11 +33,11 @@ import contextlib
 import fcntl
 import logging
 import os
+import shutil
 import stat
 import subprocess
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import redis
@@ -182,10 +183,16 @@ def _after_last(state: Path) -> str:
 
 
 def acquire_embedded(
-    maxmemory: int, name: str = defaults.EMBEDDED_NAME, room: int = 0, idle: float | None = None
+    maxmemory: int,
+    name: str = defaults.EMBEDDED_NAME,
+    room: int = 0,
+    idle: float | None = None,
+    key: str = "",
 ) -> str:
-    """Join (starting it if needed) the embedded cache ``name`` of ``maxmemory`` bytes (its
-    server gets ``room`` bytes more, for its own memory); returns its ``unix://`` URL.
+    """Join (starting it if needed) the embedded cache ``name`` for ``maxmemory`` bytes of
+    tiers and ``room`` bytes more for the server's own memory and the metadata of dataset
+    ``key``; returns its ``unix://`` URL. A running server grows to the largest size asked,
+    plus every dataset's room (the datasets share its size: ``seneca._cache.shares``).
 
     The calling process stays a user until it exits; the server outlives the last user by
     ``idle`` seconds (None: :func:`idle_seconds`; the measurement tools' private caches: 0).
@@ -209,9 +216,12 @@ def acquire_embedded(
             (state / "keep").touch()
         started = not _alive(state / "watchdog.pid")
         if started:
+            shutil.rmtree(state / "rooms", ignore_errors=True)
+            (state / "size").write_text("0")
+            (state / "maxmemory").unlink(missing_ok=True)
+        before, after = _sized(state, maxmemory, key, room)
+        if started:
             sock.unlink(missing_ok=True)
-            (state / "maxmemory").write_text(str(maxmemory + room))
-            (state / "size").write_text(str(maxmemory))
             out = open(state / "watchdog.log", "wb")  # noqa: SIM115 - handed to the child
             watchdog = subprocess.Popen(
                 [sys.executable, "-m", "seneca._cache.embedded", str(state)],
@@ -229,12 +239,13 @@ def acquire_embedded(
             tail = (state / "watchdog.log").read_text(errors="replace")[-2000:]
             raise CacheError(f"embedded cache at {sock} did not start; log:\n{tail}")
         time.sleep(0.02)
-    running = int((state / "size").read_text())
-    if running != maxmemory:
-        warnings.warn(
-            f"embedded cache '{name}' already runs with maxmemory {format_size(running)}; "
-            f"cache_size={format_size(maxmemory)} does not resize it",
-            stacklevel=3,
+    if not started and after != before:
+        _grow(sock, after)
+        log.info(
+            "the embedded cache unix://%s grows to %s of memory, for cache_size=%s",
+            sock,
+            format_size(after),
+            format_size(maxmemory),
         )
     if first:
         log.info(
@@ -244,6 +255,39 @@ def acquire_embedded(
             _after_last(state),
         )
     return f"unix://{sock}"
+
+
+def _sized(state: Path, size: int, key: str, room: int) -> tuple[int, int]:
+    """Note a user's ``size`` and its dataset's ``room`` (under the lock); returns the
+    server's maxmemory before and after: the largest size plus every room."""
+    rooms = state / "rooms"
+    rooms.mkdir(exist_ok=True, mode=0o700)
+    try:
+        before = int((state / "maxmemory").read_text())
+    except (OSError, ValueError):
+        before = 0
+    largest = max(size, int((state / "size").read_text() or 0))
+    (state / "size").write_text(str(largest))
+    (rooms / (key or "_")).write_text(str(max(room, _int_of(rooms / (key or "_")))))
+    after = largest + sum(_int_of(p) for p in rooms.iterdir())
+    (state / "maxmemory").write_text(str(max(before, after)))
+    return before, max(before, after)
+
+
+def _int_of(path: Path) -> int:
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return 0
+
+
+def _grow(sock: Path, maxmemory: int) -> None:
+    """Set the running server's maxmemory."""
+    r = redis.Redis(unix_socket_path=str(sock), socket_connect_timeout=1, socket_timeout=5)
+    try:
+        r.config_set("maxmemory", maxmemory)
+    finally:
+        r.close()
 
 
 def embedded_url(name: str = defaults.EMBEDDED_NAME) -> str:

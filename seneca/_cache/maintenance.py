@@ -25,7 +25,9 @@ import redis
 
 from ods import defaults as ods_defaults
 from ods.keys import Keys, glob_escape
-from seneca._cache.status import find_datasets, server_ms, text_of
+from seneca._cache.replies import server_ms, text_of
+from seneca._cache.shares import NodeShares
+from seneca._cache.status import find_datasets
 from seneca_base.errors import ConfigError
 from seneca_base.tiers import tier_of_letter
 
@@ -79,9 +81,11 @@ def clear_datasets(
         held = ", ".join(f"{d} ({n} live)" for d, n in busy.items())
         raise ConfigError(f"jobs are training on {held}; give --force to clear anyway")
     out = {}
+    shares = NodeShares(client, prefix)
     for d in names:
         keys = [k for p in Keys(d, prefix).patterns() for k in _scan(client, p)]
         out[d] = _unlink(client, keys)
+        shares.forget(d)
     return out
 
 

@@ -29,7 +29,10 @@ class CacheCollector(Collector):
         size = GaugeMetricFamily("seneca_tier_bytes", "Bytes held per tier", labels=tier_labels)
         entries = GaugeMetricFamily("seneca_tier_entries", "Entries per tier", labels=tier_labels)
         budget = GaugeMetricFamily(
-            "seneca_tier_budget_bytes", "Budget per tier (the latest job's)", labels=tier_labels
+            "seneca_tier_budget_bytes", "Budget per tier (in force)", labels=tier_labels
+        )
+        share = GaugeMetricFamily(
+            "seneca_dataset_share_bytes", "The dataset's share of the node", labels=["dataset"]
         )
         served = CounterMetricFamily(
             "seneca_served_samples", "Samples served by the sampler", labels=["dataset"]
@@ -53,6 +56,8 @@ class CacheCollector(Collector):
                 entries.add_metric(labels, t.entries)
                 if t.budget is not None:
                     budget.add_metric(labels, t.budget)
+            if d.share is not None:
+                share.add_metric([d.dataset], d.share)
             served.add_metric([d.dataset], d.served)
             for tier, n in d.hits.items():
                 hits.add_metric([d.dataset, tier], n)
@@ -61,7 +66,7 @@ class CacheCollector(Collector):
             for j in d.jobs:
                 if j.live:
                     progress.add_metric([d.dataset, j.name, str(j.epoch)], j.progress)
-        yield from (size, entries, budget, served, hits, subs, live, progress)
+        yield from (size, entries, budget, share, served, hits, subs, live, progress)
 
 
 def registry_for(read: Callable[[], CacheStatus]) -> CollectorRegistry:

@@ -9,13 +9,15 @@ found with SCAN (never KEYS), on every primary of a cluster. Reading changes not
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ods import defaults as ods_defaults
 from ods import routing
 from ods.keys import Keys, glob_escape
 from seneca._autoplan.record import PlanRecord
+from seneca._cache.replies import server_ms, text_of
+from seneca._cache.shares import NodeShares, allocate
 from seneca_base.tiers import LETTER, SPLIT_ORDER
 
 __all__ = [
@@ -25,8 +27,6 @@ __all__ = [
     "TierStatus",
     "cache_status",
     "find_datasets",
-    "server_ms",
-    "text_of",
 ]
 
 _TIER_OF = {letter: tier for tier, letter in LETTER.items()}
@@ -40,7 +40,7 @@ class TierStatus:
     form: str
     bytes: int
     entries: int
-    budget: int | None  # as the latest job to start on the dataset set it (None: unknown)
+    budget: int | None  # in force: the dataset's share split by its split (None: unknown)
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,8 @@ class DatasetStatus:
     hits: dict[str, int]  # per tier (augmented: over every view)
     substitutions: int
     plan: PlanRecord | None = None  # the split its loaders share (split="auto"), if any
+    share: int | None = None  # its share of the node's memory now (None: not registered)
+    want: int | None = None  # what its loaders ask (0: whatever the node gives)
 
     @property
     def hit_rate(self) -> float:
@@ -98,11 +100,9 @@ class CacheStatus:
     maxmemory: int
     maxmemory_policy: str
     datasets: list[DatasetStatus] = field(default_factory=list)
-
-
-def text_of(v: Any) -> str:
-    """A reply (bytes or str) as text."""
-    return v.decode() if isinstance(v, bytes | bytearray) else str(v)
+    #: what the tiers of every dataset on the node may hold together now
+    #: (``seneca._cache.shares``; None: no dataset registered)
+    tiers_total: int | None = None
 
 
 def _int(v: Any, default: int = 0) -> int:
@@ -110,12 +110,6 @@ def _int(v: Any, default: int = 0) -> int:
         return int(v)
     except (TypeError, ValueError):
         return default
-
-
-def server_ms(client: Any) -> int:
-    """The server's clock in ms (a cluster answers from one of its nodes)."""
-    seconds, micros = client.time()
-    return int(seconds) * 1000 + int(micros) // 1000
 
 
 def find_datasets(client: Any, prefix: str = ods_defaults.KEY_PREFIX) -> list[str]:
@@ -218,10 +212,21 @@ def cache_status(
         policy = str(memory.get("maxmemory_policy", ""))
     now = server_ms(client)
     names = find_datasets(client, prefix) if datasets is None else datasets
+    shares = NodeShares(client, prefix)
+    total, claims, _ = shares.claims()
+    given = allocate(total, claims)
+    found = [dataset_status(client, d, now, prefix) for d in names]
+    found = [
+        replace(d, share=given.get(d.dataset), want=claims[d.dataset].want)
+        if d.dataset in claims
+        else d
+        for d in found
+    ]
     return CacheStatus(
         url=url,
         used_memory=used,
         maxmemory=maxmemory,
         maxmemory_policy=policy,
-        datasets=[dataset_status(client, d, now, prefix) for d in names],
+        datasets=found,
+        tiers_total=total if claims else None,
     )

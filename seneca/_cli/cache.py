@@ -59,6 +59,9 @@ def add_cache(sub: Any) -> None:
 def _dataset_lines(d: DatasetStatus) -> list[str]:
     samples = "?" if d.samples is None else f"{d.samples:,}"
     lines = [f"dataset {d.dataset} ({d.about or 'unknown'}), {samples} samples"]
+    if d.share is not None:
+        asks = f"asks {format_size(d.want)}" if d.want else "asks whatever the node gives"
+        lines.append(f"  share of the node: {format_size(d.share)} ({asks})")
     lines.append(f"  {'tier':<24} {'bytes':>10} {'entries':>10} {'budget':>10}")
     for t in d.tiers:
         budget = "?" if t.budget is None else format_size(t.budget)
@@ -114,6 +117,10 @@ def format_status(s: CacheStatus) -> str:
         f"cache {s.url}: {format_size(s.used_memory)} used of {cap} "
         f"(maxmemory-policy {s.maxmemory_policy}), {len(s.datasets)} dataset(s)"
     ]
+    if s.tiers_total is not None:
+        out.append(
+            f"  the datasets' tiers share {format_size(s.tiers_total)} (budgets below: in force)"
+        )
     for d in s.datasets:
         out += _dataset_lines(d)
     return "\n".join(out)

@@ -26,8 +26,8 @@ iterator over the one before (:data:`Stage`):
    (``_ahead.made_ahead``);
 7. **device hand-over**: the loop's stream waits for the copy (``_device.handed_over``);
 8. **track**: with ODS, the batch counted for ``state_dict`` (``_progress.EpochProgress``);
-9. **plan tick**: with ``split="auto"``, a look at the plan between batches and at the end
-   (``AutoPlanner.tick``);
+9. **budget tick**: a look at the dataset's share of the node and, with ``split="auto"``, at
+   the plan, between batches and at the end (``_budgets.Budgets.tick``, ``AutoPlanner.tick``);
 10. **stats**: progress lines and the epoch's summary (``_stats.summarised``).
 
 A loader that reads its dataset uncached runs only the device stages.
@@ -50,7 +50,7 @@ from seneca.pipeline.batch_tail import BatchTail, finished_batches
 
 if TYPE_CHECKING:
     from ods.sampler import OdsBatchSampler
-    from seneca._autoplan import AutoPlanner
+    from seneca.loader._budgets import Budgets
     from seneca.loader._bypass import HitSplitter
 
 __all__ = ["BatchPath", "Stage"]
@@ -67,8 +67,8 @@ class BatchPath:
     ``feed``: the device feed (None: batches stay on the CPU); ``tail``: the batch tail run in
     this process (None: none, or the feed runs it); ``pin``: pin batches (``pin_memory``);
     ``ahead``: make batches a batch ahead in a thread (with workers); ``sampler``,
-    ``splitter``, ``planner``: ODS's sampler, the hit splitter and the auto planner, when
-    used; ``every``: seconds between progress lines (None: none)."""
+    ``splitter``: ODS's sampler and the hit splitter, when used; ``budgets``: the budgets in
+    force (and the plan); ``every``: seconds between progress lines (None: none)."""
 
     job: str
     counters: Counters
@@ -79,10 +79,12 @@ class BatchPath:
     ahead: bool = False
     sampler: OdsBatchSampler | None = None
     splitter: HitSplitter | None = None
-    planner: AutoPlanner | None = None
+    budgets: Budgets | None = None
     every: float | None = None
     #: the epoch and batches the loop took (with ODS)
     progress: EpochProgress = field(default_factory=EpochProgress)
+    #: iterations started (an epoch each; named in the summaries of loaders without ODS)
+    iterations: int = 0
     _thread: Any = field(default=None, init=False, repr=False)
 
     def stages(
@@ -110,16 +112,17 @@ class BatchPath:
             out.append(("device hand-over", lambda it: handed_over(it, feed)))
         if not self.cached:
             return out
-        sampler, planner = self.sampler, self.planner
+        sampler, budgets = self.sampler, self.budgets
         if sampler is not None and token is not None:
             out.append(("track", lambda it: self.progress.tracked(it, token, sampler)))
-        if planner is not None:
-            out.append(("plan tick", lambda it: _planned(it, planner)))
+        if budgets is not None:
+            out.append(("budget tick", lambda it: _ticked(it, budgets)))
         out.append(("stats", lambda it: self._summarised(it, before)))
         return out
 
     def run(self, it: Iterator[Any], before: dict[str, int], token: object | None = None) -> Any:
         """``it`` (DataLoader's batches) through every stage of :meth:`stages`."""
+        self.iterations += 1
         for _, stage in self.stages(before, token):
             it = stage(it)
         return it
@@ -140,15 +143,16 @@ class BatchPath:
         return self._thread
 
     def _summarised(self, it: Iterator[Any], before: dict[str, int]) -> Iterator[Any]:
-        return summarised(it, self.job, self.counters, self.sampler, before, self.every)
+        iteration = self.iterations - 1
+        return summarised(it, self.job, self.counters, self.sampler, before, self.every, iteration)
 
 
-def _planned(it: Iterator[Any], planner: AutoPlanner) -> Iterator[Any]:
-    """The batches of ``it``, ``planner`` ticked before each (at most every
+def _ticked(it: Iterator[Any], budgets: Budgets) -> Iterator[Any]:
+    """The batches of ``it``, ``budgets`` ticked before each (at most every
     ``defaults.AUTO_TICK`` seconds) and once more at the end, whatever the time (a short epoch
     measured enough since the last look)."""
     with closing(it):
         for batch in it:
-            planner.tick()
+            budgets.tick()
             yield batch
-    planner.tick(force=True)
+    budgets.tick(force=True)

@@ -146,19 +146,18 @@ class Fetcher:
         self, keys: Sequence[str], releases: Sequence[tuple[int, list[int]]]
     ) -> list[tuple]:
         """A fetch's round trip: the values, the releases riding in it, the tiers' usage, the
-        live jobs and, with a shared plan, the plan."""
+        live jobs and the budgets in force (which this fetch's admissions follow)."""
         store, job = self.link.store, self.link.job
         commands: list[tuple] = [("MGET", *keys)] if keys else []
         commands += [store.release_command(job, b, hits) for b, hits in releases]
         commands.append(store.used_command())
         commands.append(store.live_command())
-        if self.link.plan_size:  # the shared plan's split, which this fetch's admissions follow
-            commands.append(("GET", store.keys.plan))
+        commands.append(store.budgets_command())
         return commands
 
     def _ahead_of(self, picks: Sequence[Pick]) -> tuple:
         """What reads sent ahead must have been sent for to serve a fetch of ``picks`` here."""
-        return tuple(picks), bool(self.link.plan_size), os.getpid()
+        return tuple(picks), os.getpid()
 
     def _read_next(self) -> None:
         """Send the reads of the sampler's next batch when it is decided already (the loader
@@ -191,8 +190,7 @@ class Fetcher:
             pending = post(store.client, self._commands(self._keys(picks), releases))
         replies = pending.replies(raise_on_error=False, place=place)
         count["ns_cache"] += time.perf_counter_ns() - start
-        if link.plan_size:
-            link.adopt_plan(replies.pop())
+        link.adopt_budgets(replies.pop())
         first = 1 if hits else 0
         for (bucket, released), reply in zip(releases, replies[first:], strict=False):
             store.released(job, bucket, released, reply)

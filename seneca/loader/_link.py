@@ -3,12 +3,13 @@
 An unreachable cache never stops training: a call that failed or was abandoned at its deadline
 makes the whole job read from storage until a retry finds the cache answering again
 (``seneca_base.backoff``: one warning per outage); with ``strict`` a failure is raised instead.
-The link also follows the shared plan (``split="auto"``): each fetch reads the plan, and the
-link budgets the store's tiers by it.
+The link also follows the budgets in force (``seneca.loader._budgets``): each fetch reads
+them, and the store's tiers are budgeted by them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import Counter
 from typing import Any
@@ -18,7 +19,6 @@ import redis
 from ods.decision import Pick
 from ods.store import OdsStore
 from seneca import defaults
-from seneca._autoplan.record import PlanRecord
 from seneca.loader._stats import Counters, process_row
 from seneca_base.backoff import Backoff
 from seneca_base.errors import CacheError
@@ -45,10 +45,6 @@ class CacheLink:
         self.backoff: Backoff | None = None
         #: a cache failure is raised (CacheError) instead of read around
         self.strict = False
-        #: with ``split="auto"``: the cache size the shared plan's split applies to (None: a
-        #: fixed split)
-        self.plan_size: int | None = None
-        self._plan_raw: bytes | None = None
 
     def attach(
         self,
@@ -58,13 +54,12 @@ class CacheLink:
         *,
         unreachable: bool = False,
         strict: bool = False,
-        plan_size: int | None = None,
     ) -> None:
         """Read and fill ``store`` as ``job``; ``name``: the cache's URL as logs show it;
         ``unreachable``: it did not answer when the loader was made (reported then: the job
-        starts backing off without another warning); ``plan_size``: see :attr:`plan_size`."""
+        starts backing off without another warning)."""
         self.store, self.job, self.name = store, job, name
-        self.strict, self.plan_size = strict, plan_size
+        self.strict = strict
         #: shared with the sampler and the workers: the job backs off the cache as one
         self.backoff = Backoff(name, defaults.CACHE_RETRY_FIRST, defaults.CACHE_RETRY_CAP)
         if unreachable:
@@ -91,18 +86,19 @@ class CacheLink:
 
     def refused(self, used: dict[str, int], values: int) -> None:
         """The server refused to store ``values`` values the tiers' budgets had room for: its
-        memory filled before them (other data, reply buffers). This process's budgets shrink
-        by a tenth below what the tiers hold (``used``), or below the budgets when the tiers
-        hold less than half of them; the job warns once."""
+        memory filled before them (data written since the budgets were set, reply buffers).
+        The budgets shrink by a tenth below what the tiers hold (``used``), or below the
+        budgets when the tiers hold less than half of them, for every process of the dataset
+        until the loader's next look at its share (``seneca.loader._budgets``); the job warns
+        once."""
         store = self.store
         if store is None:
             return
         total, held = store.budget_total, sum(used.values())
         fit = defaults.REFUSED_SHRINK * (min(total, held) if 2 * held > total else total)
-        scale = fit / total if total else 1.0
-        store.scale_budgets(scale)
-        if self.plan_size:
-            self.plan_size = int(self.plan_size * scale)
+        store.scale_budgets(fit / total if total else 1.0)
+        with contextlib.suppress(*CACHE_FAILURES):
+            store.publish_budgets()
         if self.counters.once("cache-refused"):
             log.warning(
                 "cache %s refused to store %d values (its memory is full below the tiers' "
@@ -112,15 +108,11 @@ class CacheLink:
                 f"{int(fit):,}",
             )
 
-    def adopt_plan(self, raw: Any) -> None:
-        """Budget the tiers by the shared plan ``raw`` (a ``seneca._autoplan`` record, as read
-        from the cache; anything else leaves the budgets as they are)."""
-        if not isinstance(raw, bytes | bytearray) or raw == self._plan_raw or not self.plan_size:
-            return
-        self._plan_raw = bytes(raw)
-        record = PlanRecord.from_json(self._plan_raw)
-        if record is not None and self.store is not None:
-            self.store.apply_split(record.as_split(), self.plan_size)
+    def adopt_budgets(self, reply: Any) -> None:
+        """Budget the tiers as the budgets in force say (``reply``: of
+        ``OdsStore.budgets_command``, as read with a batch's values)."""
+        if self.store is not None and not isinstance(reply, Exception):
+            self.store.adopt_budgets(reply)
 
     def lookup(self, indices: list[int]) -> list[Pick]:
         """Where to read each sample of a batch in the loader's own order (storage for every

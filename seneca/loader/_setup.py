@@ -21,6 +21,8 @@ from ods.store import OdsStore
 from seneca import defaults
 from seneca._cache.client import CacheClient
 from seneca._cache.embedded import acquire_embedded
+from seneca._cache.shares import NodeShares, metadata_room
+from seneca.loader._budgets import Budgets
 from seneca.loader._link import CACHE_FAILURES
 from seneca.loader._options import group_device, parse_split
 from seneca.loader.source import NotCacheable, Resolved, members
@@ -35,6 +37,7 @@ __all__ = [
     "CacheOptions",
     "CacheSetup",
     "auto_planner",
+    "budgets_for",
     "cache_options",
     "cache_store",
     "connect",
@@ -69,12 +72,15 @@ class CacheOptions:
 
 @dataclass(frozen=True)
 class CacheSetup:
-    """A cache to use: its client, its size, the split and whether it answered."""
+    """A cache to use: its client, the size asked for (``want``: 0 for whatever the node
+    gives; ``size``: the same, or the default cache size, until the node's share is known),
+    the split and whether it answered."""
 
     client: CacheClient
     size: int
     split: Split
     reachable: bool
+    want: int = 0
 
     @property
     def budgets(self) -> dict[str, int]:
@@ -147,54 +153,48 @@ def auto_planner(
     return planner
 
 
-def _server_memory(client: CacheClient) -> tuple[int, int] | None:
-    try:
-        return client.memory()
-    except (redis.RedisError, ValueError):
-        return None
-
-
-def room(used_memory: int, samples: int) -> int:
-    """Bytes a cache node keeps beyond the tiers' budgets (see ``defaults.ROOM_*``): the
-    server's own memory ``used_memory`` (``CacheClient.memory``, measured when the loader
-    starts) and the metadata of a dataset of ``samples`` samples."""
-    metadata = (defaults.ROOM_JOBS + 4) * samples // 8 + defaults.ROOM_METADATA
-    return used_memory + metadata
-
-
-def connect(options: CacheOptions, samples: int, strict: bool = False) -> CacheSetup:
-    """Start or join the embedded cache when no URL was given, then check that the cache
-    answers. An unreachable cache warns once (training reads from storage), or raises
-    CacheUnavailableError when ``strict``. The size (default: the server's) is what fits the
-    server's ``maxmemory`` beside its :func:`room` for a dataset of ``samples`` samples; a
-    ``cache_size`` above that warns."""
-    size, client = options.size, options.client
-    embedded = client is None
-    if client is None:  # sized for the cache and its room: the tiers get ``size``
-        size = size or defaults.CACHE_SIZE
-        url = acquire_embedded(size, room=room(defaults.EMBEDDED_OWN_MEMORY, samples))
+def connect(
+    options: CacheOptions, samples: int, strict: bool = False, dataset: str = ""
+) -> CacheSetup:
+    """Start or join the embedded cache when no URL was given (sized for ``cache_size`` and
+    the metadata of ``dataset``'s ``samples`` samples), then check that the cache answers. An
+    unreachable cache warns once (training reads from storage), or raises
+    CacheUnavailableError when ``strict``. What the tiers get is the dataset's share of the
+    node (``seneca.loader._budgets``)."""
+    want, client = options.size or 0, options.client
+    if client is None:
+        want = want or defaults.CACHE_SIZE
+        room = defaults.EMBEDDED_OWN_MEMORY + metadata_room(samples)
+        url = acquire_embedded(want, room=room, key=dataset)
         client = CacheClient(url, _TIMEOUT)
+    size = want or defaults.CACHE_SIZE
     try:
         client.ping()
     except CacheUnavailableError as err:
         if strict:
             raise
         log.warning("%s; training reads from storage", err)
-        return CacheSetup(client, size or defaults.CACHE_SIZE, options.split, False)
-    memory = _server_memory(client)
-    maxmemory, used = memory if memory else (0, 0)
-    if maxmemory and not embedded:
-        fits = max(0, maxmemory - room(used, samples))
-        if options.size and options.size > fits:
-            warnings.warn(
-                f"cache_size {options.size:,} B does not fit the maxmemory {maxmemory:,} B of "
-                f"{client.redacted} beside the server's own memory and the metadata: the "
-                f"tiers are budgeted {fits:,} B",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-        size = min(size, fits) if size else fits
-    return CacheSetup(client, size or defaults.CACHE_SIZE, options.split, True)
+        return CacheSetup(client, size, options.split, False, want)
+    return CacheSetup(client, size, options.split, True, want)
+
+
+def budgets_for(
+    setup: CacheSetup,
+    store: OdsStore,
+    planner: AutoPlanner | None,
+    tiers: tuple[str, ...],
+    counters: Any,
+) -> Budgets:
+    """The budgets of ``store``'s tiers, started: the dataset's share of the node (when the
+    cache answers) split by ``planner``'s plan, else by the split given; ``tiers``: those the
+    loader reads, ``counters``: its counters (the sizes of its samples)."""
+    shares = NodeShares(setup.client) if setup.reachable else None
+    budgets = Budgets(store, shares, setup.want, setup.split, planner, tiers, counters)
+    try:
+        budgets.start()
+    except CACHE_FAILURES as err:
+        log.debug("no share of the node yet: %s", err)
+    return budgets
 
 
 def ods_members(

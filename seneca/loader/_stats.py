@@ -129,22 +129,24 @@ def summarised(
     sampler: Any,
     before: dict,
     every: float | None = None,
+    iteration: int | None = None,
 ) -> Iterator[Any]:
     """The batches of an iteration ``it`` of ``job``; a summary of the epoch logged at INFO
-    when it ends (``before``: ``counters`` at its start; ``sampler``: its ODS sampler, if any);
-    ``every``: seconds between progress lines at INFO while it runs (None: none)."""
+    when it ends (``before``: ``counters`` at its start; ``sampler``: its ODS sampler, if any,
+    whose epoch it names, else the ``iteration``'s number); ``every``: seconds between
+    progress lines at INFO while it runs (None: none)."""
     subs = sampler.substitutions if sampler else 0
     start = last = time.monotonic()
     with closing(it):  # a loop cut short closes what it iterates (the batch thread stops)
         for batch in it:
             if every is not None and time.monotonic() - last >= every:
                 last = time.monotonic()
-                epoch = sampler.current if sampler else None
+                epoch = sampler.current if sampler else iteration
                 log.info("%s", progress_line(job, epoch, before, counters.snapshot(), last - start))
             yield batch
     if log.isEnabledFor(logging.INFO):
         subs = (sampler.substitutions if sampler else 0) - subs
-        epoch = sampler.current if sampler else None
+        epoch = sampler.current if sampler else iteration
         log.info("%s", epoch_summary(job, epoch, before, counters.snapshot(), subs))
 
 

@@ -30,6 +30,7 @@ from seneca.loader._options import (
 from seneca.loader._rows import collate_rows
 from seneca.loader._setup import (
     auto_planner,
+    budgets_for,
     cache_options,
     cache_store,
     connect,
@@ -241,17 +242,20 @@ class SenecaLoader(DataLoader[_T_co]):
         self._batch_tail = wrapped.transform.batch_tail if defer_tail else None
         if defer_tail and args["collate_fn"] is None:  # default_collate, less the rows' copy
             args["collate_fn"] = collate_rows
-        setup = connect(options, len(resolved.source), self.strict)
-        store = cache_store(setup, *wrapped.cache_ids(), len(resolved.source), dataset)
-        self.cache_url, self.cache_size = setup.client.redacted, setup.size
+        ids, samples, tiers = wrapped.cache_ids(), len(resolved.source), wrapped.work.tiers
+        setup = connect(options, samples, self.strict, ids[0])
+        store = cache_store(setup, *ids, samples, dataset)
         self._split = setup.split
         if not options.auto:
-            warn_unread(setup.split, wrapped.work.tiers)
+            warn_unread(setup.split, tiers)
         if options.auto:
             workers, counters = args["num_workers"], self._counters
             self.planner = auto_planner(
-                setup, store, self.job, counters, workers, options.spec, wrapped.work.tiers, dataset
+                setup, store, self.job, counters, workers, options.spec, tiers, dataset
             )
+        #: the budgets in force: the dataset's share of the node, split by the split
+        self.budgets = budgets_for(setup, store, self.planner, tiers, self._counters)
+        self.cache_url, self.cache_size = setup.client.redacted, self.budgets.size
         batch_size, drop_last = args["batch_size"], args["drop_last"]
         if use_ods and setup.reachable:
             seed = seeds_from(args["generator"])
@@ -283,10 +287,10 @@ class SenecaLoader(DataLoader[_T_co]):
             self.cache_url,
             unreachable=not setup.reachable,
             strict=self.strict,
-            plan_size=setup.size if options.auto else None,
         )
         if self._ods_sampler is not None:
             self._ods_sampler.strict, self._ods_sampler.backoff = self.strict, link.backoff
+        self.budgets.backoff = link.backoff
         if self.planner is not None:
             self.planner.backoff = link.backoff
         super().__init__(wrapped, **args)
@@ -301,7 +305,7 @@ class SenecaLoader(DataLoader[_T_co]):
             ahead=self.num_workers > 0,
             sampler=self._ods_sampler,
             splitter=self._splitter,
-            planner=self.planner,
+            budgets=self.budgets,
             every=self.progress_every,
         )
         if self._splitter is not None:  # a worker's parts in flight, and the one it makes

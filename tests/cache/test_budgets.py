@@ -10,7 +10,7 @@ from helpers import opaque
 from torchvision import transforms as T
 from torchvision.datasets import ImageFolder
 
-from seneca import SenecaLoader
+from seneca import SenecaLoader, defaults
 from seneca._bench.synthetic import make_dataset
 
 MAXMEMORY = 8_000_000
@@ -43,13 +43,33 @@ def test_a_node_as_big_as_the_cache_size_gets_hits(photos, node):
     assert errors == refused  # none, or each one counted
 
 
-def test_writes_the_node_refuses_are_counted_warned_and_shrink_the_budgets(photos, node, caplog):
-    loader = SenecaLoader(ImageFolder(str(photos), transform=CROP), cache=node.url, **COMMON)
-    other = node.client.pipeline()  # data not Seneca's, a third of the node
+def _foreign(node):
+    """Data not Seneca's, a third of the node."""
+    other = node.client.pipeline()
     for k in range(27):
         other.set(f"other{k}", b"x" * 100_000)
     other.execute()
+
+
+def test_budgets_follow_data_written_beside_the_cache(photos, node, caplog):
+    loader = SenecaLoader(ImageFolder(str(photos), transform=CROP), cache=node.url, **COMMON)
+    before = loader.budgets.total
+    _foreign(node)  # after the loader took its share: its next look sees less room
     with caplog.at_level(logging.WARNING, logger="seneca"):
+        hits, refused, errors = _train(loader, node)
+    assert loader.budgets.total < before - 2_000_000
+    assert refused == 0 and errors == 0  # no write refused while a budget said there was room
+    assert hits[1] > 5 and hits[2] > 5
+
+
+def test_writes_the_node_refuses_are_counted_warned_and_shrink_the_budgets(
+    photos, node, caplog, monkeypatch
+):
+    monkeypatch.setattr(defaults, "AUTO_TICK", 3600.0)  # no look at the share after the first
+    loader = SenecaLoader(ImageFolder(str(photos), transform=CROP), cache=node.url, **COMMON)
+    with caplog.at_level(logging.WARNING, logger="seneca"):
+        next(iter(loader))  # the first look, then foreign data no look sees
+        _foreign(node)
         hits, refused, errors = _train(loader, node)
     assert refused > 0 and errors >= refused  # never a silent "full"
     assert sum("refused to store" in m for m in caplog.messages) == 1

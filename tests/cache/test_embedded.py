@@ -98,8 +98,8 @@ def test_in_process_acquire_is_reused(runtime_dir):
     r = redis.Redis.from_url(url)
     assert r.config_get("maxmemory")["maxmemory"] == "10000000"
     assert r.config_get("save")["save"] == ""
-    with pytest.warns(UserWarning, match="does not resize"):
-        acquire_embedded(20_000_000)
+    assert acquire_embedded(20_000_000) == url  # asked for more: the same server grows
+    assert r.config_get("maxmemory")["maxmemory"] == "20000000"
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ import pytest
 from torchvision import transforms as T
 from torchvision.datasets import ImageFolder
 
+from ods.store import OdsStore
 from seneca import SenecaLoader
 from seneca._autoplan import PlanRecord
 from seneca_base.errors import ConfigError
@@ -41,7 +42,10 @@ def test_workers_follow_the_plan_the_cache_holds(tiny_dataset, redis_url):
     loader.planner.tick(force=True)  # the loader process adopts it (and looks again in 2 s)
     assert store.capacity["encoded"] == 4_000_000 and store.capacity["decoded"] == 0
     decoded_only = PlanRecord((0, 100, 0), 7, "measured", 1.0, at_ms=store.now_ms())
-    store.client.set(store.keys.plan, decoded_only.to_json())  # another job's new plan
+    store.client.set(store.keys.plan, decoded_only.to_json())  # another job's new plan ...
+    other = OdsStore(store.client, store.keys.dataset, 48, view=store.keys.view)
+    other.apply_split(decoded_only.as_split(), 4_000_000)
+    other.publish_budgets()  # ... and the budgets it puts in force
     assert len(list(loader)) == 6
     stats = loader.stats()
     # the worker started with the encoded-only budgets and follows the plan it reads

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import opaque
 from torchvision.datasets import ImageFolder
 from torchvision.transforms import v2
 
@@ -14,7 +15,7 @@ from seneca import SenecaLoader
 
 DET = v2.Compose(
     [
-        v2.Resize((16, 16), antialias=True),
+        opaque.Resize((16, 16), antialias=True),
         v2.PILToTensor(),
         v2.ToDtype(torch.float32, scale=True),
         v2.Normalize([0.5] * 3, [0.25] * 3),
@@ -34,15 +35,15 @@ def _names(loader) -> list[str]:
 @pytest.mark.parametrize(
     ("options", "expected"),
     [
-        ({"num_workers": 0}, ["tail", "track", "plan tick", "stats"]),
+        ({"num_workers": 0}, ["tail", "track", "budget tick", "stats"]),
         (
             {"num_workers": 1, "split": (0, 0, 1)},
-            ["merge", "tail", "ahead", "track", "stats"],
+            ["merge", "tail", "ahead", "track", "budget tick", "stats"],
         ),
-        ({"num_workers": 0, "shuffle": False}, ["tail", "plan tick", "stats"]),
+        ({"num_workers": 0, "shuffle": False}, ["tail", "budget tick", "stats"]),
         (
             {"num_workers": 0, "device": "cpu"},
-            ["device copy", "device hand-over", "track", "plan tick", "stats"],
+            ["device copy", "device hand-over", "track", "budget tick", "stats"],
         ),
     ],
 )

@@ -304,6 +304,10 @@ def test_progress_logs_lines_while_an_epoch_runs(tiny_dataset, redis_url, caplog
         for _ in loader:
             time.sleep(0.03)
     lines = [m for m in caplog.messages if "samples/s" in m and "hit rate" in m]
-    assert lines and all(m.startswith(f"job {loader.job} epoch") for m in lines)
+    assert lines and all(m.startswith(f"job {loader.job} epoch 0:") for m in lines)
+    with caplog.at_level(logging.INFO, logger="seneca"):
+        for _ in loader:  # in the loader's own order, an epoch per iteration too
+            pass
+    assert any(m.startswith(f"job {loader.job} epoch 1: 48 samples") for m in caplog.messages)
     with pytest.raises(ConfigError, match="progress"):
         SenecaLoader(ImageFolder(str(tiny_dataset), transform=DET), progress="often")

@@ -1,0 +1,173 @@
+"""The budgets in force for a loader's dataset: its share of the node, split between its tiers.
+
+The node's memory is shared by every dataset on it under one rule (``seneca._cache.shares``).
+A loader registers what it asks (``cache_size``) when it is made, and from then on, in the
+loader process between batches (every ``defaults.AUTO_TICK`` seconds, as the plan), looks at
+its dataset's share: the split (planned with ``split="auto"``, else the one given) applied to
+the share gives the tiers' budgets, published in the cache (``OdsStore.publish_budgets``),
+where every process of every job of the dataset reads them with its next batch's values. A
+planner plans for the share (``AutoPlanner.resize``). Once the loader has measured its samples'
+sizes, it tells the node how much the dataset can use at most (every sample in its largest
+readable forms), which the node then gives it no more than.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from ods.store import OdsStore
+from seneca import defaults
+from seneca._cache.shares import NodeShares
+from seneca.loader._link import CACHE_FAILURES
+from seneca_base.split import Split
+from seneca_base.units import format_size
+
+if TYPE_CHECKING:
+    from seneca._autoplan import AutoPlanner
+
+__all__ = ["Budgets", "most_useful"]
+
+log = logging.getLogger("seneca")
+
+
+def most_useful(samples: int, counts: dict[str, int], tiers: tuple[str, ...], charge: Any) -> int:
+    """Bytes a dataset of ``samples`` samples can use at most: each sample's largest readable
+    base form (decoded, else encoded) and, with an augmented tier, one augmented copy, charged
+    as the store charges a value (``charge``, with room for larger samples); the mean sizes
+    from a loader's counters ``counts`` (``Counters.snapshot``), 0 (not known) until
+    ``defaults.NEED_SAMPLES`` samples were made."""
+    made, augmented = counts.get("decodes", 0), counts.get("augmented_made", 0)
+    if made < defaults.NEED_SAMPLES or ("augmented" in tiers and augmented < made // 2):
+        return 0
+    sizes = {
+        "encoded": counts.get("bytes_encoded", 0) / made,
+        "decoded": counts.get("bytes_decoded", 0) / made,
+    }
+    base = max(v for t, v in sizes.items() if t in tiers) if set(sizes) & set(tiers) else 0
+    per = _charged(base, charge)
+    if "augmented" in tiers:
+        per += _charged(counts.get("bytes_augmented", 0) / augmented, charge)
+    return int(samples * per)
+
+
+def _charged(mean: float, charge: Any) -> int:
+    """What a value of a form whose mean payload is ``mean`` bytes is charged, with room for
+    samples a sixth larger than the mean and the value's header."""
+    return charge(int(mean * _SPREAD) + _HEADER)
+
+
+#: how much larger than the mean a form's values are planned for, and the bytes of a value's
+#: header (``seneca.pipeline.codec``: a few dozen)
+_SPREAD, _HEADER = 1.15, 64
+
+
+class Budgets:
+    """The budgets of ``store``'s tiers: the dataset's share of the node ``shares`` (``want``:
+    the bytes its loader asks, 0 for whatever the node gives), split by ``planner``'s plan
+    with ``split="auto"``, else by ``split``."""
+
+    def __init__(
+        self,
+        store: OdsStore,
+        shares: NodeShares | None,
+        want: int,
+        split: Split,
+        planner: AutoPlanner | None = None,
+        tiers: tuple[str, ...] = (),
+        counters: Any = None,
+    ) -> None:
+        self.store, self.shares, self.want = store, shares, int(want)
+        self.split, self.planner, self.tiers = split, planner, tiers
+        self.counters = counters
+        #: the dataset's share of the node (bytes)
+        self.size = int(want) or defaults.CACHE_SIZE
+        #: the node's total for the tiers of every dataset, as last seen (0: unknown)
+        self.total = 0
+        #: the job's back-off of the cache (no look during an outage)
+        self.backoff: Any = None
+        self._need = 0
+        self._next = 0.0
+
+    @property
+    def dataset(self) -> str:
+        return self.store.keys.dataset
+
+    def start(self) -> int:
+        """Register the dataset's ask and take its share; returns the share (bytes)."""
+        if self.shares is not None:
+            self.shares.register(self.dataset, self.store.samples, self.want)
+            self.total, got = self.shares.shares()
+            self.size = got.get(self.dataset, 0)
+            if self.want > self.total:
+                warnings.warn(
+                    f"cache_size {format_size(self.want)} does not fit the maxmemory of the "
+                    f"cache beside the server's own memory and the metadata of its {len(got)} "
+                    f"dataset(s): their tiers hold at most {format_size(self.total)} together",
+                    RuntimeWarning,
+                    stacklevel=5,
+                )
+            elif len(got) > 1:
+                log.info(
+                    "dataset %s gets %s of the cache's %s, shared by %d datasets",
+                    self.dataset,
+                    format_size(self.size),
+                    format_size(self.total),
+                    len(got),
+                )
+        self._apply(publish=True)
+        return self.size
+
+    def _apply(self, publish: bool = False) -> None:
+        """Split the share by the plan (or the fixed split) and publish the budgets when they
+        changed (or ``publish``)."""
+        if self.planner is not None:
+            self.planner.resize(self.size)
+            return
+        before = dict(self.store.capacity)
+        self.store.apply_split(self.split, self.size)
+        if publish or self.store.capacity != before:
+            self.store.publish_budgets()
+
+    def tick(self, force: bool = False) -> None:
+        """Between batches (at most every ``defaults.AUTO_TICK`` unless ``force``): the plan's
+        look (``AutoPlanner.tick``), then the dataset's share of the node now."""
+        if self.planner is not None:
+            self.planner.tick(force)
+        now = time.monotonic()
+        if not force and now < self._next:
+            return
+        if self.backoff is not None and self.backoff.in_outage:
+            return
+        self._next = now + defaults.AUTO_TICK
+        if self.shares is None:
+            return
+        try:
+            self._note_need()
+            self.shares.seen(self.dataset)
+            self.total, got = self.shares.shares()
+            size = got.get(self.dataset, self.size)
+            if size != self.size:
+                log.info(
+                    "dataset %s: its share of the cache is %s now (was %s)",
+                    self.dataset,
+                    format_size(size),
+                    format_size(self.size),
+                )
+                self.size = size
+            self._apply()
+        except CACHE_FAILURES as err:
+            log.debug("budgets not checked: %s", err)
+
+    def _note_need(self) -> None:
+        """Tell the node how much the dataset can use, once the loader has measured its
+        samples' sizes."""
+        if self.counters is None or self.shares is None:
+            return
+        counts = self.counters.snapshot()
+        need = most_useful(self.store.samples, counts, self.tiers, self.store.charge)
+        if need and need != self._need:
+            self.shares.needs(self.dataset, need)
+            self._need = need
