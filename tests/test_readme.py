@@ -14,12 +14,15 @@ README = Path(__file__).parents[1] / "README.md"
 def test_the_readme_snippet_runs_as_written(tmp_path):
     text = README.read_text()
     section = text[text.index("## The one-line change") :]
-    assert "seneca make-dataset data/demo" in section  # what the reader is told to run first
+    for part in ("train", "val"):  # what the reader is told to run first
+        assert f"seneca make-dataset data/example/{part}" in section
+        root = tmp_path / "data" / "example" / part
+        make_dataset(root, 40, 2, size=(96, 72), progress=False, workers=2)
     snippet = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    make_dataset(tmp_path / "data" / "demo", 40, 2, size=(96, 72), progress=False, workers=2)
     (tmp_path / "train.py").write_text(snippet)
     done = subprocess.run(
         [sys.executable, "train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "epoch 1:" in done.stdout
+    assert "job " in done.stderr and "storage reads" in done.stderr  # the INFO lines show

@@ -13,6 +13,7 @@ connection's handshake) ``ods.defaults.DEADLINE_FLOOR``; operators' commands wai
 from __future__ import annotations
 
 import os
+import socket
 import ssl
 from urllib.parse import urlsplit, urlunsplit
 
@@ -97,6 +98,11 @@ def _cluster_enabled(client: redis.Redis) -> bool | None:
         return False
 
 
+#: ``getaddrinfo`` errors that mean the host name does not exist (a configuration error), not
+#: that name resolution failed for now (an outage)
+_NO_SUCH_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
+
+
 class CacheClient:
     """A lazily connected, fail-fast Redis client for one cache URL (picklable); ``timeout``:
     seconds any socket may wait (default ``defaults.SOCKET_TIMEOUT``)."""
@@ -176,20 +182,36 @@ class CacheClient:
         try:
             self.redis.ping()
         except (redis.AuthenticationError, redis.exceptions.NoPermissionError) as e:
-            parts = urlsplit(self.url)
-            hint = ""
-            if parts.password is not None and not parts.username:
-                hint = (
-                    " (a node started with --password-file logs loaders in as the user "
-                    "'loader': redis://loader:PASSWORD@host:port)"
-                )
-            raise ConfigError(f"cache: {self.redacted} refused the login: {e}{hint}") from None
+            raise ConfigError(
+                f"cache: {self.redacted} refused the login: {self._hint(e)}"
+            ) from None
         except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
             if isinstance(e.__context__, ssl.SSLCertVerificationError):
                 raise ConfigError(f"cache: {self.redacted} failed TLS verification: {e}") from None
+            cause = e.__context__
+            if isinstance(cause, socket.gaierror) and cause.errno in _NO_SUCH_HOST:
+                host = urlsplit(self.url).hostname
+                raise ConfigError(
+                    f"cache: the host {host!r} of {self.redacted} does not exist ({cause.strerror})"
+                ) from None
             raise CacheUnavailableError(f"cache {self.redacted} is unreachable: {e}") from None
         except redis.ResponseError as e:
             raise CacheUnavailableError(f"cache {self.redacted} answered an error: {e}") from None
+
+    def _hint(self, err: Exception) -> str:
+        """``err`` of a refused login, with what to change in the URL."""
+        parts = urlsplit(self.url)
+        if parts.password is None:
+            return (
+                f"{err} (the node asks for a login: a node started with --password-file logs "
+                "loaders in as the user 'loader': redis://loader:PASSWORD@host:port)"
+            )
+        if not parts.username:
+            return (
+                f"{err} (a node started with --password-file logs loaders in as the user "
+                "'loader': redis://loader:PASSWORD@host:port)"
+            )
+        return str(err)
 
     def close(self) -> None:
         if self._redis is not None and self._pid == os.getpid():

@@ -125,6 +125,15 @@ def test_a_wrong_password_is_a_config_error_naming_the_url(tiny_dataset, acl_nod
     assert "wrong" not in str(err.value)
 
 
+def test_a_url_without_a_login_says_which_login_the_node_wants(tiny_dataset, acl_node):
+    loader_url, _, _ = acl_node
+    bare = loader_url.replace("loader:loader-secret@", "")
+    with pytest.raises(ConfigError, match="refused the login") as err:
+        SenecaLoader(indexed(tiny_dataset), batch_size=8, shuffle=True, cache=bare)
+    assert "the node asks for a login" in str(err.value)
+    assert "redis://loader:PASSWORD@host:port" in str(err.value)
+
+
 def _cache_node(*args):
     cmd = [sys.executable, "-m", "seneca._cli.main", "cache-node", "--maxmemory", "64MB", *args]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -38,3 +38,11 @@ def test_a_cache_lost_mid_epoch_is_an_error_when_strict(tiny_dataset, shuffle):
 def test_strict_takes_a_bool(tiny_dataset, redis_url):
     with pytest.raises(ConfigError, match="strict"):
         SenecaLoader(indexed(tiny_dataset), cache=redis_url, strict="yes")
+
+
+def test_a_host_that_does_not_exist_is_a_configuration_error(tiny_dataset):
+    # not an outage to train through uncached, strict or not: the URL is wrong
+    url = "redis://no-such-cache-host.invalid:6379"
+    with pytest.raises(ConfigError, match="no-such-cache-host.invalid' of redis://") as err:
+        SenecaLoader(indexed(tiny_dataset), batch_size=8, cache=url)
+    assert "does not exist" in str(err.value)
