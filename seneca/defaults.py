@@ -70,6 +70,9 @@ ROOM_METADATA = 1_000_000
 #: ... and this fraction of its maxmemory for the server's own memory as it moves (clients'
 #: reply buffers) beyond what it uses when the shares are computed.
 NODE_HEADROOM = 0.02
+#: A dataset whose tiers hold this fraction of its share has filled it: an idle dataset then
+#: gives back the room it could use more (``seneca._cache.shares.allocate``).
+SHARE_FULL = 0.9
 #: Samples a loader makes before it tells the node how much its dataset can use at most (from
 #: their mean sizes: ``seneca.loader._budgets.most_useful``).
 NEED_SAMPLES = 32

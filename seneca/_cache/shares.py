@@ -12,8 +12,8 @@ the node's memory, the same way (:func:`allocate`):
   dataset's metadata may grow to (``seneca.defaults.ROOM_*``) and a headroom
   (``defaults.NODE_HEADROOM``);
 * a dataset with no live job (and no loader registered within a lease) keeps what it holds
-  (the next job of a sweep finds it warm) until the datasets with live jobs need the room:
-  then the least recently used give it back first;
+  (the next job of a sweep finds it warm) until a dataset with live jobs that has filled its
+  share could use more: then the least recently used give it back first;
 * the datasets with live jobs split the rest by max-min fairness over what each asks and can
   use: no dataset gets more than that, and none is cut while another gets more than it.
 
@@ -85,12 +85,18 @@ def waterfill(total: int, caps: Mapping[str, int]) -> dict[str, int]:
 
 def allocate(total: int, claims: Mapping[str, Claim]) -> dict[str, int]:
     """Every dataset's share of a node whose tiers may hold ``total`` bytes (see the module's
-    docstring): idle datasets keep what they hold unless the active ones need it (the least
-    recently seen give first), the active ones split the rest by :func:`waterfill`."""
+    docstring): the active datasets split what the idle ones do not hold by :func:`waterfill`;
+    an idle dataset keeps what it holds until an active one that has (nearly) filled its share
+    (``defaults.SHARE_FULL``) could use more: then the least recently seen give first, as much
+    as those could use."""
     active = {d: c for d, c in claims.items() if c.active}
     kept = {d: c.held for d, c in claims.items() if not c.active}
     caps = {d: c.cap(total) for d, c in active.items()}
-    deficit = sum(caps.values()) - (total - sum(kept.values()))
+    shares = waterfill(total - sum(kept.values()), caps)
+    full = defaults.SHARE_FULL
+    deficit = sum(
+        caps[d] - shares[d] for d, c in active.items() if c.held >= full * shares[d] < caps[d]
+    )
     for d in sorted(kept, key=lambda d: claims[d].seen):
         if deficit <= 0:
             break

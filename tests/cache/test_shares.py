@@ -29,15 +29,19 @@ def test_waterfill_gives_no_one_more_than_it_asks_and_cuts_the_largest_first():
 
 
 def test_idle_datasets_keep_what_they_hold_until_the_room_is_needed():
-    claims = {
-        "train": Claim(want=150, seen=9),
+    idle = {
         "old": Claim(want=100, active=False, held=60, seen=1),
         "older": Claim(want=100, active=False, held=30, seen=0),
     }
-    # 150 for tiers: the live dataset needs 150, the idle ones give back, oldest first
-    assert allocate(150, claims) == {"train": 150, "old": 0, "older": 0}
-    assert allocate(200, claims) == {"train": 150, "old": 50, "older": 0}
-    assert allocate(300, claims) == {"train": 150, "old": 60, "older": 30}
+    # the live dataset asks 150 and has filled what was left: the idle ones give, oldest first
+    full = {"train": Claim(want=150, held=150, seen=9), **idle}
+    assert allocate(150, full) == {"train": 150, "old": 0, "older": 0}
+    assert allocate(200, full) == {"train": 150, "old": 50, "older": 0}
+    assert allocate(300, full) == {"train": 150, "old": 60, "older": 30}
+    # one that asks as much but holds little yet takes nothing from them: a sweep's next job
+    # that needs less than it asks leaves the idle datasets warm
+    young = {"train": Claim(want=150, held=10, seen=9), **idle}
+    assert allocate(150, young) == {"train": 60, "old": 60, "older": 30}
     # what a dataset can use at most caps it: the rest goes to the others
     val = {"train": Claim(want=150), "val": Claim(want=150, need=30)}
     assert allocate(150, val) == {"train": 120, "val": 30}
@@ -58,9 +62,11 @@ def test_a_train_and_a_validation_loader_share_one_node(photos, caplog):
     val_tf = T.Compose([T.Resize(100), T.CenterCrop(96), T.ToTensor()])
     opts = dict(batch_size=8, cache=node.url, cache_size="30MB", split=(0, 1, 0))
     try:
-        with caplog.at_level(logging.WARNING, logger="seneca"):
+        # each asks for the whole node: more than its tiers get beside the server's memory
+        with pytest.warns(RuntimeWarning, match="does not fit the maxmemory"):
             train = SenecaLoader(ImageFolder(str(photos / "train"), train_tf), **opts)
             val = SenecaLoader(ImageFolder(str(photos / "val"), val_tf), shuffle=False, **opts)
+        with caplog.at_level(logging.WARNING, logger="seneca"):
             val_reads = []
             for _ in range(3):
                 for _ in train:
