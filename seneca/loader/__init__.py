@@ -18,6 +18,8 @@ Internal (a leading underscore; their names may change between releases):
 * ``_device``: batches moved to the accelerator (``device=``), the batch tail run there;
 * ``_progress``, ``_stats``: the epoch's progress (``state_dict``), counters shared with
   workers and epoch summaries;
+* ``_budgets``: the budgets in force (the dataset's share of the node, split by the plan);
+* ``_lease``: a job stays live while its loader exists (one thread per process renews leases);
 * ``_setup``, ``_options``, ``_worker_exit``: the cache a loader is wired to, validation of
   Seneca's own options, a worker's exit.
 """
