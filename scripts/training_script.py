@@ -133,6 +133,7 @@ def main() -> None:
     p.add_argument("--out", help="directory for results.json")
     args = p.parse_args()
 
+    from seneca._bench.provenance import provenance
     from seneca._bench.synthetic import make_dataset
     from seneca._cache.embedded import stop_embedded
 
@@ -143,7 +144,8 @@ def main() -> None:
     runtime = tempfile.mkdtemp(prefix="sn-ts-")  # a cache of its own, default settings
     os.environ["SENECA_RUNTIME_DIR"] = runtime
     env = dict(os.environ)
-    results: dict = {"config": vars(args), "concurrent": [], "after": [], "lapsed": []}
+    results: dict = {"config": vars(args), "provenance": provenance()}
+    results.update(concurrent=[], after=[], lapsed=[])
     try:
         procs = [_job(args, env) for _ in range(args.jobs)]
         _watch(procs, results["lapsed"])
