@@ -9,7 +9,7 @@ one redis-server on a unix socket under the runtime directory::
         watchdog.pid    the watchdog process (owner of redis-server) and its start time
         maxmemory       the server's maxmemory: the largest cache size asked, plus the rooms
         size            that cache size
-        rooms/<key>     the room a dataset (key) needs beside the tiers (its metadata)
+        rooms/<hash>    the room a dataset (a hash of its key) needs beside the tiers
         idle            seconds the server outlives its last user (the latest user's setting)
         keep            present while the server outlives its users (``SENECA_KEEP_CACHE=1``)
         stop            present once ``seneca cache stop`` asked it to stop with its last user
@@ -31,6 +31,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import hashlib
 import logging
 import os
 import shutil
@@ -268,7 +269,8 @@ def _sized(state: Path, size: int, key: str, room: int) -> tuple[int, int]:
         before = 0
     largest = max(size, int((state / "size").read_text() or 0))
     (state / "size").write_text(str(largest))
-    (rooms / (key or "_")).write_text(str(max(room, _int_of(rooms / (key or "_")))))
+    mine = rooms / hashlib.sha1(key.encode()).hexdigest()[:16]  # any key as a file name
+    mine.write_text(str(max(room, _int_of(mine))))
     after = largest + sum(_int_of(p) for p in rooms.iterdir())
     (state / "maxmemory").write_text(str(max(before, after)))
     return before, max(before, after)
