@@ -28,16 +28,16 @@ def test_every_figure_has_a_notebook_with_saved_outputs():
 
 
 @pytest.mark.slow
-def test_the_notebooks_execute_at_small_size(tmp_path):
+@pytest.mark.parametrize("name", NAMES)
+def test_the_notebooks_execute_at_small_size(tmp_path, name):
     run = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "run_notebooks.py"), "--size", "small",
-         "--out", str(tmp_path), "--parallel", "2"],
+         "--out", str(tmp_path), name],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
-    for name in NAMES:
-        cells = json.loads((tmp_path / name).read_text())["cells"]
-        outputs = [o for c in cells if c["cell_type"] == "code" for o in c["outputs"]]
-        kinds = {kind for o in outputs for kind in o.get("data", {})}
-        shown = "image/png" if name.startswith("fig") else "text/markdown"  # a plot, or a table
-        assert shown in kinds, f"{name}: no {shown} output"
+    cells = json.loads((tmp_path / name).read_text())["cells"]
+    outputs = [o for c in cells if c["cell_type"] == "code" for o in c["outputs"]]
+    kinds = {kind for o in outputs for kind in o.get("data", {})}
+    shown = "image/png" if name.startswith("fig") else "text/markdown"  # a plot, or a table
+    assert shown in kinds, f"{name}: no {shown} output"
