@@ -49,6 +49,7 @@ from seneca_base.split import Split
 
 if TYPE_CHECKING:
     from seneca._autoplan import AutoPlanner
+    from seneca.loader._budgets import Budgets
 
 __all__ = ["SenecaLoader"]
 
@@ -72,10 +73,11 @@ class SenecaLoader(DataLoader[_T_co]):
     Args:
         cache: ``redis://[user:password@]host:port``, ``rediss://...`` or ``unix:///path.sock``;
             None (default) starts or joins the embedded cache shared by this machine's jobs.
-        cache_size: bytes the tiers may fill ("2GB", "512MiB" or an int). Default: what
-            fits the server's ``maxmemory`` beside its own memory and the dataset's metadata
-            for a URL (a larger ``cache_size`` is cut to that, with a warning),
-            ``defaults.CACHE_SIZE`` for the embedded cache.
+        cache_size: bytes the dataset's tiers may fill at most ("2GB", "512MiB" or an int):
+            the datasets on one cache node share its memory (``seneca._cache.shares``), and
+            :attr:`cache_size` is this dataset's share. Default: whatever the node gives for a
+            URL (more than fits its ``maxmemory`` warns), ``defaults.CACHE_SIZE`` for the
+            embedded cache (which grows to the largest asked).
         split: fractions of ``cache_size`` for the encoded, decoded and augmented tiers, as a
             mapping or an (e, d, a) tuple summing to 1; or ``"auto"`` (the default): the loader
             plans the split with MDP from what it measures, shares one plan with every loader
@@ -177,7 +179,9 @@ class SenecaLoader(DataLoader[_T_co]):
         self._cached: CachedDataset | None = None
         self._batch_tail: Any = None
         self.cache_url: str | None = None
-        self.cache_size: int | None = None
+        #: the budgets in force: the dataset's share of the node, split by the split (None:
+        #: no cache)
+        self.budgets: Budgets | None = None
         self._split: Split | None = None
         #: with ``split="auto"``: the planner of this loader's split (None: a fixed split)
         self.planner: AutoPlanner | None = None
@@ -253,9 +257,8 @@ class SenecaLoader(DataLoader[_T_co]):
             self.planner = auto_planner(
                 setup, store, self.job, counters, workers, options.spec, tiers, dataset
             )
-        #: the budgets in force: the dataset's share of the node, split by the split
         self.budgets = budgets_for(setup, store, self.planner, tiers, self._counters)
-        self.cache_url, self.cache_size = setup.client.redacted, self.budgets.size
+        self.cache_url = setup.client.redacted
         batch_size, drop_last = args["batch_size"], args["drop_last"]
         if use_ods and setup.reachable:
             seed = seeds_from(args["generator"])
@@ -402,6 +405,12 @@ class SenecaLoader(DataLoader[_T_co]):
         self._iterator = None  # persistent workers stop with their iterator
         if self._cached is not None:
             self._cached.fetcher.reads_ahead.drop()
+
+    @property
+    def cache_size(self) -> int | None:
+        """Bytes the dataset's tiers may fill now: its share of the cache node (None: no
+        cache)."""
+        return None if self.budgets is None else self.budgets.size
 
     @property
     def split(self) -> dict[str, float] | None:
