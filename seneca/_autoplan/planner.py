@@ -40,6 +40,7 @@ from mdp.planner import Prediction
 from seneca import defaults
 from seneca._autoplan.inputs import Setting, measured_inputs, source_of, spec_of
 from seneca._autoplan.record import PlanRecord
+from seneca_base.cadence import Cadence
 from seneca_base.errors import CacheError
 from seneca_base.split import Split
 from seneca_base.tiers import SPLIT_ORDER, TIERS
@@ -74,10 +75,9 @@ class AutoPlanner:
         self.about = about or store.keys.dataset
         self.record: PlanRecord | None = None
         self.history: list[PlanRecord] = []
-        #: the job's back-off of the cache (``seneca_base.backoff``): no look at the plan
-        #: during an outage (the fetch and the sampler retry the cache)
-        self.backoff: Any = None
-        self._next = 0.0
+        #: when a look at the plan is due (``defaults.AUTO_TICK``; none during an outage:
+        #: ``cadence.backoff``, the job's back-off of the cache)
+        self.cadence = Cadence(lambda: defaults.AUTO_TICK)
         self._jobs_seen: tuple[int, float] | None = None  # (live jobs, since when: monotonic)
 
     @property
@@ -152,12 +152,8 @@ class AutoPlanner:
         """Between batches: adopt the shared plan, re-plan when due, shrink tiers above their
         budget. At most once per ``defaults.AUTO_TICK`` unless ``force``; a cache failure is
         left to the fetch path, which reports it."""
-        now = time.monotonic()
-        if not force and now < self._next:
+        if not self.cadence.due(force):
             return
-        if self.backoff is not None and self.backoff.in_outage:
-            return
-        self._next = now + defaults.AUTO_TICK
         try:
             record = self._read()
             if record is None:

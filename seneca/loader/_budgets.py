@@ -14,7 +14,6 @@ readable forms), which the node then gives it no more than.
 from __future__ import annotations
 
 import logging
-import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +21,7 @@ from ods.store import OdsStore
 from seneca import defaults
 from seneca._cache.shares import NodeShares
 from seneca.loader._link import CACHE_FAILURES
+from seneca_base.cadence import Cadence
 from seneca_base.split import Split
 from seneca_base.units import format_size
 
@@ -86,10 +86,10 @@ class Budgets:
         self.size = int(want) or defaults.CACHE_SIZE
         #: the node's total for the tiers of every dataset, as last seen (0: unknown)
         self.total = 0
-        #: the job's back-off of the cache (no look during an outage)
-        self.backoff: Any = None
+        #: when a look is due (``defaults.AUTO_TICK``; none during an outage:
+        #: ``cadence.backoff``, the job's back-off of the cache)
+        self.cadence = Cadence(lambda: defaults.AUTO_TICK)
         self._need = 0
-        self._next = 0.0
 
     @property
     def dataset(self) -> str:
@@ -134,14 +134,10 @@ class Budgets:
     def tick(self, force: bool = False) -> None:
         """Between batches (at most every ``defaults.AUTO_TICK`` unless ``force``): the plan's
         look (``AutoPlanner.tick``), then the dataset's share of the node now."""
+        if not self.cadence.due(force):
+            return
         if self.planner is not None:
-            self.planner.tick(force)
-        now = time.monotonic()
-        if not force and now < self._next:
-            return
-        if self.backoff is not None and self.backoff.in_outage:
-            return
-        self._next = now + defaults.AUTO_TICK
+            self.planner.tick(force=True)
         if self.shares is None:
             return
         try:

@@ -293,9 +293,9 @@ class SenecaLoader(DataLoader[_T_co]):
         )
         if self._ods_sampler is not None:
             self._ods_sampler.strict, self._ods_sampler.backoff = self.strict, link.backoff
-        self.budgets.backoff = link.backoff
+        self.budgets.cadence.backoff = link.backoff
         if self.planner is not None:
-            self.planner.backoff = link.backoff
+            self.planner.cadence.backoff = link.backoff
         super().__init__(wrapped, **args)
         self._cached = wrapped
         self._feed = self._device_feed(self._batch_tail)
