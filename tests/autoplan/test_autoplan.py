@@ -17,6 +17,7 @@ from seneca._autoplan import (
     plan_for,
     spec_of,
 )
+from seneca._autoplan.inputs import source_of
 from seneca.loader._stats import Counters
 from seneca_base.tiers import TIERS
 
@@ -52,6 +53,20 @@ def test_inputs_are_measured_from_the_counters_once_there_are_enough():
     assert m["dataset.augmented_ratio"] == pytest.approx(0.3)
     few = {k: v // 300 * (defaults.AUTO_WARMUP_SAMPLES - 1) for k, v in MEASURED.items()}
     assert measured_inputs(few, jobs=1, workers=0) == {}
+
+
+def test_a_plan_is_measured_only_once_its_cpu_rates_are():
+    # the cache's bandwidth measured after 256 samples read from it, the decodes not yet:
+    # the rates are still the defaults, and so is the plan
+    cache_only = {"samples": 300, "bytes_cache": 1_000_000, "ns_cache": 1_000_000}
+    measured = measured_inputs(cache_only, jobs=1, workers=1)
+    assert list(measured) == ["cache.bandwidth_gbit_per_s"]
+    assert source_of(measured) == "defaults"
+    assert source_of(measured_inputs(MEASURED, jobs=1, workers=1)) == "measured"
+    # a transform with no random head: the decode's rate alone makes it measured
+    decodes = {k: v for k, v in MEASURED.items() if "transform" not in k}
+    assert source_of(measured_inputs(decodes, jobs=1, workers=1, head=False)) == "measured"
+    assert source_of(measured_inputs(decodes, jobs=1, workers=1)) == "defaults"
 
 
 def _planner(
