@@ -73,6 +73,9 @@ NODE_HEADROOM = 0.02
 #: A dataset whose tiers hold this fraction of its share has filled it: an idle dataset then
 #: gives back the room it could use more (``seneca._cache.shares.allocate``).
 SHARE_FULL = 0.9
+#: A dataset's share that moves by more than this fraction is logged at INFO (smaller moves
+#: follow the server's memory from look to look).
+SHARE_LOGGED = 0.1
 #: Samples a loader makes before it tells the node how much its dataset can use at most (from
 #: their mean sizes: ``seneca.loader._budgets.most_useful``).
 NEED_SAMPLES = 32

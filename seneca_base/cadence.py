@@ -5,28 +5,27 @@ outage of the cache (the fetches retry it)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 __all__ = ["Cadence"]
 
 
 class Cadence:
-    """Says when a look is due: at most once per ``every()`` seconds (read at each look, so a
-    changed setting applies at once) unless forced, and not while ``backoff`` (a job's
-    ``seneca_base.backoff.Backoff``, set later; None: none) is in an outage."""
+    """Says when a look is due: at most once per ``every`` seconds unless forced, and not while
+    ``backoff`` (a job's ``seneca_base.backoff.Backoff``, set later; None: none) is in an
+    outage."""
 
-    def __init__(self, every: Callable[[], float]) -> None:
-        self.every = every
+    def __init__(self, every: float) -> None:
+        self.every = float(every)
         self.backoff: Any = None
         self._next = 0.0
 
     def due(self, force: bool = False) -> bool:
-        """Whether to look now (the next look is then ``every()`` seconds away)."""
+        """Whether to look now (the next look is then ``every`` seconds away)."""
         now = time.monotonic()
         if not force and now < self._next:
             return False
         if self.backoff is not None and self.backoff.in_outage:
             return False
-        self._next = now + self.every()
+        self._next = now + self.every
         return True

@@ -77,7 +77,7 @@ class AutoPlanner:
         self.history: list[PlanRecord] = []
         #: when a look at the plan is due (``defaults.AUTO_TICK``; none during an outage:
         #: ``cadence.backoff``, the job's back-off of the cache)
-        self.cadence = Cadence(lambda: defaults.AUTO_TICK)
+        self.cadence = Cadence(defaults.AUTO_TICK)
         self._jobs_seen: tuple[int, float] | None = None  # (live jobs, since when: monotonic)
 
     @property

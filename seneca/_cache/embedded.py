@@ -178,8 +178,8 @@ def _after_last(state: Path) -> str:
     if idle <= 0:
         return "it stops with the last job on this machine"
     return (
-        f"it stops {format_seconds(idle)} after the last job on this machine "
-        "(`seneca cache stop` stops it now)"
+        f"it stops {format_seconds(idle)} after the last job on this machine, or at "
+        "`seneca cache stop`"
     )
 
 

@@ -66,8 +66,10 @@ _SPREAD, _HEADER = 1.15, 64
 
 class Budgets:
     """The budgets of ``store``'s tiers: the dataset's share of the node ``shares`` (``want``:
-    the bytes its loader asks, 0 for whatever the node gives), split by ``planner``'s plan
-    with ``split="auto"``, else by ``split``."""
+    the bytes its loader asks, 0 for whatever the node gives; ``asked``: the user gave that
+    size, so getting less is worth a warning), split by ``planner``'s plan with
+    ``split="auto"``, else by ``split``; ``tiers``: the tiers the loader reads, ``counters``:
+    its counters (its samples' sizes), ``about``: the dataset in a few words, for log lines."""
 
     def __init__(
         self,
@@ -78,17 +80,21 @@ class Budgets:
         planner: AutoPlanner | None = None,
         tiers: tuple[str, ...] = (),
         counters: Any = None,
+        *,
+        asked: bool = True,
+        about: str = "",
     ) -> None:
         self.store, self.shares, self.want = store, shares, int(want)
         self.split, self.planner, self.tiers = split, planner, tiers
-        self.counters = counters
+        self.counters, self.asked = counters, asked
+        self.about = about or store.keys.dataset
         #: the dataset's share of the node (bytes)
         self.size = int(want) or defaults.CACHE_SIZE
         #: the node's total for the tiers of every dataset, as last seen (0: unknown)
         self.total = 0
         #: when a look is due (``defaults.AUTO_TICK``; none during an outage:
         #: ``cadence.backoff``, the job's back-off of the cache)
-        self.cadence = Cadence(lambda: defaults.AUTO_TICK)
+        self.cadence = Cadence(defaults.AUTO_TICK)
         self._need = 0
 
     @property
@@ -101,7 +107,7 @@ class Budgets:
             self.shares.register(self.dataset, self.store.samples, self.want)
             self.total, got = self.shares.shares()
             self.size = got.get(self.dataset, 0)
-            if self.want > self.total:
+            if self.asked and self.want > self.total:
                 warnings.warn(
                     f"cache_size {format_size(self.want)} does not fit the maxmemory of the "
                     f"cache beside the server's own memory and the metadata of its {len(got)} "
@@ -112,7 +118,7 @@ class Budgets:
             elif len(got) > 1:
                 log.info(
                     "dataset %s gets %s of the cache's %s, shared by %d datasets",
-                    self.dataset,
+                    self.about,
                     format_size(self.size),
                     format_size(self.total),
                     len(got),
@@ -145,14 +151,14 @@ class Budgets:
             self.shares.seen(self.dataset)
             self.total, got = self.shares.shares()
             size = got.get(self.dataset, self.size)
-            if size != self.size:
+            if abs(size - self.size) > defaults.SHARE_LOGGED * max(size, self.size):
                 log.info(
                     "dataset %s: its share of the cache is %s now (was %s)",
-                    self.dataset,
+                    self.about,
                     format_size(size),
                     format_size(self.size),
                 )
-                self.size = size
+            self.size = size
             self._apply()
         except CACHE_FAILURES as err:
             log.debug("budgets not checked: %s", err)

@@ -81,6 +81,8 @@ class CacheSetup:
     split: Split
     reachable: bool
     want: int = 0
+    #: the user gave ``cache_size`` (more than the node can give is then worth a warning)
+    asked: bool = False
 
     @property
     def budgets(self) -> dict[str, int]:
@@ -162,20 +164,22 @@ def connect(
     CacheUnavailableError when ``strict``. What the tiers get is the dataset's share of the
     node (``seneca.loader._budgets``)."""
     want, client = options.size or 0, options.client
-    if client is None:
+    if client is None:  # sized so that its tiers get ``want`` (see seneca._cache.shares)
         want = want or defaults.CACHE_SIZE
         room = defaults.EMBEDDED_OWN_MEMORY + metadata_room(samples)
+        room += int(defaults.NODE_HEADROOM * (want + room) / (1 - defaults.NODE_HEADROOM))
         url = acquire_embedded(want, room=room, key=dataset)
         client = CacheClient(url, _TIMEOUT)
     size = want or defaults.CACHE_SIZE
+    asked = options.size is not None
     try:
         client.ping()
     except CacheUnavailableError as err:
         if strict:
             raise
         log.warning("%s; training reads from storage", err)
-        return CacheSetup(client, size, options.split, False, want)
-    return CacheSetup(client, size, options.split, True, want)
+        return CacheSetup(client, size, options.split, False, want, asked)
+    return CacheSetup(client, size, options.split, True, want, asked)
 
 
 def budgets_for(
@@ -184,12 +188,24 @@ def budgets_for(
     planner: AutoPlanner | None,
     tiers: tuple[str, ...],
     counters: Any,
+    about: Any = None,
 ) -> Budgets:
     """The budgets of ``store``'s tiers, started: the dataset's share of the node (when the
     cache answers) split by ``planner``'s plan, else by the split given; ``tiers``: those the
-    loader reads, ``counters``: its counters (the sizes of its samples)."""
+    loader reads, ``counters``: its counters (the sizes of its samples), ``about``: the user's
+    dataset (named in log lines)."""
     shares = NodeShares(setup.client) if setup.reachable else None
-    budgets = Budgets(store, shares, setup.want, setup.split, planner, tiers, counters)
+    budgets = Budgets(
+        store,
+        shares,
+        setup.want,
+        setup.split,
+        planner,
+        tiers,
+        counters,
+        asked=setup.asked,
+        about=describe(about),
+    )
     try:
         budgets.start()
     except CACHE_FAILURES as err:

@@ -257,7 +257,7 @@ class SenecaLoader(DataLoader[_T_co]):
             self.planner = auto_planner(
                 setup, store, self.job, counters, workers, options.spec, tiers, dataset
             )
-        self.budgets = budgets_for(setup, store, self.planner, tiers, self._counters)
+        self.budgets = budgets_for(setup, store, self.planner, tiers, self._counters, dataset)
         self.cache_url = setup.client.redacted
         batch_size, drop_last = args["batch_size"], args["drop_last"]
         if use_ods and setup.reachable:
