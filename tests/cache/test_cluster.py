@@ -60,6 +60,10 @@ def test_jobs_share_a_cluster_with_values_on_every_primary(tiny_dataset, redis_c
     for port in redis_cluster.ports:  # every metadata key is in the dataset's slot
         keys = list(redis_cluster.node(port).scan_iter("seneca:{*"))
         assert bool(keys) == (port == meta)
+    # what keeps the jobs live and shares the node works on a cluster too
+    store = loaders[0].store
+    assert all(store.renew(lo.job) for lo in loaders)
+    assert loaders[0].cache_size > 0 and loaders[0].budgets.total > 0
 
 
 def test_operator_commands_cover_every_node(tiny_dataset, redis_cluster, capsys):
