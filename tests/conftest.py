@@ -19,6 +19,12 @@ from seneca._cache.cluster import start_cluster
 REDIS_SERVER = shutil.which("redis-server")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked slow first (each keeps its place among them): the two processes of
+    the suite then end together, not one waiting on a long test that started last."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -6,11 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from seneca._bench.synthetic import make_dataset
 
 README = Path(__file__).parents[1] / "README.md"
 
 
+@pytest.mark.slow
 def test_the_readme_snippet_runs_as_written(tmp_path):
     text = README.read_text()
     section = text[text.index("## The one-line change") :]

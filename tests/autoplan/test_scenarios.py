@@ -82,6 +82,7 @@ def test_a_lone_job_then_another_on_the_same_node(three_hundred, node, monkeypat
     second.close()
 
 
+@pytest.mark.slow
 def test_two_jobs_with_slow_steps_keep_one_plan(three_hundred, node, monkeypatch):
     # steps longer than the lease now and then: the live jobs stay 2, the plan settles
     monkeypatch.setattr(defaults, "AUTO_TICK", 0.05)

@@ -78,6 +78,7 @@ def test_the_loader_user_may_touch_only_senecas_keys(acl_node):
     assert admin.get("other") == b"x" and admin.ping()
 
 
+@pytest.mark.slow
 def test_a_password_file_starts_a_least_privilege_node(tmp_path, free_port, tiny_dataset):
     """``seneca cache-node --password-file`` (as the README shows): the loader's login is the
     ``loader`` user, refused every command of LOADER_REFUSED; an ``admin`` user gets a
@@ -140,6 +141,7 @@ def _cache_node(*args):
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
+@pytest.mark.slow
 def test_cache_node_serves_tls_with_acl_users(tmp_path, free_port):
     cert, key = self_signed(tmp_path)
     (tmp_path / "loader").write_text("loader-pw\n")

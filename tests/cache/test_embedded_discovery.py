@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from helpers.indexed import indexed
 
 from seneca import SenecaLoader
@@ -36,6 +37,7 @@ def test_the_loader_logs_the_url_and_status_finds_it(tiny_dataset, caplog, capsy
     assert main(["cache", "gc"]) == 0 and main(["cache", "metrics"]) == 0
 
 
+@pytest.mark.slow
 def test_a_kept_cache_outlives_its_jobs_until_stopped(tiny_dataset, capsys):
     env = {**os.environ, "SENECA_KEEP_CACHE": "1"}
     env["PYTHONPATH"] = os.pathsep.join([str(os.path.dirname(os.path.dirname(__file__)))])
@@ -48,6 +50,7 @@ def test_a_kept_cache_outlives_its_jobs_until_stopped(tiny_dataset, capsys):
     assert main(["cache", "status"]) == 2
 
 
+@pytest.mark.slow
 def test_a_sweep_run_one_job_after_another_finds_the_cache_warm(tiny_dataset, capsys):
     env = {**os.environ, "PYTHONPATH": str(os.path.dirname(os.path.dirname(__file__)))}
     del env["SENECA_CACHE_IDLE"]  # the default: the cache outlives its last job a while

@@ -14,6 +14,7 @@ HELPER = Path(__file__).parents[1] / "helpers" / "tensor_first.py"
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
+@pytest.mark.slow
 def test_no_tensor_over_read_only_memory(
     tiny_dataset, redis_url, redis_cluster, tmp_path, free_port
 ):

@@ -60,6 +60,7 @@ _CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_sigkilled_job_leaves_no_metadata(tiny_dataset, redis_proc, monkeypatch):
     monkeypatch.setattr("ods.defaults.JOB_FORGET", 0.5)  # for this process's calls too
     paths = [os.path.join(os.path.dirname(__file__), ".."), os.getcwd()]

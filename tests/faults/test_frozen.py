@@ -65,6 +65,7 @@ def _outage_lines(lines):
     return failed, back
 
 
+@pytest.mark.slow
 def test_a_frozen_cache_stalls_training_for_under_a_second(tiny_dataset, redis_proc, seneca_log):
     loader = _loader(tiny_dataset, redis_proc.url)
     arrivals, epochs = [], []
@@ -94,6 +95,7 @@ def test_a_frozen_cache_stalls_training_for_under_a_second(tiny_dataset, redis_p
     assert len(failed) == 1 and len(back) == 1, failed + back
 
 
+@pytest.mark.slow
 def test_a_restarted_cache_is_used_again_within_a_second(tiny_dataset, free_port, seneca_log):
     server = RedisProcess(port=free_port)
     url = f"redis://127.0.0.1:{free_port}"

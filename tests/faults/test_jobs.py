@@ -11,6 +11,8 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 N = 48
 
 _JOB = textwrap.dedent(
@@ -53,6 +55,7 @@ def _check(child, epochs):
     return lines
 
 
+@pytest.mark.slow
 def test_jobs_at_speeds_1_2_3_with_a_late_join(tiny_dataset, redis_proc):
     slow = _start(tiny_dataset, redis_proc.url, "slow", step=0.03)
     middle = _start(tiny_dataset, redis_proc.url, "middle", step=0.015)
@@ -64,6 +67,7 @@ def test_jobs_at_speeds_1_2_3_with_a_late_join(tiny_dataset, redis_proc):
     assert late[0]["hits"] > 0  # its first epoch reads what the other jobs cached
 
 
+@pytest.mark.slow
 def test_six_jobs_with_two_workers_each(tiny_dataset, redis_proc):
     jobs = [_start(tiny_dataset, redis_proc.url, f"w{k}", 0.0, 1, 2) for k in range(6)]
     for child in jobs:
@@ -100,6 +104,7 @@ _CHECKPOINTED = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_job_killed_and_resumed_from_its_checkpoint_serves_its_epoch_once(
     tiny_dataset, redis_proc, tmp_path
 ):

@@ -89,6 +89,7 @@ def test_batches_mixing_hits_and_misses(tiny_dataset, redis_proc, workers):
 
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.slow
 def test_persistent_workers_reuse_their_buffers_after_an_epoch_cut_short(
     tiny_dataset, redis_proc, context
 ):
@@ -133,6 +134,7 @@ def test_hits_found_gone_mixed_with_the_workers_samples(tiny_dataset, redis_proc
     del keep
 
 
+@pytest.mark.slow
 def test_hits_and_misses_out_of_order(tiny_dataset, redis_proc):
     ds = _indexed(tiny_dataset)
     keep = _with_copies(ds, redis_proc.url)

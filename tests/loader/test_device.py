@@ -68,6 +68,7 @@ def test_a_bad_device_is_refused_when_the_loader_is_made(tiny_dataset, redis_url
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_on_the_cpu_the_batches_are_dataloaders_with_the_tail_run_per_batch(
     tiny_dataset, redis_url, workers
 ):

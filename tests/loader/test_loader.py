@@ -120,6 +120,7 @@ def test_random_transform_shapes_and_labels(tiny_dataset, redis_url):
 
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.slow
 def test_workers(tiny_dataset, redis_url, context):
     ds = ImageFolder(str(tiny_dataset), transform=DET)
     expected = _batches(DataLoader(ds, batch_size=6))

@@ -44,6 +44,7 @@ def test_two_jobs_share_and_substitute(tiny_dataset, redis_url):
 
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.slow
 def test_workers_fetch_decided_batches(tiny_dataset, redis_url, context):
     ds = indexed(tiny_dataset)
     loader = SenecaLoader(

@@ -130,6 +130,7 @@ def _random_spec(rng):
 
 
 @pytest.mark.parametrize("model", ["paper", "shared"])
+@pytest.mark.slow
 def test_grid_argmax_equals_brute_force(model):
     rng = random.Random(7)
     specs = [ref_spec(), *(_random_spec(rng) for _ in range(12))]

@@ -254,6 +254,7 @@ def _rank(url, n, barrier, out):
     out.put(got)
 
 
+@pytest.mark.slow
 def test_ranks_of_one_job_together_see_each_sample_once(redis_proc):
     n = 2000
     store = make_store(redis_proc, n, capacity={"encoded": n // 4})

@@ -80,6 +80,7 @@ def test_error_replies_are_returned_and_on_reply_errors_raised_after_all_were_re
     assert in_use() == 0
 
 
+@pytest.mark.slow
 def test_a_dead_server_raises_where_the_reply_is_asked_for(redis_proc):
     box, in_use = _box(redis_proc)
     call = box.post(("PING",))
