@@ -46,7 +46,7 @@ def add_cache(sub: Any) -> None:
     common(gc)
     gc.add_argument("--apply", action="store_true", help="delete it (default: only report)")
     m = cs.add_parser("metrics", help="the status as Prometheus metrics")
-    common(m, json_out=False)
+    common(m)
     m.add_argument("--serve", type=int, metavar="PORT", help="serve /metrics on PORT")
     m.add_argument("--addr", default="127.0.0.1", help="address to serve on")
     cs.add_parser(
@@ -164,6 +164,14 @@ def _metrics(client: CacheClient, args: argparse.Namespace) -> None:
     registry = registry_for(
         lambda: cache_status(client.redis, client.redacted, args.dataset, args.prefix)
     )
+    if args.serve is None and args.json:  # the samples as JSON: name, labels, value
+        samples = [
+            {"name": x.name, "labels": x.labels, "value": x.value}
+            for family in registry.collect()
+            for x in family.samples
+        ]
+        print(json.dumps({"metrics": samples}, indent=2))
+        return
     if args.serve is None:
         print(generate_latest(registry).decode(), end="")
         return

@@ -85,6 +85,13 @@ def test_metrics_expose_the_status(tiny_dataset, redis_url, capsys):
     assert samples[("seneca_live_jobs", (("dataset", d["dataset"]),))] == 2
     tiers = {k[1]: v for k, v in samples.items() if k[0] == "seneca_tier_bytes"}
     assert sum(tiers.values()) == sum(t["bytes"] for t in d["tiers"]) > 0
+    assert samples[("seneca_dataset_share_bytes", (("dataset", d["dataset"]),))] > 0
+    code, out, _ = _run(capsys, "metrics", redis_url, "--json")  # every cache command has it
+    metrics = json.loads(out)["metrics"]
+    as_json = {(x["name"], tuple(sorted(x["labels"].items()))): x["value"] for x in metrics}
+    assert code == 0 and as_json.keys() == samples.keys()  # (memory moves between two reads)
+    served = ("seneca_served_samples_total", (("dataset", d["dataset"]),))
+    assert as_json[served] == samples[served]
 
 
 def test_gc_reports_then_removes_only_what_no_job_can_use(tiny_dataset, redis_url, capsys):
