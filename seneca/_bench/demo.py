@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from seneca import defaults
 from seneca._bench.spawn import job_context
 from seneca_base.errors import ConfigError
 
@@ -171,7 +170,7 @@ def run_demo(
     from seneca._bench.harness import clear_cache
     from seneca._bench.synthetic import make_dataset
     from seneca._cache.embedded import acquire_embedded
-    from seneca._cache.shares import metadata_room
+    from seneca._cache.shares import server_room
     from seneca_base.units import parse_size
 
     if iterations < 1 or rounds < 1:
@@ -188,8 +187,8 @@ def run_demo(
     )
     # Hold the embedded cache for the whole demo so both Seneca jobs join one server, sized as
     # a loader sizes it: the tiers get CACHE_SIZE beside the server's own memory and metadata.
-    room = defaults.EMBEDDED_OWN_MEMORY + metadata_room(n)
-    url = acquire_embedded(parse_size(CACHE_SIZE, "cache_size"), room=room, key=str(root))
+    size = parse_size(CACHE_SIZE, "cache_size")
+    url = acquire_embedded(size, room=server_room(size, n), key=str(root))
     rows = []
     for rnd in range(1, rounds + 1):
         for kind in order_of(rnd):

@@ -39,7 +39,7 @@ from seneca._cache.replies import server_ms, text_of
 from seneca_base.errors import SenecaError
 from seneca_base.tiers import LETTER, TIERS
 
-__all__ = ["Claim", "NodeShares", "allocate", "metadata_room", "waterfill"]
+__all__ = ["Claim", "NodeShares", "allocate", "metadata_room", "server_room", "waterfill"]
 
 log = logging.getLogger("seneca")
 
@@ -51,6 +51,15 @@ def metadata_room(samples: int) -> int:
     """Bytes the metadata of a dataset of ``samples`` samples may grow to (``defaults.ROOM_*``):
     (ROOM_JOBS + 4) x N / 8 + ROOM_METADATA."""
     return (defaults.ROOM_JOBS + 4) * int(samples) // 8 + defaults.ROOM_METADATA
+
+
+def server_room(size: int, samples: int) -> int:
+    """Bytes a server needs beyond ``size`` bytes of tiers for one dataset of ``samples``
+    samples, so that :meth:`NodeShares.total` gives the tiers ``size``: the server's own
+    memory (``defaults.EMBEDDED_OWN_MEMORY``), the metadata's room and the headroom."""
+    room = defaults.EMBEDDED_OWN_MEMORY + metadata_room(samples)
+    headroom = defaults.NODE_HEADROOM
+    return room + int(headroom * (size + room) / (1 - headroom))
 
 
 @dataclass(frozen=True)

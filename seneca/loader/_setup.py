@@ -21,7 +21,7 @@ from ods.store import OdsStore
 from seneca import defaults
 from seneca._cache.client import CacheClient
 from seneca._cache.embedded import acquire_embedded
-from seneca._cache.shares import NodeShares, metadata_room
+from seneca._cache.shares import NodeShares, server_room
 from seneca.loader._budgets import Budgets
 from seneca.loader._link import CACHE_FAILURES
 from seneca.loader._options import group_device, parse_split
@@ -164,11 +164,9 @@ def connect(
     CacheUnavailableError when ``strict``. What the tiers get is the dataset's share of the
     node (``seneca.loader._budgets``)."""
     want, client = options.size or 0, options.client
-    if client is None:  # sized so that its tiers get ``want`` (see seneca._cache.shares)
+    if client is None:  # sized so that its tiers get ``want``
         want = want or defaults.CACHE_SIZE
-        room = defaults.EMBEDDED_OWN_MEMORY + metadata_room(samples)
-        room += int(defaults.NODE_HEADROOM * (want + room) / (1 - defaults.NODE_HEADROOM))
-        url = acquire_embedded(want, room=room, key=dataset)
+        url = acquire_embedded(want, room=server_room(want, samples), key=dataset)
         client = CacheClient(url, _TIMEOUT)
     size = want or defaults.CACHE_SIZE
     asked = options.size is not None
