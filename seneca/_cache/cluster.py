@@ -136,14 +136,14 @@ def run_cache_cluster(nodes: int, port: int, maxmemory: int) -> None:
     ``maxmemory`` bytes, until interrupted."""
     if port + nodes > 65536 or port <= 0:
         raise ConfigError(f"--port: {nodes} ports from {port} do not fit in 1..65535")
-    cluster = start_cluster(range(port, port + nodes), maxmemory)
-    print(
-        f"cache cluster of {nodes} nodes: {cluster.url} (ports {port}-{port + nodes - 1})",
-        flush=True,
-    )
-    stop = []
+    stop: list[int] = []  # a SIGTERM from the moment the nodes start stops them
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    cluster = start_cluster(range(port, port + nodes), maxmemory)
     try:
+        print(
+            f"cache cluster of {nodes} nodes: {cluster.url} (ports {port}-{port + nodes - 1})",
+            flush=True,
+        )
         while not stop and all(p.poll() is None for p in cluster.procs):
             time.sleep(0.5)
     except KeyboardInterrupt:
