@@ -86,7 +86,7 @@ def test_a_lone_job_then_another_on_the_same_node(three_hundred, node, monkeypat
 def test_two_jobs_with_slow_steps_keep_one_plan(three_hundred, node, monkeypatch):
     # steps longer than the lease now and then: the live jobs stay 2, the plan settles
     monkeypatch.setattr(defaults, "AUTO_TICK", 0.05)
-    monkeypatch.setattr("ods.defaults.JOB_LEASE", 0.5)
+    monkeypatch.setattr("ods.defaults.JOB_LEASE", 0.8)
     transform = v2.Compose([v2.RandomResizedCrop(32), v2.PILToTensor()])
     a = _loader(three_hundred, node.url, transform, "a")
     b = _loader(three_hundred, node.url, transform, "b")
@@ -96,7 +96,7 @@ def test_two_jobs_with_slow_steps_keep_one_plan(three_hundred, node, monkeypatch
         for k, _ in enumerate(pairs):
             watch.look(a.planner)
             if k % 6 == 5:
-                time.sleep(0.8)  # a slow step: longer than the lease
+                time.sleep(1.2)  # a slow step: longer than the lease
     versions = {v for v, _ in watch.plans}
     assert len(versions) <= 4, watch.plans
     assert watch.emptied() == set()

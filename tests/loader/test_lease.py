@@ -16,7 +16,7 @@ def _live(store):
 
 
 def test_a_job_stays_live_through_steps_longer_than_its_lease(tiny_dataset, redis_url, monkeypatch):
-    monkeypatch.setattr("ods.defaults.JOB_LEASE", 0.4)
+    monkeypatch.setattr("ods.defaults.JOB_LEASE", 0.8)
     ds = indexed(tiny_dataset)
     train = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_url, cache_size="20MB")
     check = SenecaLoader(ds, batch_size=8, cache=redis_url, cache_size="20MB", job="val")
@@ -25,13 +25,13 @@ def test_a_job_stays_live_through_steps_longer_than_its_lease(tiny_dataset, redi
     before = keeper().renewals
     for k, _ in enumerate(train):
         if k == 1:
-            time.sleep(1.5)  # a slow step: almost four leases without a call
+            time.sleep(2.0)  # a slow step: two and a half leases without a call
             assert name in _live(store)
             for _ in check:  # a validation pass in between
                 time.sleep(0.1)
             assert name in _live(store)
     assert keeper().renewals - before >= 3  # measured: renewed while it made no call
-    time.sleep(1.0)  # training over, the loader still exists: still live
+    time.sleep(1.6)  # training over, the loader still exists: still live
     assert name in _live(store)
     train.close()
     assert name not in _live(store)  # closing leaves at once
@@ -39,7 +39,7 @@ def test_a_job_stays_live_through_steps_longer_than_its_lease(tiny_dataset, redi
 
 
 def test_a_collected_loader_stops_renewing_and_lapses(tiny_dataset, redis_url, monkeypatch):
-    monkeypatch.setattr("ods.defaults.JOB_LEASE", 0.4)
+    monkeypatch.setattr("ods.defaults.JOB_LEASE", 0.8)
     ds = indexed(tiny_dataset)
     loader = SenecaLoader(
         ds, batch_size=8, shuffle=True, cache=redis_url, cache_size="20MB", job="named"
@@ -47,11 +47,11 @@ def test_a_collected_loader_stops_renewing_and_lapses(tiny_dataset, redis_url, m
     store = loader.store
     name = store.keys.job_name("named")
     next(iter(loader))
-    time.sleep(1.0)
+    time.sleep(1.6)
     assert name in _live(store) and "named" in keeper().held()
     del loader
     gc.collect()
     assert "named" not in keeper().held()
-    time.sleep(0.8)  # a named job keeps its state to resume, but no longer counts as live
+    time.sleep(1.2)  # a named job keeps its state to resume, but no longer counts as live
     assert name not in _live(store)
     assert store.client.exists(store.keys.jobs)  # its entry stays, lapsed
