@@ -66,13 +66,15 @@ def server_room(size: int, samples: int) -> int:
 class Claim:
     """What one dataset asks of a node: ``want`` bytes (0: whatever the node gives), ``need``
     bytes at most it can use (0: not known), whether it has live jobs (``active``), the bytes
-    its tiers ``held`` now and when a loader of it last registered (``seen``, ms)."""
+    its tiers ``held`` now, when a loader of it last registered (``seen``, ms) and its
+    ``samples`` (for the room its metadata may grow to)."""
 
     want: int
     need: int = 0
     active: bool = True
     held: int = 0
     seen: int = 0
+    samples: int = 0
 
     def cap(self, total: int) -> int:
         """The most this dataset is given of a node of ``total`` bytes."""
@@ -195,24 +197,24 @@ class NodeShares:
         recent = now - int(ods_defaults.JOB_LEASE * 1000)
         forgotten = now - int(ods_defaults.JOB_FORGET * 1000)
         claims, held = {}, {}
-        for dataset, f in list(record.items()):
+        for dataset, f in record.items():
             held[dataset] = self._held(dataset)
             live = self.client.zcount(Keys(dataset, self.prefix).jobs, now, "+inf")
             if not live and not held[dataset] and f.get("seen", 0) < forgotten:
-                del record[dataset]  # long gone, and holds nothing: its room is free again
-                continue
+                continue  # long gone, and holds nothing: its room is free again
             claims[dataset] = Claim(
                 want=f.get("want", 0),
                 need=f.get("need", 0),
                 active=live > 0 or f.get("seen", 0) > recent,  # jobs, or a loader just made
                 held=sum(held[dataset].values()),
                 seen=f.get("seen", 0),
+                samples=f.get("samples", 0),
             )
         if not maxmemory:  # no limit: each gets what it asks, or the default cache size
             total = sum(c.want or defaults.CACHE_SIZE for c in claims.values())
         else:
             values = sum(c.held for c in claims.values())
-            rooms = sum(metadata_room(f.get("samples", 0)) for f in record.values())
+            rooms = sum(metadata_room(c.samples) for c in claims.values())
             headroom = int(defaults.NODE_HEADROOM * maxmemory)
             total = max(0, maxmemory - (used - values) - rooms - headroom)
         return total, claims, held
@@ -224,14 +226,13 @@ class NodeShares:
         out = allocate(total, claims)
         for dataset, claim in claims.items():
             if not claim.active and claim.held > out[dataset]:
-                self._shrink(dataset, held[dataset], out[dataset])
+                self._shrink(dataset, claim.samples, held[dataset], out[dataset])
         return total, out
 
-    def _shrink(self, dataset: str, forms: Mapping[str, int], share: int) -> None:
-        """Evict from an idle ``dataset`` (holding ``forms``) down to ``share`` bytes: each form
-        keeps its part of the share."""
+    def _shrink(self, dataset: str, samples: int, forms: Mapping[str, int], share: int) -> None:
+        """Evict from an idle ``dataset`` of ``samples`` samples (holding ``forms``) down to
+        ``share`` bytes: each form keeps its part of the share."""
         scale = share / max(1, sum(forms.values()))
-        samples = self._record().get(dataset, {}).get("samples", 0)
         views = {f[2:] for f in forms if f.startswith("a:")} or {""}
         try:
             for view in sorted(views):
@@ -243,7 +244,3 @@ class NodeShares:
                         break
         except (redis.RedisError, OSError, SenecaError) as err:
             log.debug("idle dataset %s not shrunk: %s", dataset, err)
-
-    def share(self, dataset: str) -> int:
-        """``dataset``'s share of the node now (see :meth:`shares`)."""
-        return self.shares()[1].get(dataset, 0)

@@ -88,7 +88,8 @@ class Budgets:
         self.split, self.planner, self.tiers = split, planner, tiers
         self.counters, self.asked = counters, asked
         self.about = about or store.keys.dataset
-        #: the dataset's share of the node (bytes)
+        #: the dataset's share of the node (bytes; until it is known, what it asks or the
+        #: default cache size)
         self.size = int(want) or defaults.CACHE_SIZE
         #: the node's total for the tiers of every dataset, as last seen (0: unknown)
         self.total = 0

@@ -72,17 +72,21 @@ class CacheOptions:
 
 @dataclass(frozen=True)
 class CacheSetup:
-    """A cache to use: its client, the size asked for (``want``: 0 for whatever the node
-    gives; ``size``: the same, or the default cache size, until the node's share is known),
-    the split and whether it answered."""
+    """A cache to use: its client, the split, whether it answered, and the size asked for
+    (``want``: 0 for whatever the node gives)."""
 
     client: CacheClient
-    size: int
     split: Split
     reachable: bool
     want: int = 0
     #: the user gave ``cache_size`` (more than the node can give is then worth a warning)
     asked: bool = False
+
+    @property
+    def size(self) -> int:
+        """The cache size planned for until the node's share is known: ``want``, or the
+        default cache size."""
+        return self.want or defaults.CACHE_SIZE
 
     @property
     def budgets(self) -> dict[str, int]:
@@ -168,7 +172,6 @@ def connect(
         want = want or defaults.CACHE_SIZE
         url = acquire_embedded(want, room=server_room(want, samples), key=dataset)
         client = CacheClient(url, _TIMEOUT)
-    size = want or defaults.CACHE_SIZE
     asked = options.size is not None
     try:
         client.ping()
@@ -176,8 +179,8 @@ def connect(
         if strict:
             raise
         log.warning("%s; training reads from storage", err)
-        return CacheSetup(client, size, options.split, False, want, asked)
-    return CacheSetup(client, size, options.split, True, want, asked)
+        return CacheSetup(client, options.split, False, want, asked)
+    return CacheSetup(client, options.split, True, want, asked)
 
 
 def budgets_for(
