@@ -40,6 +40,18 @@ fi
 
 [ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
 PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
+SIMD=pillow-simd==12.1.1.post0
+simd_ok() { "$VENV/bin/python" -c "import PIL.Image, sys; sys.exit('post' not in PIL.__version__)" 2>/dev/null; }
+
+# pillow-simd's wheel is compiled (CPU) while the packages install (mostly disk): both at once.
+WHEELS=$(mktemp -d)
+trap 'rm -rf "$WHEELS"' EXIT
+building=
+if ! simd_ok; then
+  say "building pillow-simd beside the install"
+  CC="cc -mavx2" $PIP wheel --no-deps -w "$WHEELS" "$SIMD" >/tmp/seneca-pillow-simd.log 2>&1 &
+  building=$!
+fi
 say "installing Python packages (first run takes a few minutes)"
 if ! $PIP install -c constraints.txt -e '.[dev]' >/tmp/seneca-pip.log 2>&1; then
   grep -v 'is ignored: it is neither a file nor a directory' /tmp/seneca-pip.log | tail -30 >&2
@@ -48,11 +60,14 @@ if ! $PIP install -c constraints.txt -e '.[dev]' >/tmp/seneca-pip.log 2>&1; then
 fi
 
 # pillow and pillow-simd share the PIL/ directory: always remove both before installing one.
-simd_ok() { "$VENV/bin/python" -c "import PIL.Image, sys; sys.exit('post' not in PIL.__version__)" 2>/dev/null; }
+built=no
+if [ -n "$building" ] && wait "$building"; then built=yes; fi
 if ! simd_ok || $PIP show pillow >/dev/null 2>&1; then
-  say "building pillow-simd (about a minute the first time)"
   $PIP uninstall -y pillow pillow-simd >/dev/null 2>&1 || true
-  if CC="cc -mavx2" $PIP install --no-deps pillow-simd==12.1.1.post0 >/tmp/seneca-pillow-simd.log 2>&1 && simd_ok; then
+  if [ "$built" = yes ] && $PIP install --no-deps --no-index --find-links "$WHEELS" "$SIMD" \
+      >>/tmp/seneca-pillow-simd.log 2>&1 && simd_ok; then
+    say "pillow-simd installed"
+  elif CC="cc -mavx2" $PIP install --no-deps "$SIMD" >>/tmp/seneca-pillow-simd.log 2>&1 && simd_ok; then
     say "pillow-simd installed"
   else
     echo "WARNING: pillow-simd failed to build (log: /tmp/seneca-pillow-simd.log); using plain pillow, JPEG decode will be slower." >&2

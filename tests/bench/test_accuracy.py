@@ -35,9 +35,9 @@ def test_short_accuracy_run(tmp_path, redis_url, capsys):
     # the counted share of crops made by another job: about half with the augmented tier, none
     # without. A job that runs ahead makes more crops than it reads, so the two jobs' shares
     # move with their relative speed (0.71 and 0.27 measured while other tests loaded the
-    # CPU); their mean does not.
+    # CPU, 0.92 and 0.08 on a slower run); their mean does not, and each job reads some.
     crops = result["seneca-shared"]["crops_from_other_jobs"]
-    assert sum(crops) / len(crops) > 0.3 and min(crops) > 0.1, crops
+    assert sum(crops) / len(crops) > 0.3 and min(crops) > 0, crops
     assert result["seneca-unshared"]["crops_from_other_jobs"] == [0.0, 0.0]
     printed = capsys.readouterr().out
     assert all(kind in printed for kind in CONFIGS)

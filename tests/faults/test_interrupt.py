@@ -31,6 +31,12 @@ TRAIN = textwrap.dedent(
 )
 
 
+def _interruptible() -> None:
+    """SIGINT as a terminal's job gets it: a suite started in the background of a shell ignores
+    it, and a child that inherits that never sees KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _ctrl_c(proc: subprocess.Popen) -> float:
     """Send SIGINT to ``proc``'s process group; the seconds until it exits."""
     start = time.monotonic()
@@ -52,6 +58,7 @@ def test_ctrl_c_ends_a_training_loop_with_workers_at_once(tiny_dataset, redis_ur
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # a process group of its own, as a terminal's foreground job
+        preexec_fn=_interruptible,
     )
     try:
         assert proc.stdout.readline().strip() == "training"
