@@ -135,9 +135,7 @@ def test_one_run_compares_the_planned_split_with_fixed_ones_at_several_cache_siz
     assert main(argv) == 0
     result = json.loads((out / "results.json").read_text())
     ran = sorted((r["cache_frac"], r["loader"]) for r in result["runs"])
-    assert ran == sorted(
-        (f, f"seneca@{s}") for f in (0.2, 0.5) for s in ("auto", "0-0-100")
-    )
+    assert ran == sorted((f, f"seneca@{s}") for f in (0.2, 0.5) for s in ("auto", "0-0-100"))
     sizes = dict(zip(result["config"]["cache_frac"], result["config"]["cache_bytes"], strict=True))
     for r in result["runs"]:
         assert r["cache_bytes"] == sizes[r["cache_frac"]]
