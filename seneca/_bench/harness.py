@@ -56,6 +56,9 @@ class BenchConfig:
     persistent_workers: bool = False
     crop: int = 224
     step_ms: float = 0.0
+    #: of each emulated step, the milliseconds spent holding the GIL (spinning in Python) before
+    #: the rest of it sleeps, as a training loop holds it while it launches kernels
+    step_gil_ms: float = 0.0
     #: a torchvision model each job trains (None: no model; ``step_ms`` or nothing per batch)
     model: str | None = None
     #: where the jobs' batches go and the model trains ("cuda", "cuda:1", "cpu"; None: the
@@ -95,6 +98,7 @@ class BenchConfig:
             ("--repeats", self.repeats, self.repeats >= 1),
             ("--page-cache", self.page_cache, self.page_cache in ("warm", "drop")),
             ("--step-ms", self.step_ms, self.step_ms >= 0),
+            ("--step-gil-ms", self.step_gil_ms, 0 <= self.step_gil_ms <= self.step_ms),
             ("--prefetch-factor", pf, pf is None or pf >= 1),
         ):
             if not ok:
@@ -154,7 +158,10 @@ def run_job(spec: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
         persistent_workers=spec["workers"] > 0 and spec["persistent_workers"],
         **_prefetch(spec),
     )
-    trainer = Trainer(spec["model"], spec["device"], spec["step_ms"], spec["classes"], spec["crop"])
+    trainer = Trainer(
+        spec["model"], spec["device"], spec["step_ms"], spec["classes"], spec["crop"],
+        gil_ms=spec["step_gil_ms"],
+    )  # fmt: skip
     trainer.warm_up(spec["batch_size"])
     ready()
     cpu = _cpu_used()
@@ -232,9 +239,17 @@ def clear_cache(url: str) -> None:
 
 
 def _summary(
-    kind: str, k: int, results: list[dict], makespan: float, cpu: float, n: int, step_s: float
+    kind: str,
+    k: int,
+    results: list[dict],
+    makespan: float,
+    cpu: float,
+    n: int,
+    step_s: float,
+    gil_ms: float = 0.0,
 ) -> dict:
-    """One configuration's figures from its jobs' reports (``step_s``: the emulated step)."""
+    """One configuration's figures from its jobs' reports (``step_s``: the emulated step,
+    ``gil_ms`` of it spent holding the GIL)."""
     per_job = []
     decodes = transforms = served = 0
     for r in results:
@@ -260,6 +275,7 @@ def _summary(
         job["storage_reads"], job["bytes_storage"] = s["storage_reads"], s["bytes_storage"]
         job["substitutions"] = s.get("substitutions", 0)
         job["cpu_s"] = r.get("cpu_s")
+        job["loop_cpu_ms_per_batch"] = _loop_cpu_ms(r, gil_ms)
         job["ods_gone"] = s.get("ods_gone", 0)
         job["admitted"] = {t: s[t].get("admitted", 0) for t in TIERS}
         job["full"] = {t: s[t].get("full", 0) for t in TIERS}
@@ -284,6 +300,15 @@ def _summary(
         "transforms_per_sample_epoch": transforms / (n * epochs),
         "per_job": per_job,
     }
+
+
+def _loop_cpu_ms(report: dict, gil_ms: float) -> float | None:
+    """The training process's CPU per batch outside the step, in milliseconds: its CPU time
+    (the loop and the loader's threads in it; not the workers) less the step's own spin."""
+    cpu, batches = report.get("cpu_s"), sum(e["batches"] for e in report["epochs"])
+    if not cpu or not batches:
+        return None
+    return max(0.0, 1000 * cpu["loader"] / batches - gil_ms)
 
 
 def run_configuration(
@@ -324,7 +349,7 @@ def run_configuration(
     busy1, total1 = _cpu_times()
     makespan = max(r["end"] for r in results) - start
     cpu = (busy1 - busy0) / max(total1 - total0, 1e-9)
-    summary = _summary(name, k, results, makespan, cpu, n, cfg.step_ms / 1000)
+    summary = _summary(name, k, results, makespan, cpu, n, cfg.step_ms / 1000, cfg.step_gil_ms)
     return {**summary, "gpu_busy": gpu.busy}
 
 

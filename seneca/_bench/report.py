@@ -98,11 +98,17 @@ def _header(cfg: dict[str, Any]) -> str:
     )
 
 
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
 def _step_text(cfg: dict[str, Any]) -> str:
     """What each job does per batch."""
     if cfg.get("model"):
         return f"a {cfg['model']} training step on {cfg.get('device') or 'cpu'}"
     step = f"step {cfg['step_ms']:g} ms"
+    if cfg.get("step_gil_ms"):
+        step += f" ({cfg['step_gil_ms']:g} ms of it holding the GIL)"
     return step + (f", batches on {cfg['device']}" if cfg.get("device") else "")
 
 
@@ -118,6 +124,9 @@ def markdown(result: dict[str, Any]) -> str:
     idle = bool(result["config"].get("step_ms"))  # the emulated GPU's idle share
     busy = any(r.get("gpu_busy") is not None for r in result["runs"])  # measured by NVML
     ceiling = any(g["loader"] == "none" for g in gs)
+    loop = any(
+        j.get("loop_cpu_ms_per_batch") is not None for r in result["runs"] for j in r["per_job"]
+    )
     lines = [
         _header(result["config"]),
         "",
@@ -126,8 +135,11 @@ def markdown(result: dict[str, Any]) -> str:
         + (" | of the ceiling (none)" if ceiling else "")
         + " | makespan s | first-epoch samples/s (mean/job) | stable samples/s (mean/job) |"
         " hit aug / dec / enc | crops made by another job (per job) | decodes per sample-epoch"
-        " | CPU |" + (" GPU idle (per job) |" if idle else "") + (" GPU busy |" if busy else ""),
-        "|---" * (len(shown) + 12 + idle + busy + ceiling) + "|",
+        " | CPU |"
+        + (" GPU idle (per job) |" if idle else "")
+        + (" GPU busy |" if busy else "")
+        + (" loop CPU ms/batch (per job) |" if loop else ""),
+        "|---" * (len(shown) + 12 + idle + busy + ceiling + loop) + "|",
     ]
     for g in gs:
         r, jobs = g["median_run"], g["median_run"]["per_job"]
@@ -154,6 +166,11 @@ def markdown(result: dict[str, Any]) -> str:
                 else ""
             )
             + (f" {_percent(r.get('gpu_busy'))} |" if busy else "")
+            + (
+                " " + " / ".join(_ms(j.get("loop_cpu_ms_per_batch")) for j in jobs) + " |"
+                if loop
+                else ""
+            )
         )
     return "\n".join(lines) + "\n"
 

@@ -1,6 +1,8 @@
 """What a ``seneca bench`` job does with each batch: nothing, an emulated step, or a real one.
 
-* ``--step-ms MS``: a sleep of MS per batch stands in for an accelerator's step.
+* ``--step-ms MS``: a sleep of MS per batch stands in for an accelerator's step; with
+  ``--step-gil-ms G``, its first G ms spin in Python, holding the GIL as a training loop does
+  while it launches kernels, and the rest sleeps.
 * ``--model NAME``: a torchvision model (``resnet18``, ``resnet50``, ``mobilenet_v3_large``,
   ...; any name ``torchvision.models.get_model`` knows) trains on ``--device``: SGD with
   momentum, channels-last images, bf16 autocast on CUDA, as a typical image-classification
@@ -27,13 +29,20 @@ def on_device(batch: Any, device: torch.device) -> Any:
 
 class Trainer:
     """One job's step: ``model`` (a torchvision name) trained on ``device``, or a ``step_ms``
-    sleep, or nothing."""
+    step (its first ``gil_ms`` spinning in Python, the rest asleep), or nothing."""
 
     def __init__(
-        self, model: str | None, device: str | None, step_ms: float, classes: int, crop: int
+        self,
+        model: str | None,
+        device: str | None,
+        step_ms: float,
+        classes: int,
+        crop: int,
+        gil_ms: float = 0.0,
     ) -> None:
         self.device = torch.device(device or "cpu")
         self.step_ms = step_ms
+        self.gil_ms = gil_ms
         self.model: Any = None
         if model:
             self._build(model, classes, crop)
@@ -69,7 +78,7 @@ class Trainer:
         """One training step on a batch (moved to the device first when it is elsewhere)."""
         if self.model is None:
             if self.step_ms:
-                time.sleep(self.step_ms / 1000)
+                _emulated_step(self.step_ms / 1000, self.gil_ms / 1000)
             return
         images, labels = on_device([images, labels], self.device)
         images = images.contiguous(memory_format=torch.channels_last)
@@ -83,3 +92,14 @@ class Trainer:
         """Wait until the device has run every step queued."""
         if self.model is not None and self.cuda:
             torch.cuda.synchronize(self.device)
+
+
+def _emulated_step(seconds: float, holding: float) -> None:
+    """``holding`` seconds spinning in Python (the GIL held, but for the interpreter's switch
+    interval), then asleep for the rest of ``seconds``."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < holding:
+        pass
+    left = seconds - (time.perf_counter() - start)
+    if left > 0:
+        time.sleep(left)

@@ -171,6 +171,13 @@ def _add_bench(sub: Any) -> None:
     b.add_argument("--crop", type=int, default=224, help="RandomResizedCrop size")
     b.add_argument("--step-ms", type=float, default=0.0, help="emulated GPU step per batch")
     b.add_argument(
+        "--step-gil-ms",
+        type=float,
+        default=0.0,
+        help="of each emulated step, ms spent spinning in Python (holding the GIL, as a loop "
+        "launching kernels does) before the rest sleeps",
+    )
+    b.add_argument(
         "--model",
         default=None,
         help="a torchvision model each job trains (resnet18, resnet50, ...) instead of a step",
@@ -354,6 +361,7 @@ def _bench(args: argparse.Namespace) -> None:
         persistent_workers=args.persistent_workers,
         crop=args.crop,
         step_ms=args.step_ms,
+        step_gil_ms=args.step_gil_ms,
         model=args.model,
         device=args.device,
         storage_mbps=args.storage_mbps,

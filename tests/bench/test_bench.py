@@ -6,6 +6,7 @@ import os
 import re
 import shlex
 import sys
+import time
 
 import pytest
 import torch
@@ -82,6 +83,25 @@ def test_bench_option_errors(tiny_dataset, tmp_path, capsys):
     assert "--model: torchvision has no model 'resnet1800'" in capsys.readouterr().err
     assert main([*base, "--device", "tpu"]) == 2
     assert "--device: expected 'cuda', 'cuda:N', 'cpu'" in capsys.readouterr().err
+    assert main([*base, "--step-ms", "10", "--step-gil-ms", "20"]) == 2
+    assert "--step-gil-ms: out of range: 20.0" in capsys.readouterr().err
+
+
+def test_an_emulated_step_holds_the_gil_for_its_share_and_sleeps_the_rest():
+    from seneca._bench.training import Trainer
+
+    def run(gil_ms):
+        trainer = Trainer(None, None, step_ms=60, classes=2, crop=8, gil_ms=gil_ms)
+        wall, cpu = time.perf_counter(), time.thread_time()
+        for _ in range(5):
+            trainer.step(None, None)
+        return time.perf_counter() - wall, time.thread_time() - cpu
+
+    for gil_ms in (0, 30):
+        wall, cpu = run(gil_ms)
+        assert wall >= 5 * 0.060
+        # the spin is CPU (all of its 150 ms on an idle core), the sleep is not
+        assert (cpu > 0.02) == (gil_ms > 0), (gil_ms, cpu)
 
 
 @pytest.mark.slow
@@ -131,7 +151,7 @@ def test_one_run_compares_the_planned_split_with_fixed_ones_at_several_cache_siz
     argv = ["bench", "--data", str(tiny_dataset), "--jobs", "1", "--epochs", "1"]
     argv += ["--crop", "16", "--batch-size", "8", "--cache", redis_url, "--out", str(out)]
     argv += ["--loaders", "seneca@auto,seneca@0-0-100", "--cache-frac", "0.2,0.5"]
-    argv += ["--step-ms", "20"]  # 6 batches an epoch: 0.12 s of emulated GPU per job
+    argv += ["--step-ms", "20", "--step-gil-ms", "5"]  # 6 batches an epoch: 0.12 s per job
     assert main(argv) == 0
     result = json.loads((out / "results.json").read_text())
     ran = sorted((r["cache_frac"], r["loader"]) for r in result["runs"])
@@ -142,6 +162,7 @@ def test_one_run_compares_the_planned_split_with_fixed_ones_at_several_cache_siz
         job = r["per_job"][0]
         seconds = job["samples"] / job["first_epoch_samples_per_s"]  # its one epoch
         assert job["gpu_idle"] == pytest.approx(1 - 6 * 0.02 / seconds)
+        assert job["loop_cpu_ms_per_batch"] >= 0  # the training process's own, the spin left out
         if r["loader"] == "seneca@auto":  # the split it planned, and the plans it used
             assert job["plans"] and job["split"] == job["plans"][-1]["split"]
         else:
@@ -150,6 +171,7 @@ def test_one_run_compares_the_planned_split_with_fixed_ones_at_several_cache_siz
     table = (out / "results.md").read_text()
     assert "| 20% | 1 | seneca@auto |" in table and "| 50% | 1 | seneca@0-0-100 |" in table
     assert "The planned split against fixed ones" in table and "GPU idle (per job)" in table
+    assert "step 20 ms (5 ms of it holding the GIL)" in table and "loop CPU ms/batch" in table
     assert "| 50% | 1 |" in capsys.readouterr().out.split("fixed ones:")[1]
 
 
