@@ -178,6 +178,7 @@ def run_job(spec: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
         for p in (planner.history if planner else [])
     ]  # fmt: skip
     report = {"job": spec["job"], "epochs": epochs, "stats": stats, "split": split}
+    cpu["step"] = trainer.step_cpu_s
     return {**report, "plans": plans, "cpu_s": cpu, "end": time.time()}
 
 
@@ -239,17 +240,9 @@ def clear_cache(url: str) -> None:
 
 
 def _summary(
-    kind: str,
-    k: int,
-    results: list[dict],
-    makespan: float,
-    cpu: float,
-    n: int,
-    step_s: float,
-    gil_ms: float = 0.0,
+    kind: str, k: int, results: list[dict], makespan: float, cpu: float, n: int, step_s: float
 ) -> dict:
-    """One configuration's figures from its jobs' reports (``step_s``: the emulated step,
-    ``gil_ms`` of it spent holding the GIL)."""
+    """One configuration's figures from its jobs' reports (``step_s``: the emulated step)."""
     per_job = []
     decodes = transforms = served = 0
     for r in results:
@@ -275,7 +268,7 @@ def _summary(
         job["storage_reads"], job["bytes_storage"] = s["storage_reads"], s["bytes_storage"]
         job["substitutions"] = s.get("substitutions", 0)
         job["cpu_s"] = r.get("cpu_s")
-        job["loop_cpu_ms_per_batch"] = _loop_cpu_ms(r, gil_ms)
+        job["loop_cpu_ms_per_batch"] = _loop_cpu_ms(r)
         job["ods_gone"] = s.get("ods_gone", 0)
         job["admitted"] = {t: s[t].get("admitted", 0) for t in TIERS}
         job["full"] = {t: s[t].get("full", 0) for t in TIERS}
@@ -302,13 +295,14 @@ def _summary(
     }
 
 
-def _loop_cpu_ms(report: dict, gil_ms: float) -> float | None:
+def _loop_cpu_ms(report: dict) -> float | None:
     """The training process's CPU per batch outside the step, in milliseconds: its CPU time
-    (the loop and the loader's threads in it; not the workers) less the step's own spin."""
+    (the loop and the loader's threads in it; not the workers) less the steps' own, as the
+    loop's thread measured it."""
     cpu, batches = report.get("cpu_s"), sum(e["batches"] for e in report["epochs"])
     if not cpu or not batches:
         return None
-    return max(0.0, 1000 * cpu["loader"] / batches - gil_ms)
+    return 1000 * (cpu["loader"] - cpu.get("step", 0.0)) / batches
 
 
 def run_configuration(
@@ -349,7 +343,7 @@ def run_configuration(
     busy1, total1 = _cpu_times()
     makespan = max(r["end"] for r in results) - start
     cpu = (busy1 - busy0) / max(total1 - total0, 1e-9)
-    summary = _summary(name, k, results, makespan, cpu, n, cfg.step_ms / 1000, cfg.step_gil_ms)
+    summary = _summary(name, k, results, makespan, cpu, n, cfg.step_ms / 1000)
     return {**summary, "gpu_busy": gpu.busy}
 
 

@@ -43,6 +43,8 @@ class Trainer:
         self.device = torch.device(device or "cpu")
         self.step_ms = step_ms
         self.gil_ms = gil_ms
+        #: CPU seconds the steps took in the loop's thread (the model's, or the spin's)
+        self.step_cpu_s = 0.0
         self.model: Any = None
         if model:
             self._build(model, classes, crop)
@@ -73,9 +75,17 @@ class Trainer:
         for _ in range(steps):
             self.step(x, y)
         self.drain()
+        self.step_cpu_s = 0.0  # the timed steps' only
 
     def step(self, images: torch.Tensor, labels: torch.Tensor) -> None:
         """One training step on a batch (moved to the device first when it is elsewhere)."""
+        cpu = time.thread_time()
+        try:
+            self._step(images, labels)
+        finally:
+            self.step_cpu_s += time.thread_time() - cpu
+
+    def _step(self, images: torch.Tensor, labels: torch.Tensor) -> None:
         if self.model is None:
             if self.step_ms:
                 _emulated_step(self.step_ms / 1000, self.gil_ms / 1000)

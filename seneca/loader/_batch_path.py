@@ -30,6 +30,9 @@ iterator over the one before (:data:`Stage`):
    the plan, between batches and at the end (``_budgets.Budgets.tick``, ``AutoPlanner.tick``);
 10. **stats**: progress lines and the epoch's summary (``_stats.summarised``).
 
+With ``SENECA_TIMELINE`` set, each batch's times at these stages are recorded
+(``_timeline.Timeline``: made after stage 5, taken and returned around the loop's step).
+
 A loader that reads its dataset uncached runs only the device stages.
 """
 
@@ -46,6 +49,7 @@ from seneca.loader._ahead import closing, made_ahead
 from seneca.loader._device import DeviceFeed, handed_over, staged
 from seneca.loader._progress import EpochProgress
 from seneca.loader._stats import Counters, summarised
+from seneca.loader._timeline import Timeline
 from seneca.pipeline.batch_tail import BatchTail, finished_batches
 
 if TYPE_CHECKING:
@@ -81,6 +85,8 @@ class BatchPath:
     splitter: HitSplitter | None = None
     budgets: Budgets | None = None
     every: float | None = None
+    #: the batches' stage times (with the splitter; None: not recorded)
+    timeline: Timeline | None = None
     #: the epoch and batches the loop took (with ODS)
     progress: EpochProgress = field(default_factory=EpochProgress)
     #: iterations started (an epoch each; named in the summaries of loaders without ODS)
@@ -106,6 +112,9 @@ class BatchPath:
                 tail = self.tail
                 out.append(("tail", lambda it: finished_batches(it, tail, pin)))
             cuda = torch.cuda.current_device() if pin else None
+        timeline = self.timeline if self.cached and self.splitter is not None else None
+        if timeline is not None:
+            out.append(("made", lambda it: timeline.passed(it, "made")))
         if self.cached and self.ahead:
             out.append(("ahead", lambda it: self._made_ahead(it, cuda)))
         if feed is not None:
@@ -118,6 +127,8 @@ class BatchPath:
         if budgets is not None:
             out.append(("budget tick", lambda it: _ticked(it, budgets)))
         out.append(("stats", lambda it: self._summarised(it, before)))
+        if timeline is not None:
+            out.append(("handed", timeline.handed))
         return out
 
     def run(self, it: Iterator[Any], before: dict[str, int], token: object | None = None) -> Any:

@@ -36,6 +36,7 @@ from ods.decision import Pick
 from seneca.loader._fetch import Fetcher
 from seneca.loader._part_buffers import PartReader, PartRef
 from seneca.loader._rows import BatchRows, collate_rows
+from seneca.loader._timeline import Timeline
 
 __all__ = ["HitSplitter", "Tag", "Tagged", "collate_part"]
 
@@ -86,6 +87,10 @@ def _shared(rows: BatchRows | None, images: Any) -> Any:
     return images
 
 
+def _unmarked(tag: int, stage: str) -> None:
+    """No timeline: nothing recorded."""
+
+
 def _bypassed(pick: Pick) -> bool:
     return pick.tier == "augmented"
 
@@ -99,9 +104,10 @@ class HitSplitter:
     """The batch sampler that runs: ``sampler``'s batches (``ods.sampler.OdsBatchSampler``),
     each as a tagged part for the workers; the hits stay here until :meth:`merged`."""
 
-    def __init__(self, sampler: Any, fetcher: Fetcher) -> None:
+    def __init__(self, sampler: Any, fetcher: Fetcher, timeline: Timeline | None = None) -> None:
         self.sampler = sampler
         self.fetcher = fetcher  # the dataset's, which reads the hits in the loader process
+        self.timeline = timeline  # the batches' stage times (None: not recorded)
         self._pending: dict[int, list[Pick]] = {}
         self._ready: dict[int, tuple[BatchRows, list[Any]]] = {}
         self._next = 0
@@ -122,24 +128,34 @@ class HitSplitter:
         self._pending.clear()  # an abandoned iteration's batches are not coming back
         self._ready.clear()
         self._iteration += 1
-        for picks in self.sampler:
+        mark = self.timeline.mark if self.timeline is not None else _unmarked
+        batches = iter(self.sampler)
+        while True:
             tag = self._next
+            mark(tag, "asked")
+            picks = next(batches, None)
+            if picks is None:
+                return
+            mark(tag, "decided")
             self._next += 1
             self._pending[tag] = picks
             slots = _hit_slots(picks)
             if slots:  # read now: the pins go at once, not when the batch is merged
                 self._ready[tag] = self._read(picks, slots)
+            mark(tag, "hits read")
             yield [Tag(tag, self._iteration, len(picks)), *(p for p in picks if not _bypassed(p))]
 
     def merged(self, it: Iterator[Any]) -> Iterator[Any]:
         """The batches of ``it`` (the workers' tagged parts) with their hits (read here when
         the batch was decided) put in place, in the order each batch was decided."""
         self._parts.clear()  # workers send their buffers again in a new iteration
+        mark = self.timeline.mark if self.timeline is not None else _unmarked
         while True:
             try:
                 tag, images, targets = next(it)
             except StopIteration:
                 return
+            mark(tag, "part")
             if isinstance(targets, list):  # numbers (see collate_part)
                 targets = default_collate(targets)
             ref = images if isinstance(images, PartRef) else None
@@ -147,7 +163,9 @@ class HitSplitter:
                 images = self._parts.rows(ref)
                 self.buffered += 1
             self.parts += images is not None
-            yield self._batch(tag, images, targets, ref)
+            batch = self._batch(tag, images, targets, ref)
+            mark(tag, "merged")
+            yield batch
 
     def _batch(self, tag: int, images: Any, targets: Any, ref: PartRef | None) -> list[Any]:
         """Batch ``tag`` from its workers' part and its hits (read when it was decided); the

@@ -42,6 +42,7 @@ from seneca.loader._setup import (
     warn_unread,
 )
 from seneca.loader._stats import Counters, job_stats
+from seneca.loader._timeline import from_environment as timeline_from_environment
 from seneca.loader.source import NotCacheable, Resolved, resolve
 from seneca.pipeline.malloc import tune_malloc
 from seneca_base.errors import ConfigError
@@ -274,7 +275,9 @@ class SenecaLoader(DataLoader[_T_co]):
                 and args["collate_fn"] is collate_rows
                 and wrapped.work.tensor_hits
             ):
-                self._splitter = HitSplitter(self._ods_sampler, wrapped.fetcher)
+                self._splitter = HitSplitter(
+                    self._ods_sampler, wrapped.fetcher, timeline_from_environment(self.job)
+                )
                 args.update(batch_sampler=self._splitter, collate_fn=collate_part)
         elif args["sampler"] is None and args["batch_sampler"] is None:  # over the user's dataset
             shuffle, args["shuffle"] = args["shuffle"], None
@@ -308,6 +311,7 @@ class SenecaLoader(DataLoader[_T_co]):
             ahead=self.num_workers > 0,
             sampler=self._ods_sampler,
             splitter=self._splitter,
+            timeline=self._splitter.timeline if self._splitter is not None else None,
             budgets=self.budgets,
             every=self.progress_every,
         )

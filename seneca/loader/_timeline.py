@@ -1,0 +1,111 @@
+"""Per-batch stage times in a loader's process: where each batch waits, and on what.
+
+A diagnosis aid, off by default. With the environment variable ``SENECA_TIMELINE`` set to a
+directory, a SenecaLoader whose workers get only the misses (ODS with the hit bypass) records
+when each batch passed each of :data:`STAGES` in its training process, on ``perf_counter``'s
+clock (CLOCK_MONOTONIC: one clock for every process of the machine), and appends one JSON line
+per iteration to ``<dir>/<job>-<pid>.jsonl``. :func:`intervals` turns a batch's times into the
+waits between the stages; ``python -m seneca._bench.stages DIR`` prints their medians.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["INTERVALS", "STAGES", "Timeline", "from_environment", "intervals"]
+
+#: the stages a batch passes in the training process, in order
+STAGES = (
+    "asked",  # the batch sampler is asked for the batch (DataLoader dispatches ahead)
+    "decided",  # ODS has decided it
+    "hits read",  # its augmented hits are read; DataLoader then hands its part to a worker
+    "part",  # the worker's part (its misses, made) has arrived
+    "merged",  # the part's rows are beside the hits
+    "made",  # the batch tail has run (or the device copy is queued)
+    "taken",  # the training loop has it
+    "returned",  # the loop asks for the next one (its step is over)
+)
+
+#: the waits between stages: (name, from, to), ``from`` of the batch before for "loop waited"
+INTERVALS = (
+    ("decide", "asked", "decided"),
+    ("hit read (dispatch waits)", "decided", "hits read"),
+    ("worker part (queue + work)", "hits read", "part"),
+    ("merge", "part", "merged"),
+    ("tail or device copy", "merged", "made"),
+    ("ready, waiting for the loop", "made", "taken"),
+    ("step", "taken", "returned"),
+    ("loop waited for the batch", "returned", "taken"),
+)
+
+
+class Timeline:
+    """The stage times of one loader's batches (tags: the batch numbers the hit splitter
+    gives), written out per iteration."""
+
+    def __init__(self, folder: Path, job: str) -> None:
+        self.path = folder / f"{job}-{os.getpid()}.jsonl"
+        self.job = job
+        self.times: dict[int, dict[str, float]] = {}
+        self._merged: list[int] = []  # the tags in the order batches leave the merge
+
+    def mark(self, tag: int, stage: str) -> None:
+        """Batch ``tag`` passes ``stage`` now."""
+        self.times.setdefault(tag, {})[stage] = time.perf_counter()
+        if stage == "merged":
+            self._merged.append(tag)
+
+    def passed(self, it: Iterator[Any], stage: str) -> Iterator[Any]:
+        """The batches of ``it`` (in the order they left the merge), each marked ``stage``."""
+        for k, batch in enumerate(it):
+            self.mark(self._merged[k], stage)
+            yield batch
+
+    def handed(self, it: Iterator[Any]) -> Iterator[Any]:
+        """The batches of ``it`` to the loop: each marked taken, and returned when the loop asks
+        for the next; the iteration's times are written when it ends, however."""
+        try:
+            for k, batch in enumerate(it):
+                tag = self._merged[k]
+                self.mark(tag, "taken")
+                yield batch
+                self.mark(tag, "returned")
+        finally:
+            self.flush()
+
+    def flush(self) -> None:
+        """Append the iteration's batches (in the order they were decided) and start anew."""
+        batches = [self.times[t] for t in sorted(self.times)]
+        self.times, self._merged = {}, []
+        if not batches:
+            return
+        line = json.dumps({"job": self.job, "pid": os.getpid(), "batches": batches})
+        with open(self.path, "a") as f:
+            f.write(line + "\n")
+
+
+def from_environment(job: str) -> Timeline | None:
+    """A timeline when ``SENECA_TIMELINE`` names a directory (made if missing), else None."""
+    folder = os.environ.get("SENECA_TIMELINE")
+    if not folder:
+        return None
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    return Timeline(Path(folder), job)
+
+
+def intervals(batches: list[dict[str, float]]) -> dict[str, list[float]]:
+    """Each interval of :data:`INTERVALS` of every batch that passed both its ends, in seconds
+    ("loop waited": from the batch before's return to this one's taking)."""
+    out: dict[str, list[float]] = {name: [] for name, _, _ in INTERVALS}
+    for k, times in enumerate(batches):
+        for name, start, end in INTERVALS:
+            before = batches[k - 1] if name.startswith("loop") and k else None
+            origin = before if name.startswith("loop") else times
+            if origin is not None and start in origin and end in times:
+                out[name].append(times[end] - origin[start])
+    return out

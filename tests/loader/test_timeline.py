@@ -1,0 +1,53 @@
+"""SENECA_TIMELINE: a loader with workers records when each batch passed each stage of its
+training process, and the waits between them add up; on a real redis-server."""
+
+import json
+
+from helpers.indexed import indexed
+
+from seneca import SenecaLoader
+from seneca._bench.stages import summary
+from seneca.loader._timeline import INTERVALS, STAGES, intervals
+from seneca.pipeline.transforms import default_train_transform
+
+
+def test_each_batch_passes_every_stage_in_order(tiny_dataset, redis_url, tmp_path, monkeypatch):
+    monkeypatch.setenv("SENECA_TIMELINE", str(tmp_path / "tl"))
+    ds = indexed(tiny_dataset)
+    ds.transform = default_train_transform(16)  # hits are uint8 rows: the workers get misses
+    loader = SenecaLoader(
+        ds, batch_size=8, shuffle=True, num_workers=2, cache=redis_url,
+        cache_size="20MB", job="timed",
+    )  # fmt: skip
+    for _ in range(2):
+        for _ in loader:
+            pass
+    files = list((tmp_path / "tl").glob("timed-*.jsonl"))
+    assert len(files) == 1
+    lines = [json.loads(line) for line in files[0].read_text().splitlines()]
+    assert len(lines) == 2 and all(line["job"] == "timed" for line in lines)  # one per epoch
+    for line in lines:
+        batches = line["batches"]
+        assert len(batches) == 48 // 8 + 1  # and the sampler asked once more, for its end
+        assert list(batches[-1]) == ["asked"]
+        for times in batches[:-1]:
+            assert list(times) == list(STAGES)  # every stage, in order
+            assert [times[s] for s in STAGES] == sorted(times[s] for s in STAGES)
+        waits = intervals(batches)
+        counts = {name: len(values) for name, values in waits.items()}
+        assert counts == {name: 5 if name.startswith("loop") else 6 for name, _, _ in INTERVALS}
+        assert all(w >= 0 for values in waits.values() for w in values)
+    got = summary(files[0])
+    assert (
+        set(got) == {name for name, _, _ in INTERVALS} and got["merge"][2] == 2 * 5
+    )  # first batches left out
+
+
+def test_no_file_without_the_variable(tiny_dataset, redis_url, tmp_path, monkeypatch):
+    monkeypatch.delenv("SENECA_TIMELINE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    loader = SenecaLoader(
+        indexed(tiny_dataset), batch_size=8, num_workers=1, cache=redis_url, cache_size="20MB"
+    )
+    assert sum(len(y) for _, y in loader) == 48
+    assert not list(tmp_path.rglob("*.jsonl"))
