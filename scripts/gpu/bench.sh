@@ -14,7 +14,8 @@
 # Every loader keeps its workers between epochs (PERSISTENT=0: DataLoader's default). Outputs
 # go to $OUT (default /tmp/seneca-gpu): info.txt (machine, tests), bench.txt (both tables),
 # model/ and emulated/ (results.json and results.md; `seneca._bench.report.write_reports`
-# draws the plots from results.json anywhere). Settings (environment): IMAGES (6000),
+# draws the plots from results.json anywhere), model/timeline/ (each Seneca job's batches'
+# stage times, SENECA_TIMELINE; their medians are in bench.txt). Settings (environment): IMAGES (6000),
 # CLASSES (100), JOBS (3), WORKERS (4), BATCH (128), EPOCHS (3), REPEATS (1), MODEL
 # (resnet18), DEVICE (cuda), CACHE_FRAC (0.25), LOADERS (none,pytorch-tuned,seneca), TESTS
 # (1), PORT (6390), DATA (/tmp/seneca-data), PYTHON (python3), CARRY (.carry).
@@ -66,10 +67,11 @@ persistent=()
 [ "${PERSISTENT:-1}" = 1 ] && persistent=(--persistent-workers)
 common=(--cache "redis://127.0.0.1:$PORT" --cache-frac "${CACHE_FRAC:-0.25}" --split auto
   --jobs "${JOBS:-3}" --repeats "${REPEATS:-1}" "${persistent[@]}")
-"$PYTHON" -m seneca bench --data "$DATA" --workers "${WORKERS:-4}" \
-  --batch-size "${BATCH:-128}" --model "${MODEL:-resnet18}" --device "${DEVICE:-cuda}" \
-  --loaders "${LOADERS:-none,pytorch-tuned,seneca}" --epochs "${EPOCHS:-3}" "${common[@]}" \
-  --out "$OUT/model" 2>&1 | tee "$OUT/bench.txt"
+SENECA_TIMELINE="$OUT/model/timeline" "$PYTHON" -m seneca bench --data "$DATA" \
+  --workers "${WORKERS:-4}" --batch-size "${BATCH:-128}" --model "${MODEL:-resnet18}" \
+  --device "${DEVICE:-cuda}" --loaders "${LOADERS:-none,pytorch-tuned,seneca}" \
+  --epochs "${EPOCHS:-3}" "${common[@]}" --out "$OUT/model" 2>&1 | tee "$OUT/bench.txt"
+[ -d "$OUT/model/timeline" ] && "$PYTHON" -m seneca.loader.timeline "$OUT/model/timeline" | tee -a "$OUT/bench.txt"
 if [ "${EMULATED:-1}" = 1 ]; then
   "$PYTHON" -m seneca bench --data "$DATA-1500" --workers 2 --batch-size 32 --step-ms 10 \
     --device "${DEVICE:-cuda}" --loaders pytorch-tuned,seneca --epochs 2 "${common[@]}" \

@@ -322,6 +322,7 @@ def run_configuration(
     from seneca._bench.fresh import FreshJobs
     from seneca._bench.gpu_busy import GpuBusy
     from seneca._bench.throttle import Throttle
+    from seneca._cache.client import CacheClient
 
     throttle = Throttle(cfg.storage_mbps * 1e6) if cfg.storage_mbps else None
     kind, split = variant(name, cfg.split)
@@ -335,16 +336,32 @@ def run_configuration(
         specs.append(spec)
     what = f"bench {name} x{k}"
     jobs = FreshJobs("seneca._bench.harness:run_job", specs)
+    server = CacheClient(url)
     jobs.start_together(timeout=600, what=what)
     busy0, total0 = _cpu_times()
-    start = time.time()
+    start, served0 = time.time(), server.cpu_seconds()
     with GpuBusy(_cuda_index(cfg.device)) as gpu:
         results = jobs.reports(3600, what)
     busy1, total1 = _cpu_times()
+    wall, served1 = time.time() - start, server.cpu_seconds()
+    server.close()
     makespan = max(r["end"] for r in results) - start
     cpu = (busy1 - busy0) / max(total1 - total0, 1e-9)
     summary = _summary(name, k, results, makespan, cpu, n, cfg.step_ms / 1000)
-    return {**summary, "gpu_busy": gpu.busy}
+    return {**summary, "gpu_busy": gpu.busy, "cache_cpu": _server_cores(served0, served1, wall)}
+
+
+def _server_cores(
+    before: tuple[float, float] | None, after: tuple[float, float] | None, seconds: float
+) -> dict[str, float] | None:
+    """The cache server's CPU over a run, in cores: all its threads, and its main thread (the
+    one that serves every command, whose saturation caps the cache's rate)."""
+    if before is None or after is None or seconds <= 0:
+        return None
+    return {
+        "cores": (after[0] - before[0]) / seconds,
+        "main_thread": (after[1] - before[1]) / seconds,
+    }
 
 
 def _cuda_index(device: str | None) -> int | None:

@@ -98,6 +98,11 @@ def _header(cfg: dict[str, Any]) -> str:
     )
 
 
+def _cores(cpu: dict[str, float] | None) -> str:
+    """A run's cache server CPU: all threads (main thread), in cores."""
+    return "-" if not cpu else f"{cpu['cores']:.2f} ({cpu['main_thread']:.2f})"
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
@@ -124,6 +129,7 @@ def markdown(result: dict[str, Any]) -> str:
     idle = bool(result["config"].get("step_ms"))  # the emulated GPU's idle share
     busy = any(r.get("gpu_busy") is not None for r in result["runs"])  # measured by NVML
     ceiling = any(g["loader"] == "none" for g in gs)
+    served = any(r.get("cache_cpu") for r in result["runs"])  # the server's cores
     loop = any(
         j.get("loop_cpu_ms_per_batch") is not None for r in result["runs"] for j in r["per_job"]
     )
@@ -138,8 +144,9 @@ def markdown(result: dict[str, Any]) -> str:
         " | CPU |"
         + (" GPU idle (per job) |" if idle else "")
         + (" GPU busy |" if busy else "")
-        + (" loop CPU ms/batch (per job) |" if loop else ""),
-        "|---" * (len(shown) + 12 + idle + busy + ceiling + loop) + "|",
+        + (" loop CPU ms/batch (per job) |" if loop else "")
+        + (" cache server CPU (main thread) |" if served else ""),
+        "|---" * (len(shown) + 12 + idle + busy + ceiling + loop + served) + "|",
     ]
     for g in gs:
         r, jobs = g["median_run"], g["median_run"]["per_job"]
@@ -171,6 +178,7 @@ def markdown(result: dict[str, Any]) -> str:
                 if loop
                 else ""
             )
+            + (f" {_cores(r.get('cache_cpu'))} |" if served else "")
         )
     return "\n".join(lines) + "\n"
 

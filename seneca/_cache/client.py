@@ -170,6 +170,28 @@ class CacheClient:
         used = sum(int(n.get("used_memory_overhead", 0)) for n in nodes)
         return (0 if not limits or 0 in limits else sum(limits)), used
 
+    def cpu_seconds(self) -> tuple[float, float] | None:
+        """The CPU seconds the server has used, all its threads and its main thread (which
+        runs every command), from ``INFO cpu``; a cluster's summed over its primaries. None
+        when the server does not tell (an ACL user without INFO, an older server)."""
+        client = self.redis
+        try:
+            if isinstance(client, RedisCluster):
+                nodes = list(client.info("cpu", target_nodes=RedisCluster.PRIMARIES).values())
+            else:
+                nodes = [client.info("cpu")]
+        except redis.RedisError:
+            return None
+        try:
+            total = sum(float(n["used_cpu_sys"]) + float(n["used_cpu_user"]) for n in nodes)
+            main = sum(
+                float(n["used_cpu_sys_main_thread"]) + float(n["used_cpu_user_main_thread"])
+                for n in nodes
+            )
+        except KeyError:
+            return None
+        return total, main
+
     def maxmemory(self) -> int:
         """The server's ``maxmemory`` in bytes (see :meth:`memory`)."""
         return self.memory()[0]

@@ -1,8 +1,11 @@
 """The loader: :class:`SenecaLoader` and what it runs per batch.
 
-Public: ``loader`` (SenecaLoader, DataLoader's drop-in: option wiring, epochs, state) and
-``source`` (which datasets can be cached; ``CacheableDataset``). :func:`resolve_device` is here
-for the command-line tools, which check ``--device`` before starting jobs.
+Public: ``loader`` (SenecaLoader, DataLoader's drop-in: option wiring, epochs, state),
+``source`` (which datasets can be cached; ``CacheableDataset``) and ``timeline`` (a diagnosis
+aid: each batch's times at the stages of the training process, recorded with
+``SENECA_TIMELINE``, read with ``python -m seneca.loader.timeline DIR``).
+:func:`resolve_device` is here for the command-line tools, which check ``--device`` before
+starting jobs.
 
 Internal (a leading underscore; their names may change between releases):
 
@@ -20,6 +23,8 @@ Internal (a leading underscore; their names may change between releases):
   workers and epoch summaries;
 * ``_budgets``: the budgets in force (the dataset's share of the node, split by the plan);
 * ``_lease``: a job stays live while its loader exists (one thread per process renews leases);
+* ``_roles``: the kinds of process the code runs in (training process, worker), passed to
+  what behaves differently by role;
 * ``_setup``, ``_options``, ``_worker_exit``: the cache a loader is wired to, validation of
   Seneca's own options, a worker's exit.
 """

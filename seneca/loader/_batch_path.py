@@ -21,17 +21,17 @@ iterator over the one before (:data:`Stage`):
 5. **tail**: the transform's batch tail (``ToDtype``/``Normalize``) run once per batch, then
    pinned with ``pin_memory`` (``pipeline.batch_tail.finished_batches``); or, with
    ``device=``, **device copy**: the batch copied to the device and the tail run there
-   (``_device.staged``);
+   (``_device.staged``); then, with ``SENECA_TIMELINE`` set, **made**: the time recorded
+   (``timeline.Timeline``);
 6. **ahead**: with workers, the stages above run one batch ahead in a thread
    (``_ahead.made_ahead``);
 7. **device hand-over**: the loop's stream waits for the copy (``_device.handed_over``);
 8. **track**: with ODS, the batch counted for ``state_dict`` (``_progress.EpochProgress``);
 9. **budget tick**: a look at the dataset's share of the node and, with ``split="auto"``, at
    the plan, between batches and at the end (``_budgets.Budgets.tick``, ``AutoPlanner.tick``);
-10. **stats**: progress lines and the epoch's summary (``_stats.summarised``).
-
-With ``SENECA_TIMELINE`` set, each batch's times at these stages are recorded
-(``_timeline.Timeline``: made after stage 5, taken and returned around the loop's step).
+10. **stats**: progress lines and the epoch's summary (``_stats.summarised``);
+11. **handed**: with ``SENECA_TIMELINE`` set, the times the loop takes each batch and asks for
+    the next recorded, and the iteration's times written (``timeline.Timeline``).
 
 A loader that reads its dataset uncached runs only the device stages.
 """
@@ -49,7 +49,7 @@ from seneca.loader._ahead import closing, made_ahead
 from seneca.loader._device import DeviceFeed, handed_over, staged
 from seneca.loader._progress import EpochProgress
 from seneca.loader._stats import Counters, summarised
-from seneca.loader._timeline import Timeline
+from seneca.loader.timeline import Timeline
 from seneca.pipeline.batch_tail import BatchTail, finished_batches
 
 if TYPE_CHECKING:

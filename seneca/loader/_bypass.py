@@ -36,7 +36,7 @@ from ods.decision import Pick
 from seneca.loader._fetch import Fetcher
 from seneca.loader._part_buffers import PartReader, PartRef
 from seneca.loader._rows import BatchRows, collate_rows
-from seneca.loader._timeline import Timeline
+from seneca.loader.timeline import Timeline
 
 __all__ = ["HitSplitter", "Tag", "Tagged", "collate_part"]
 

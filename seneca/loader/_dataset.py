@@ -21,6 +21,8 @@ from seneca.loader._bypass import Tag, Tagged
 from seneca.loader._fetch import Fetcher
 from seneca.loader._link import CacheLink
 from seneca.loader._part_buffers import part_buffers
+from seneca.loader._roles import Role
+from seneca.loader._roles import current as current_role
 from seneca.loader._rows import BatchRows
 from seneca.loader._samples import SampleWork
 from seneca.loader._stats import Counters
@@ -126,26 +128,27 @@ class CachedDataset(torch.utils.data.Dataset):
 
     def __getitems__(self, indices: Sequence[Any]) -> list[tuple[Any, Any]]:
         tune_malloc()  # once per process (this may be a DataLoader worker)
-        if torch.utils.data.get_worker_info() is not None:
+        role = current_role()
+        if role.worker:
             guard_exit()  # once per worker: its exit waits for the results it is sending
         if indices and isinstance(indices[0], Tag):  # a worker's part of a batch (bypass)
-            return self._part(indices[0], indices[1:])
+            return self._part(indices[0], indices[1:], role)
         if indices and isinstance(indices[0], Pick):  # decided by ODS
-            return self.fetcher.fetch(indices, evict=True)
+            return self.fetcher.fetch(indices, evict=True, role=role)
         where = self.positions
         wanted = [int(i) for i in indices] if where is None else [where[int(i)] for i in indices]
-        return self.fetcher.fetch(self.link.lookup(wanted), evict=False)
+        return self.fetcher.fetch(self.link.lookup(wanted, role), evict=False, role=role)
 
-    def _part(self, tag: Tag, picks: Sequence[Pick]) -> Tagged:
+    def _part(self, tag: Tag, picks: Sequence[Pick], role: Role) -> Tagged:
         """A worker's part of batch ``tag``: its ``picks`` made here, their images in rows of a
         reused shared buffer where they can be (``seneca.loader._part_buffers``)."""
         part = Tagged()
         part.tag = tag.batch
         if not picks:
             return part
-        if self.part_buffers and torch.utils.data.get_worker_info() is not None:
+        if self.part_buffers and role.worker:
             buffers = part_buffers(self.part_buffers)
             buffers.begin(tag.iteration)
-            part.rows = BatchRows(len(picks), buffers, tag.size)
-        part.extend(self.fetcher.fetch(picks, evict=True, rows=part.rows))
+            part.rows = BatchRows(len(picks), buffers, tag.size, shared=True)
+        part.extend(self.fetcher.fetch(picks, evict=True, rows=part.rows, role=role))
         return part

@@ -22,15 +22,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
-from torch.utils.data import get_worker_info
 
 from ods.admission import REFUSED
 from ods.decision import Pick, hits_by_bucket
 from seneca._cache.resp import Pending, Place, Placed, post
 from seneca.loader._link import CACHE_FAILURES, CacheLink
+from seneca.loader._roles import TRAINING, Role
 from seneca.loader._rows import BatchRows, RowBatch
 from seneca.loader._samples import Offers, SampleWork, count_lookup
-from seneca.loader._stats import Counters, process_row
+from seneca.loader._stats import Counters
 from seneca.pipeline import codec
 from seneca_base.tiers import TIERS
 
@@ -109,19 +109,20 @@ class Fetcher:
         evict: bool,
         rows: BatchRows | None = None,
         slots: Sequence[int] | None = None,
+        role: Role = TRAINING,
     ) -> list[tuple[Any, Any]]:
         """The samples of a batch of ``ods.decision.Pick``; ``evict``: offer values to a full
         encoded tier too (ODS batches: the policy evicts what live jobs need least; a loader's
         own order has no demand to evict for). ``rows`` and ``slots``: the picks are some of a
         batch whose rows are ``rows``, pick k in row ``slots[k]`` (``seneca.loader._bypass``);
-        by default the picks are the batch, in order."""
+        by default the picks are the batch, in order. ``role``: the calling process's."""
         count: Counter = Counter(samples=len(picks))
         store = self.link.store
         # with the batch tail deferred, augmented hits are read into the rows of the batch
         if rows is None and self.work.tensor_hits:
-            rows = BatchRows(len(picks))
+            rows = BatchRows(len(picks), shared=role.worker)
         slots = range(len(picks)) if slots is None else slots
-        values, used, live = self._values(picks, count, rows, slots)
+        values, used, live = self._values(picks, count, rows, slots, role)
         room = {t: store.capacity[t] - used[t] for t in TIERS} if used is not None else {}
         # unless the split gives the encoded tier nothing: then no value is sent only to be
         # refused
@@ -134,7 +135,7 @@ class Fetcher:
             # an ODS batch's misses are pending until offered (a lookup's are not)
             made = [p.index for p in picks if p.tier is None] if evict else []
             self._admit(offers.items, made, count, used)
-        self.counters.add(process_row(), count)
+        self.counters.add(role.row, count)
         return out
 
     # -- the round trip -------------------------------------------------------------------------
@@ -170,7 +171,12 @@ class Fetcher:
             self.reads_ahead.hold(self._ahead_of(upcoming), pending)
 
     def _read(
-        self, picks: Sequence[Pick], count: Counter, rows: BatchRows | None, slots: Sequence[int]
+        self,
+        picks: Sequence[Pick],
+        count: Counter,
+        rows: BatchRows | None,
+        slots: Sequence[int],
+        role: Role,
     ) -> tuple[list, dict, int]:
         """Values per pick ((tier, bytearray or Placed) or (None, None)), bytes used per tier,
         live jobs of the view; the batch's hits are released in the same round trip (or
@@ -179,7 +185,7 @@ class Fetcher:
         store, job = link.store, link.job
         hits = any(p.tier is not None for p in picks)
         releases = list(hits_by_bucket(picks).items())
-        if get_worker_info() is None:  # released after the read, replies read at the next fetch
+        if not role.worker:  # released after the read, replies read at the next fetch
             later, releases = releases, []
         else:  # a worker may exit after this batch: the release rides in this round trip
             later = []
@@ -217,7 +223,12 @@ class Fetcher:
         return values, used, live
 
     def _values(
-        self, picks: Sequence[Pick], count: Counter, rows: BatchRows | None, slots: Sequence[int]
+        self,
+        picks: Sequence[Pick],
+        count: Counter,
+        rows: BatchRows | None,
+        slots: Sequence[int],
+        role: Role,
     ) -> tuple[list, dict | None, int]:
         """:meth:`_read`, or no values while the cache is down (each miss read from storage)."""
         nothing: list = [(None, None)] * len(picks)
@@ -229,7 +240,7 @@ class Fetcher:
             self._read_around(picks, count)
             return nothing, None, 0
         try:
-            values, used, live = self._read(picks, count, rows, slots)
+            values, used, live = self._read(picks, count, rows, slots, role)
         except CACHE_FAILURES as err:
             link.failed(err, count)
             return nothing, None, 0

@@ -19,7 +19,8 @@ import redis
 from ods.decision import Pick
 from ods.store import OdsStore
 from seneca import defaults
-from seneca.loader._stats import Counters, process_row
+from seneca.loader._roles import TRAINING, Role
+from seneca.loader._stats import Counters
 from seneca_base.backoff import Backoff
 from seneca_base.errors import CacheError
 
@@ -114,16 +115,16 @@ class CacheLink:
         if self.store is not None and not isinstance(reply, Exception):
             self.store.adopt_budgets(reply)
 
-    def lookup(self, indices: list[int]) -> list[Pick]:
+    def lookup(self, indices: list[int], role: Role = TRAINING) -> list[Pick]:
         """Where to read each sample of a batch in the loader's own order (storage for every
-        sample while the cache is down)."""
+        sample while the cache is down), for a process of ``role``."""
         if not self.down():
             try:
                 d = self.store.lookup(self.job, indices)
             except CACHE_FAILURES as err:
                 count: Counter = Counter()
                 self.failed(err, count)
-                self.counters.add(process_row(), count)
+                self.counters.add(role.row, count)
             else:
                 self.answered()
                 return [Pick(i, t, d.pin_bucket) for i, t in zip(indices, d.tiers, strict=True)]

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.utils.data import default_collate, get_worker_info
+from torch.utils.data import default_collate
 
 from seneca.loader._part_buffers import shared_empty
 
@@ -33,8 +33,12 @@ class BatchRows:
     worker they are shared memory: in one of ``buffers`` when it has one free (buffers made
     for ``capacity`` rows), else in memory of their own."""
 
-    def __init__(self, n: int, buffers: PartBuffers | None = None, capacity: int = 0) -> None:
+    def __init__(
+        self, n: int, buffers: PartBuffers | None = None, capacity: int = 0, shared: bool = False
+    ) -> None:
         self.n = n
+        #: rows outside ``buffers`` go to shared memory (a worker's, sent to the training process)
+        self.shared = shared
         self.buffers = buffers
         self.capacity = max(n, capacity)
         #: the buffer of ``buffers`` the rows are in (None: not in one)
@@ -53,7 +57,7 @@ class BatchRows:
         if taken is not None:  # a part's rows in a reused buffer (seneca.loader._part_buffers)
             self.slot, buffer = taken
             rows = torch.empty(0, dtype=dtype).set_(buffer.untyped_storage(), 0, (self.n, *shape))
-        elif get_worker_info() is not None:  # shared memory, as default_collate does in workers
+        elif self.shared:  # shared memory, as default_collate does in workers
             rows = shared_empty((self.n, *shape), dtype)
         else:
             rows = torch.empty((self.n, *shape), dtype=dtype)

@@ -28,7 +28,6 @@ __all__ = [
     "Counters",
     "epoch_summary",
     "job_stats",
-    "process_row",
     "progress_line",
     "summarised",
 ]
@@ -191,14 +190,6 @@ def job_stats(c: dict[str, int], substitutions: int) -> dict[str, Any]:
     out["substitutions"] = substitutions
     out["ods_gone"] = c["ods_gone"]
     return out
-
-
-def process_row() -> int:
-    """The counters row of this process: 0 in the loader process, k + 1 in worker k."""
-    from torch.utils.data import get_worker_info
-
-    info = get_worker_info()
-    return 0 if info is None else info.id + 1
 
 
 def _remove(path: str, owner: int) -> None:

@@ -42,8 +42,8 @@ from seneca.loader._setup import (
     warn_unread,
 )
 from seneca.loader._stats import Counters, job_stats
-from seneca.loader._timeline import from_environment as timeline_from_environment
 from seneca.loader.source import NotCacheable, Resolved, resolve
+from seneca.loader.timeline import from_environment as timeline_from_environment
 from seneca.pipeline.malloc import tune_malloc
 from seneca_base.errors import ConfigError
 from seneca_base.split import Split

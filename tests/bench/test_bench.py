@@ -44,6 +44,7 @@ def test_bench_runs_every_loader_side_by_side(
             assert job["first_epoch_samples_per_s"] > 0 and job["stable_samples_per_s"] > 0
             assert job["gpu_idle"] is None  # no emulated step
     by = {r["loader"]: r for r in result["runs"]}
+    assert by["seneca"]["cache_cpu"]["main_thread"] > 0  # the server served the jobs
     for base in ("pytorch", "pytorch-tuned"):  # counted where it happens: 2 jobs, no cache
         assert by[base]["decodes_per_sample_epoch"] == 2.0
         assert by[base]["transforms_per_sample_epoch"] == 2.0

@@ -156,6 +156,9 @@ def test_bench_and_profile_run_against_a_cluster(tiny_dataset, redis_cluster, tm
         assert [job["samples"] for job in run["per_job"]] == [96, 96]
     seneca = next(r for r in result["runs"] if r["loader"] == "seneca")
     assert seneca["decodes_per_sample_epoch"] < 2.0  # the jobs shared the cluster's values
+    cpu = seneca["cache_cpu"]  # the primaries' CPU over the run, summed
+    assert cpu["cores"] >= cpu["main_thread"] > 0
+    assert "cache server CPU (main thread)" in (out / "results.md").read_text()
     spec = tmp_path / "spec.toml"
     argv = ["profile", "--data", str(tiny_dataset), "--cache", redis_cluster.url, "--workers", "1"]
     assert mdp([*argv, "--seconds", "0.3", "--sample-count", "8", "--out", str(spec)]) == 0

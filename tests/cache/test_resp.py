@@ -149,3 +149,15 @@ def test_malloc_tuning_reuses_big_buffers():
     # 3 MB per batch: glibc's default trims the freed heap after each batch and faults ~730
     # pages back in for the next; tuned, the heap is reused
     assert faults_off > 300 and faults_tuned < 30
+
+
+def test_the_server_tells_its_cpu_and_an_acl_user_without_info_gets_none(redis_proc):
+    cache = CacheClient(redis_proc.url)
+    before = cache.cpu_seconds()
+    for _ in range(2000):
+        cache.redis.set("k", b"x" * 1000)
+    after = cache.cpu_seconds()
+    assert after[0] >= after[1] > before[1] >= 0  # all threads, and the main thread's share
+    redis_proc.client.acl_setuser("plain", enabled=True, passwords=["+pw"], commands=["+ping"])
+    user = CacheClient(f"unix://plain:pw@{redis_proc.sock}")
+    assert user.cpu_seconds() is None

@@ -6,8 +6,7 @@ import json
 from helpers.indexed import indexed
 
 from seneca import SenecaLoader
-from seneca._bench.stages import summary
-from seneca.loader._timeline import INTERVALS, STAGES, intervals
+from seneca.loader.timeline import INTERVALS, STAGES, intervals, main, summary
 from seneca.pipeline.transforms import default_train_transform
 
 
@@ -51,3 +50,13 @@ def test_no_file_without_the_variable(tiny_dataset, redis_url, tmp_path, monkeyp
     )
     assert sum(len(y) for _, y in loader) == 48
     assert not list(tmp_path.rglob("*.jsonl"))
+
+
+def test_the_summary_prints_each_wait(tmp_path, capsys):
+    times = {stage: float(k) for k, stage in enumerate(STAGES)}
+    line = {"job": "j", "pid": 1, "batches": [times, times, times]}
+    (tmp_path / "j-1.jsonl").write_text(json.dumps(line) + "\n")
+    assert main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "j-1.jsonl" in out and "1000.0 /   1000.0 (2)" in out  # 1 s between stages
+    assert main([str(tmp_path / "none")]) == 2

@@ -5,19 +5,27 @@ directory, a SenecaLoader whose workers get only the misses (ODS with the hit by
 when each batch passed each of :data:`STAGES` in its training process, on ``perf_counter``'s
 clock (CLOCK_MONOTONIC: one clock for every process of the machine), and appends one JSON line
 per iteration to ``<dir>/<job>-<pid>.jsonl``. :func:`intervals` turns a batch's times into the
-waits between the stages; ``python -m seneca._bench.stages DIR`` prints their medians.
+waits between the stages, and
+
+    SENECA_TIMELINE=/tmp/tl python train.py      # or seneca bench ...
+    python -m seneca.loader.timeline /tmp/tl
+
+prints, per file, the median and 90th percentile of each wait over every batch but each
+iteration's first (an epoch's start waits for its workers to start), in milliseconds.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["INTERVALS", "STAGES", "Timeline", "from_environment", "intervals"]
+__all__ = ["INTERVALS", "STAGES", "Timeline", "from_environment", "intervals", "summary"]
 
 #: the stages a batch passes in the training process, in order
 STAGES = (
@@ -109,3 +117,34 @@ def intervals(batches: list[dict[str, float]]) -> dict[str, list[float]]:
             if origin is not None and start in origin and end in times:
                 out[name].append(times[end] - origin[start])
     return out
+
+
+def summary(path: Path) -> dict[str, tuple[float, float, int]]:
+    """Per interval of a timeline file: (median ms, 90th percentile ms, batches) over its
+    iterations, each one's first batch left out."""
+    waits: dict[str, list[float]] = {name: [] for name, _, _ in INTERVALS}
+    for line in path.read_text().splitlines():
+        for name, values in intervals(json.loads(line)["batches"][1:]).items():
+            waits[name] += values
+    out = {}
+    for name, values in waits.items():
+        if values:
+            p90 = statistics.quantiles(values, n=10)[-1] if len(values) > 1 else values[0]
+            out[name] = (1000 * statistics.median(values), 1000 * p90, len(values))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    """Print :func:`summary` of every timeline file in the directory ``argv[0]``."""
+    if len(argv) != 1 or not Path(argv[0]).is_dir():
+        print("usage: python -m seneca.loader.timeline DIR (the directory SENECA_TIMELINE named)")
+        return 2
+    for path in sorted(Path(argv[0]).glob("*.jsonl")):
+        print(f"{path.name}: ms, median / p90 (batches)")
+        for name, (median, p90, n) in summary(path).items():
+            print(f"  {name:<30} {median:8.1f} / {p90:8.1f} ({n})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

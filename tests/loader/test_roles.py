@@ -1,0 +1,29 @@
+"""A process's role is asked of torch in one place and passed in: a worker's rows are made in
+shared memory and its counters go to its own row; the training process's do not."""
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from seneca.loader._roles import TRAINING, Role, current
+from seneca.loader._rows import BatchRows
+
+
+class _Roles(Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        role = current()
+        rows = BatchRows(1, shared=role.worker)
+        rows.place(0, torch.uint8, (2,))
+        return role.kind, role.index, role.row, rows.rows.is_shared()
+
+
+def test_the_training_process_and_each_worker_know_their_role():
+    assert current() == TRAINING and TRAINING.row == 0 and not TRAINING.worker
+    assert Role("worker", 2).row == 3
+    here = [_Roles()[i] for i in range(2)]
+    assert here == [("training", 0, 0, False)] * 2
+    loader = DataLoader(_Roles(), batch_size=None, num_workers=2)
+    got = sorted(tuple(x) for x in loader)
+    assert got == [("worker", 0, 1, True)] * 2 + [("worker", 1, 2, True)] * 2
