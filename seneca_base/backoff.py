@@ -8,23 +8,20 @@ the wait, up to ``cap``. The first call that succeeds, in any of the job's proce
 outage for all of them. An outage is logged twice on the ``seneca`` logger: a warning when it
 starts and an info line when the cache answers again.
 
-The state lives in a small file under ``/dev/shm`` (else the temporary directory), mapped by
-each process: a copy pickled into a worker maps the same file. Reads are lock-free; a change
-of state holds an ``flock`` on the file, so two processes that fail at once start one outage.
+The state is a :class:`seneca_base.shared.SharedFile`, mapped by each process: a copy pickled
+into a worker maps the same file. Reads are lock-free; a change of state holds the file's lock,
+so two processes that fail at once start one outage.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
-import mmap
-import os
 import struct
-import tempfile
 import time
-import weakref
 from typing import Any
+
+from seneca_base.shared import SharedFile
 
 __all__ = ["Backoff"]
 
@@ -34,16 +31,6 @@ _log = logging.getLogger("seneca")
 _STATE = struct.Struct("<dddqq")
 
 
-def _state_dir() -> str | None:
-    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-
-
-def _unlink(path: str, pid: int) -> None:
-    if os.getpid() == pid:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-
-
 class Backoff:
     """The back-off of the cache named ``cache`` (its URL as logs show it, password redacted)
     for one job: see the module docstring. ``first`` and ``cap``: seconds to the first retry,
@@ -51,40 +38,18 @@ class Backoff:
 
     def __init__(self, cache: str, first: float, cap: float) -> None:
         self.cache, self.first, self.cap = cache, float(first), float(cap)
-        fd, self.path = tempfile.mkstemp(prefix="seneca-backoff-", dir=_state_dir())
-        os.ftruncate(fd, _STATE.size)
-        os.close(fd)
-        self._owner: Any = weakref.finalize(self, _unlink, self.path, os.getpid())
-        self._map()
-
-    def _map(self) -> None:
-        self._fd = os.open(self.path, os.O_RDWR)
-        self._mem = mmap.mmap(self._fd, _STATE.size)
-        self._pid = os.getpid()
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"cache": self.cache, "first": self.first, "cap": self.cap, "path": self.path}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.cache, self.first, self.cap = state["cache"], state["first"], state["cap"]
-        self.path, self._owner = state["path"], None
-        self._map()
+        self.state = SharedFile("backoff", _STATE.size)
 
     def _read(self) -> tuple[float, float, float, int, int]:
-        return _STATE.unpack_from(self._mem)
+        return _STATE.unpack_from(self.state.memory)
 
     @contextlib.contextmanager
     def _changing(self) -> Any:
         """The state, read and written back under the file's lock."""
-        if self._pid != os.getpid():  # forked: a lock of its own needs a descriptor of its own
-            self._map()
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        try:
-            state = list(self._read())
+        with self.state.locked() as memory:
+            state = list(_STATE.unpack_from(memory))
             yield state
-            _STATE.pack_into(self._mem, 0, *state)
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            _STATE.pack_into(memory, 0, *state)
 
     def down(self) -> bool:
         """Whether the job reads around the cache now (a retry is not due yet)."""

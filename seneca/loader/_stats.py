@@ -7,20 +7,16 @@ write to the same counters.
 
 from __future__ import annotations
 
-import contextlib
-import glob
 import logging
 import multiprocessing.context
-import os
-import tempfile
 import time
-import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from seneca.loader._ahead import closing
+from seneca_base.shared import SharedFile
 from seneca_base.tiers import TIERS as TIER_NAMES
 
 __all__ = [
@@ -62,35 +58,29 @@ FIELDS = (
 _INDEX = {f: i for i, f in enumerate(FIELDS)}
 
 
-def _shm_dir() -> str | None:
-    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-
-
 class Counters:
-    """``rows`` rows of FIELDS counters; row 0 is the loader process, row k+1 worker k."""
+    """``rows`` rows of FIELDS counters in a :class:`~seneca_base.shared.SharedFile`; row 0 is
+    the loader process, row k+1 worker k (a process's ``Role.row``)."""
 
     def __init__(self, rows: int) -> None:
         self.rows = rows
-        fd, self.path = tempfile.mkstemp(prefix="seneca-stats-", dir=_shm_dir())
-        os.ftruncate(fd, rows * len(FIELDS) * 8)
-        os.close(fd)
-        self._owner = weakref.finalize(self, _remove, self.path, os.getpid())
-        self._map()
+        self._attach(SharedFile("stats", rows * len(FIELDS) * 8))
 
-    def _map(self) -> None:
-        self._arr = np.memmap(self.path, dtype=np.int64, mode="r+", shape=(self.rows, len(FIELDS)))
+    def _attach(self, shared: SharedFile) -> None:
+        self.shared = shared
+        self._arr = np.frombuffer(shared.memory, dtype=np.int64).reshape(self.rows, len(FIELDS))
 
     def __getstate__(self) -> dict:
         if multiprocessing.context.get_spawning_popen() is not None:
-            return {"rows": self.rows, "path": self.path}
-        return {"rows": self.rows, "path": None}  # a copy outside a worker counts on its own
+            return {"rows": self.rows, "shared": self.shared}
+        return {"rows": self.rows, "shared": None}  # a copy outside a worker counts on its own
 
     def __setstate__(self, state: dict) -> None:
-        if state["path"] is None:
+        if state["shared"] is None:
             self.__init__(state["rows"])
         else:
-            self.rows, self.path, self._owner = state["rows"], state["path"], None
-            self._map()
+            self.rows = state["rows"]
+            self._attach(state["shared"])
 
     def add(self, row: int, counts: dict[str, int]) -> None:
         """Add ``counts`` to ``row`` (each process must write only its own row)."""
@@ -114,11 +104,7 @@ class Counters:
     def once(self, key: str) -> bool:
         """True for the first process of the job (loader or worker, this epoch or a later one)
         to ask for ``key``, False for every later one: for things said once per job."""
-        try:
-            os.close(os.open(f"{self.path}.{key}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        except FileExistsError:
-            return False
-        return True
+        return self.shared.once(key)
 
 
 def summarised(
@@ -190,12 +176,3 @@ def job_stats(c: dict[str, int], substitutions: int) -> dict[str, Any]:
     out["substitutions"] = substitutions
     out["ods_gone"] = c["ods_gone"]
     return out
-
-
-def _remove(path: str, owner: int) -> None:
-    """Delete the counters file, in the process that made it only (a forked worker inherits
-    the finalizer but must leave the file to its parent)."""
-    if os.getpid() == owner:
-        for name in [path, *glob.glob(glob.escape(path) + ".*")]:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(name)

@@ -157,7 +157,8 @@ def test_the_server_tells_its_cpu_and_an_acl_user_without_info_gets_none(redis_p
     for _ in range(2000):
         cache.redis.set("k", b"x" * 1000)
     after = cache.cpu_seconds()
-    assert after[0] >= after[1] > before[1] >= 0  # all threads, and the main thread's share
+    # all threads, and the main thread's share (each read on its own clock: within 10 ms)
+    assert after[0] >= after[1] - 0.01 and after[1] > before[1] >= 0
     redis_proc.client.acl_setuser("plain", enabled=True, passwords=["+pw"], commands=["+ping"])
     user = CacheClient(f"unix://plain:pw@{redis_proc.sock}")
     assert user.cpu_seconds() is None
