@@ -28,6 +28,7 @@ from typing import Any
 from ods import defaults as ods_defaults
 from seneca import defaults
 from seneca._bench.baselines import LOADERS, variant
+from seneca.loader.timeline import ENV as TIMELINE_ENV
 from seneca_base.errors import ConfigError
 from seneca_base.tiers import SPLIT_ORDER, TIERS
 
@@ -143,6 +144,8 @@ def run_job(spec: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     throttle = spec["throttle"] and Throttle(spec["throttle"]["rate"], spec["throttle"]["path"])
+    if spec.get("timeline"):  # read when the loader is made: its batches' stage times
+        os.environ[TIMELINE_ENV] = spec["timeline"]
     loader = make_loader(
         spec["loader"],
         spec["data"],
@@ -327,12 +330,15 @@ def run_configuration(
     throttle = Throttle(cfg.storage_mbps * 1e6) if cfg.storage_mbps else None
     kind, split = variant(name, cfg.split)
     classes = sum(1 for e in os.scandir(cfg.data) if e.is_dir())
+    # a Seneca job with workers records its batches' timeline: the run's decode ceiling
+    timeline = _timeline_folder(name, k) if kind == "seneca" and workers > 0 else None
     specs = []
     for j in range(k):
         job = f"bench-{name.replace('@', '-')}-{k}-{j}"
         spec = {**asdict(cfg), "loader": kind, "split": split, "job": job, "cache": url}
         spec["cache_size"], spec["workers"], spec["classes"] = cache_size, workers, classes
         spec["throttle"] = throttle and {"rate": throttle.rate, "path": throttle.path}
+        spec["timeline"] = timeline and str(timeline)
         specs.append(spec)
     what = f"bench {name} x{k}"
     jobs = FreshJobs("seneca._bench.harness:run_job", specs)
@@ -348,7 +354,39 @@ def run_configuration(
     makespan = max(r["end"] for r in results) - start
     cpu = (busy1 - busy0) / max(total1 - total0, 1e-9)
     summary = _summary(name, k, results, makespan, cpu, n, cfg.step_ms / 1000)
+    summary["ceiling"] = timeline and _ceiling(cfg, timeline, n, cache_size, results[0]["split"])
     return {**summary, "gpu_busy": gpu.busy, "cache_cpu": _server_cores(served0, served1, wall)}
+
+
+def _timeline_folder(name: str, k: int) -> Path:
+    """Where a run's jobs write their timelines: in ``$SENECA_TIMELINE`` (kept) when it is
+    set, else in a temporary directory (removed once read)."""
+    import tempfile
+
+    kept = os.environ.get(TIMELINE_ENV)
+    if kept:
+        folder = Path(kept, f"{name.replace('@', '-')}-{k}-{time.strftime('%H%M%S')}")
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+    return Path(tempfile.mkdtemp(prefix="seneca-timeline-"))
+
+
+def _ceiling(
+    cfg: BenchConfig, folder: Path, n: int, cache_size: int, split: dict | None
+) -> dict | None:
+    """The run's decode ceiling (``seneca._bench.ceiling``) from its jobs' timelines."""
+    import shutil
+
+    from seneca._bench.ceiling import capacity, decode_ceiling, value_bytes
+
+    try:
+        if not split:
+            return None
+        copies = capacity(cache_size, split, value_bytes(cfg.data, cfg.crop))
+        return decode_ceiling(folder, n, cfg.batch_size, cfg.epochs, copies)
+    finally:
+        if not os.environ.get(TIMELINE_ENV):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _server_cores(

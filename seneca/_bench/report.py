@@ -98,6 +98,11 @@ def _header(cfg: dict[str, Any]) -> str:
     )
 
 
+def _at_least(bound: dict | None) -> str:
+    """A run's decode ceiling, beside its decodes (nothing without one)."""
+    return "" if not bound else f" (ceiling {bound['decodes_per_sample_epoch']:.2f})"
+
+
 def _cores(cpu: dict[str, float] | None) -> str:
     """A run's cache server CPU: all threads (main thread), in cores."""
     return "-" if not cpu else f"{cpu['cores']:.2f} ({cpu['main_thread']:.2f})"
@@ -166,7 +171,8 @@ def markdown(result: dict[str, Any]) -> str:
             f"{_mean([j['stable_samples_per_s'] for j in jobs]):,.1f} | "
             f"{hit[0]:.2f} / {hit[1]:.2f} / {hit[2]:.2f} | "
             + " / ".join(f"{j.get('crops_from_other_jobs', 0.0):.2f}" for j in jobs)
-            + f" | {r['decodes_per_sample_epoch']:.2f} | {r['cpu_utilisation']:.0%} |"
+            + f" | {r['decodes_per_sample_epoch']:.2f}{_at_least(r.get('ceiling'))}"
+            + f" | {r['cpu_utilisation']:.0%} |"
             + (
                 " " + " / ".join(f"{j.get('gpu_idle') or 0:.0%}" for j in jobs) + " |"
                 if idle

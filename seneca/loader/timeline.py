@@ -25,7 +25,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["INTERVALS", "STAGES", "Timeline", "from_environment", "intervals", "summary"]
+__all__ = ["ENV", "INTERVALS", "STAGES", "Timeline", "from_environment", "intervals", "summary"]
+
+#: the environment variable that turns the timeline on (a directory)
+ENV = "SENECA_TIMELINE"
 
 #: the stages a batch passes in the training process, in order
 STAGES = (
@@ -99,7 +102,7 @@ class Timeline:
 
 def from_environment(job: str) -> Timeline | None:
     """A timeline when ``SENECA_TIMELINE`` names a directory (made if missing), else None."""
-    folder = os.environ.get("SENECA_TIMELINE")
+    folder = os.environ.get(ENV)
     if not folder:
         return None
     Path(folder).mkdir(parents=True, exist_ok=True)

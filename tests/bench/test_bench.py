@@ -126,8 +126,11 @@ def test_bench_trains_a_model_beside_the_no_loader_ceiling(tiny_dataset, redis_u
             assert job["cpu_s"]["loader"] > 0  # the loop's process, the model's steps in it
             # persistent workers are counted once the loader is closed
             assert (job["cpu_s"]["workers"] > 0) == (run["loader"] != "none")
+    bound = by["seneca"]["ceiling"]  # from the job's own timeline (it has a worker)
+    assert bound["calls"] == 2 * 6 and 0 < bound["decodes_per_sample_epoch"] <= 1
+    assert by["pytorch-tuned"]["ceiling"] is None
     table = (out / "results.md").read_text()
-    assert "a resnet18 training step on cpu" in table
+    assert "a resnet18 training step on cpu" in table and "(ceiling " in table
     assert "| of the ceiling (none) |" in table and "| 1 | none |" in table
 
 
