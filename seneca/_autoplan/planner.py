@@ -16,11 +16,14 @@ replaces a measured one. The split changes, with hysteresis, only when:
   first measured one whatever the gain), or the current split gives a share to a tier nobody
   can read; and
 * the current plan is ``defaults.AUTO_REPLAN_INTERVAL`` old, or the live jobs have differed from
-  those it was planned for for ``defaults.AUTO_JOBS_SETTLE`` seconds, or it is from defaults
-  and the first measured inputs arrived; and
+  those it was planned for for ``defaults.AUTO_JOBS_SETTLE`` seconds (at once while the plan is
+  from defaults and younger than that: jobs that start together find the plan the first of
+  them made for itself alone), or it is from defaults and the first measured inputs arrived;
+  and
 * a tier that holds at least ``defaults.AUTO_WARM_SHARE`` of the cache and would have to evict
   (a *warm* tier) is given up only for a gain above ``AUTO_REPLAN_GAIN`` predicted from
-  measured rates.
+  measured rates, or when the plan that filled it is from defaults and that young (its tier
+  holds the first seconds' values only).
 
 One loader changes the plan at a time (a short lock). A tier left above its new budget shrinks
 by evicting its least needed unpinned entries (``OdsStore.shrink``), never by a flush.
@@ -182,7 +185,7 @@ class AutoPlanner:
         ``defaults.AUTO_REPLAN_INTERVAL`` old."""
         settled = self._settled(jobs)
         planned_for = record.inputs.get("cluster.jobs")
-        if planned_for is not None and jobs != planned_for and settled:
+        if planned_for is not None and jobs != planned_for and (settled or self._young(record)):
             return True
         if not measured:
             return False
@@ -196,6 +199,12 @@ class AutoPlanner:
         from mdp.planner import readable_tiers
 
         return readable_tiers(Params.from_spec(spec), "shared", self.setting.tiers)
+
+    def _young(self, record: PlanRecord) -> bool:
+        """Whether ``record`` is from defaults and younger than ``defaults.AUTO_JOBS_SETTLE``:
+        the first plan, made before the jobs that start with its maker have joined."""
+        age_ms = self.store.now_ms() - record.at_ms
+        return record.source == "defaults" and age_ms < defaults.AUTO_JOBS_SETTLE * 1000
 
     def _gives_up_warm(self, old: Split, new: Split) -> bool:
         """Whether changing ``old`` for ``new`` evicts from a warm tier: one that holds at least
@@ -231,7 +240,7 @@ class AutoPlanner:
             wanted = gain > defaults.AUTO_REPLAN_GAIN
         chosen: Prediction | None = best if wanted and best.split != record.split else None
         warm = chosen is not None and self._gives_up_warm(record.as_split(), best.as_split())
-        if warm and not measured_gain:  # a warm tier goes only for a measured gain
+        if warm and not measured_gain and not self._young(record):  # only for a measured gain
             repaired = _repaired(record.split, readable) if unreadable else record.split
             chosen = predict(spec, repaired) if repaired != record.split else None
         relabel = record.source == "defaults" and source == "measured"

@@ -267,3 +267,22 @@ def test_a_tier_given_less_shrinks_but_keeps_entries_in_flight(redis_proc):
     time.sleep(0.01)
     p.tick(force=True)
     assert s.usage()["encoded"] == 0
+
+
+def test_jobs_that_start_together_replace_the_first_jobs_plan_at_once(redis_proc, monkeypatch):
+    # the first loader planned for itself alone; the jobs started with it join seconds later,
+    # when its first values made a tier warm: the young plan from defaults follows them at once
+    monkeypatch.setattr(defaults, "AUTO_JOBS_SETTLE", 30.0)
+    p = _planner(redis_proc.client, measured=False)
+    first = p.start()
+    assert first.inputs["cluster.jobs"] == 1 and first.split[2] == 0
+    s = p.store
+    value = b"x" * 100_000
+    items = [(i, "decoded", s.charge(len(value)), value) for i in range(50)]
+    assert s.admit("a", items) == [1] * 50  # warm
+    for name in ("b", "c"):
+        s.join(name)
+    p.tick(force=True)
+    now = _stored(p)
+    assert now.split == plan_for(spec_of(p.setting, {}, 3)).split != first.split
+    assert now.source == "defaults" and now.version == 2 and now.inputs["cluster.jobs"] == 3
