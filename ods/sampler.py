@@ -82,6 +82,8 @@ class OdsBatchSampler:
             several batches (at most ``store.decide_chunk`` samples a call), whose hits stay
             pinned until fetched. Otherwise it decides one batch at a time, so that misses can
             be replaced by what other jobs cache meanwhile.
+        on_start: called at each epoch's start, once the job is registered and before its
+            first batch is decided (a caller that plans the cache looks at the jobs there).
     """
 
     def __init__(
@@ -96,6 +98,7 @@ class OdsBatchSampler:
         rank: int = 0,
         seeds: Callable[[], int] | None = None,
         lookahead: int = defaults.LOOKAHEAD,
+        on_start: Callable[[], None] | None = None,
     ) -> None:
         if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead <= 0:
             raise ConfigError(f"lookahead: expected a positive integer, got {lookahead!r}")
@@ -113,6 +116,7 @@ class OdsBatchSampler:
         self.rank = rank
         self.lookahead = lookahead
         self.seeds = seeds
+        self.on_start = on_start
         self.epoch = 0  # the epoch the next iteration runs, unless it ran already (see next_epoch)
         self._last: int | None = None  # the latest epoch an iteration of this sampler ran
         self._resuming = False
@@ -360,6 +364,8 @@ class OdsBatchSampler:
                         self.store.start_epoch(self.job, epoch)
                     except UnknownJobError:  # forgotten by the server since it joined
                         self._rejoin(epoch)
+                    if self.on_start is not None:
+                        self.on_start()
                 yield from self._batches(run)
                 self._drop_prefetch(epoch, run.prefetch)
                 self._release(run.ahead)

@@ -138,6 +138,10 @@ class Budgets:
         if publish or self.store.capacity != before:
             self.store.publish_budgets()
 
+    def look(self) -> None:
+        """:meth:`tick` now, whatever the time since the last look."""
+        self.tick(force=True)
+
     def tick(self, force: bool = False) -> None:
         """Between batches (at most every ``defaults.AUTO_TICK`` unless ``force``): the plan's
         look (``AutoPlanner.tick``), then the dataset's share of the node now."""

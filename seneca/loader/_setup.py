@@ -299,9 +299,11 @@ def ods_sampler(
     drop_last: bool,
     indices: Sequence[int] | None = None,
     seeds: Callable[[], int] | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> OdsBatchSampler:
     """The ODS batch sampler of ``job`` over ``store`` (``indices``: the samples it trains on),
-    for this rank; ``seeds`` gives each epoch's seed."""
+    for this rank; ``seeds`` gives each epoch's seed; ``on_start`` is called at each epoch's
+    start, the job registered, before its first decision."""
     replicas, rank = data_parallel()
     return OdsBatchSampler(
         store,
@@ -312,6 +314,7 @@ def ods_sampler(
         num_replicas=replicas,
         rank=rank,
         seeds=seeds,
+        on_start=on_start,
     )
 
 

@@ -263,8 +263,10 @@ class SenecaLoader(DataLoader[_T_co]):
         batch_size, drop_last = args["batch_size"], args["drop_last"]
         if use_ods and setup.reachable:
             seed = seeds_from(args["generator"])
+            # at an epoch's start, the job joined: the plan and shares in force before it
+            # decides (jobs that start together find the first one's plan made for it alone)
             self._ods_sampler = ods_sampler(
-                store, self.job, batch_size, drop_last, ods_members, seed
+                store, self.job, batch_size, drop_last, ods_members, seed, self.budgets.look
             )
             args.update(batch_size=1, shuffle=None, sampler=None, drop_last=False)
             args["batch_sampler"] = self._ods_sampler

@@ -103,3 +103,21 @@ def test_two_jobs_with_slow_steps_keep_one_plan(three_hundred, node, monkeypatch
     assert a.planner.record.inputs["cluster.jobs"] == 2
     a.close()
     b.close()
+
+
+def test_jobs_that_start_together_decide_their_first_batch_under_a_plan_for_all(
+    three_hundred, node
+):
+    # the first loader plans for itself alone (no crops: it never reads its own); the other
+    # job is registered by the time the first one starts its epoch, which looks at the plan
+    # before it decides anything: none of its samples is cached under the lone job's plan
+    transform = v2.Compose([v2.RandomResizedCrop(32), v2.PILToTensor()])
+    a = _loader(three_hundred, node.url, transform, "a")
+    first = a.planner.record
+    assert first.inputs["cluster.jobs"] == 1 and first.split[2] == 0
+    b = _loader(three_hundred, node.url, transform, "b")
+    next(iter(b))  # b joins and starts its epoch (it looks at the plan there too)
+    next(iter(a))
+    record = a.planner.record
+    assert record.inputs["cluster.jobs"] == 2 and record.split[2] > 0
+    assert a.stats()["decoded"]["admitted"] == 0 and a.stats()["augmented"]["admitted"] > 0

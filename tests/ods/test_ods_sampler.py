@@ -113,3 +113,17 @@ def test_lookahead_only_while_the_cache_covers_the_job(redis_proc):
     assert store.decides == 4  # 4 + 16 + 16 + 12 samples; the short answer ends the epoch
     pins = redis_proc.client.keys(store.prefix + "pin:*")
     assert sum(redis_proc.client.bitcount(k) for k in pins) == 48  # decided hits stay pinned
+
+
+def test_each_epoch_starts_with_the_job_registered_before_its_first_decision(redis_proc):
+    seen = []
+
+    def look():  # what a loader's look at the plan finds
+        seen.append((sampler.current, sampler.store.same_view(sampler.store.refresh_jobs())))
+        seen.append(len(sampler.yielded[sampler.current]))
+
+    store = OdsStore(redis_proc.client, "start", 20, capacity={"encoded": 5}, seed=2)
+    sampler = OdsBatchSampler(store, "a", 8, on_start=look)
+    for _ in range(2):
+        assert sum(len(b) for b in sampler) == 20
+    assert seen == [(0, 1), 0, (1, 1), 0]  # once an epoch: joined, nothing decided yet
