@@ -161,11 +161,7 @@ class CacheClient:
         uses besides the keys' data) in bytes, from ``INFO memory`` (a loader's ACL user may
         not run CONFIG); a cluster's summed over its primaries (maxmemory 0: no limit on some
         node)."""
-        client = self.redis
-        if isinstance(client, RedisCluster):
-            nodes = client.info("memory", target_nodes=RedisCluster.PRIMARIES).values()
-        else:
-            nodes = [client.info("memory")]
+        nodes = self._info("memory")
         limits = [int(n.get("maxmemory", 0)) for n in nodes]
         used = sum(int(n.get("used_memory_overhead", 0)) for n in nodes)
         return (0 if not limits or 0 in limits else sum(limits)), used
@@ -174,12 +170,8 @@ class CacheClient:
         """The CPU seconds the server has used, all its threads and its main thread (which
         runs every command), from ``INFO cpu``; a cluster's summed over its primaries. None
         when the server does not tell (an ACL user without INFO, an older server)."""
-        client = self.redis
         try:
-            if isinstance(client, RedisCluster):
-                nodes = list(client.info("cpu", target_nodes=RedisCluster.PRIMARIES).values())
-            else:
-                nodes = [client.info("cpu")]
+            nodes = self._info("cpu")
         except redis.RedisError:
             return None
         try:
@@ -191,6 +183,13 @@ class CacheClient:
         except KeyError:
             return None
         return total, main
+
+    def _info(self, section: str) -> list[dict]:
+        """``INFO section`` of the server, or of every primary of a cluster."""
+        client = self.redis
+        if isinstance(client, RedisCluster):
+            return list(client.info(section, target_nodes=RedisCluster.PRIMARIES).values())
+        return [client.info(section)]
 
     def maxmemory(self) -> int:
         """The server's ``maxmemory`` in bytes (see :meth:`memory`)."""
