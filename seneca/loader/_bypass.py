@@ -108,6 +108,7 @@ class HitSplitter:
         self.sampler = sampler
         self.fetcher = fetcher  # the dataset's, which reads the hits in the loader process
         self.timeline = timeline  # the batches' stage times (None: not recorded)
+        self._mark = timeline.mark if timeline is not None else _unmarked
         self._pending: dict[int, list[Pick]] = {}
         self._ready: dict[int, tuple[BatchRows, list[Any]]] = {}
         self._next = 0
@@ -128,7 +129,7 @@ class HitSplitter:
         self._pending.clear()  # an abandoned iteration's batches are not coming back
         self._ready.clear()
         self._iteration += 1
-        mark = self.timeline.mark if self.timeline is not None else _unmarked
+        mark = self._mark
         batches = iter(self.sampler)
         while True:
             tag = self._next
@@ -149,7 +150,7 @@ class HitSplitter:
         """The batches of ``it`` (the workers' tagged parts) with their hits (read here when
         the batch was decided) put in place, in the order each batch was decided."""
         self._parts.clear()  # workers send their buffers again in a new iteration
-        mark = self.timeline.mark if self.timeline is not None else _unmarked
+        mark = self._mark
         while True:
             try:
                 tag, images, targets = next(it)
