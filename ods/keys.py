@@ -47,7 +47,12 @@ from ods import defaults
 from seneca_base.errors import ConfigError
 from seneca_base.tiers import LETTER, TIERS
 
-__all__ = ["Keys", "glob_escape"]
+__all__ = ["DECLARED_JOB_KEYS", "JOB_KEYS", "Keys", "glob_escape", "lua_layout"]
+
+#: A job's keys (``<meta><k>:<job>``) and the type each holds.
+JOB_KEYS: dict[str, str] = {"j": "hash", "r": "string", "p": "string", "g": "string", "m": "string"}
+#: The keys a call declares for each live job, after the layout's (:meth:`Keys.layout`).
+DECLARED_JOB_KEYS: tuple[str, ...] = ("r", "g", "m")
 
 
 def glob_escape(text: str) -> str:
@@ -119,8 +124,8 @@ class Keys:
         return [f"{self.meta}gc", f"{self.meta}gc:{self.form('augmented')}"]
 
     def job(self, name: str) -> list[str]:
-        """The keys of ``name`` (as the engine names it): j, r, p, g, m."""
-        return [f"{self.meta}{k}:{name}" for k in ("j", "r", "p", "g", "m")]
+        """The keys of ``name`` (as the engine names it), :data:`JOB_KEYS` in order."""
+        return [f"{self.meta}{k}:{name}" for k in JOB_KEYS]
 
     def members(self, name: str) -> str:
         return f"{self.meta}m:{name}"
@@ -136,21 +141,44 @@ class Keys:
         return [f"{self.meta}pend:{x}" for x in (b, b - 1)]
 
     def declared(self, job: str, bucket: int, jobs: Sequence[str]) -> tuple[str, ...]:
-        """Every key a function call may touch, in the order ``ods/functions/lib.lua`` reads
-        them: the dataset's, the caller's job's, its pins' and pending misses', then r, g, m of
+        """Every key a function call may touch, in order: :meth:`layout`'s (the dataset's,
+        the caller's job's, its pins' and pending misses'), then :meth:`declared_job`'s for
         each of ``jobs`` (names as the engine gives them). Remembered for the latest few
         arguments: a job's calls declare the same keys until its pin bucket or the live jobs
         change."""
         return _declared(self, job, int(bucket), tuple(jobs))
 
     def _declare(self, job: str, bucket: int, jobs: Sequence[str]) -> tuple[str, ...]:
-        out = [self.tier(t) for t in TIERS] + [self.sizes(t) for t in TIERS]
-        out += [self.used, self.jobs]
-        out += [self.meta + k for k in ("ref", "doom", "x:c", "x:g")] + self.gc()
-        out += self.job(job) + self.pins(bucket) + self.pending(bucket)
+        out = [key for _, _, key in self.layout(job, bucket)]
         for name in jobs:
-            out += [f"{self.meta}{k}:{name}" for k in ("r", "g", "m")]
+            out += self.declared_job(name)
         return tuple(out)
+
+    def layout(self, job: str, bucket: int) -> list[tuple[str, str, str]]:
+        """The keys every function call declares first, in order, each as (the fields of
+        ``lib.lua``'s table ``K`` that name it, the Redis type it holds, the key): the one
+        declaration the Lua side is generated from (:func:`lua_layout`). A field ``t.a`` is
+        ``K.t.a``; a key two fields name is written ``"gc.e gc.d"``."""
+        m = self.meta
+        out = [(f"t.{LETTER[t]}", "string", self.tier(t)) for t in TIERS]
+        out += [(f"sz.{LETTER[t]}", "string", self.sizes(t)) for t in TIERS]
+        out += [("used", "hash", self.used), ("jobs", "zset", self.jobs)]
+        out += [("ref", "string", m + "ref"), ("doom", "set", m + "doom")]
+        out += [("xc", "string", m + "x:c"), ("xg", "string", m + "x:g")]
+        shared, view = self.gc()
+        both = " ".join(f"gc.{LETTER[t]}" for t in TIERS if t != "augmented")
+        out += [(both, "zset", shared), (f"gc.{LETTER['augmented']}", "zset", view)]
+        out += [(f, JOB_KEYS[f], key) for f, key in zip(JOB_KEYS, self.job(job), strict=True)]
+        pins = (("pin", "string"), ("pinc", "hash"), ("pin1", "string"), ("pinc1", "hash"))
+        out += [(f, t, key) for (f, t), key in zip(pins, self.pins(bucket), strict=True)]
+        pend = zip(("pend", "pend1"), self.pending(bucket), strict=True)
+        out += [(f, "string", key) for f, key in pend]
+        return out
+
+    def declared_job(self, name: str) -> list[str]:
+        """The keys declared for each live job ``name`` after :meth:`layout`'s
+        (:data:`DECLARED_JOB_KEYS`)."""
+        return [f"{self.meta}{k}:{name}" for k in DECLARED_JOB_KEYS]
 
     def value(self, tier: str, index: int) -> str:
         """The key of sample ``index``'s value in ``tier``."""
@@ -183,3 +211,35 @@ class Keys:
 @functools.lru_cache(maxsize=64)
 def _declared(keys: Keys, job: str, bucket: int, jobs: tuple[str, ...]) -> tuple[str, ...]:
     return keys._declare(job, bucket, jobs)
+
+
+def lua_layout() -> str:
+    """The Lua side of the key contract, generated from :meth:`Keys.layout`: ``declared_keys``
+    (``lib.lua``'s table ``K`` from a call's keys), ``declared_job`` (the k-th declared job's
+    keys), ``KEY_TYPES`` (the type of each declared key) and ``JOB_KEYS`` (a job's keys)."""
+    layout = Keys("dataset").layout("job", 0)
+    fields: dict[str, str] = {}
+    nested: dict[str, dict[str, str]] = {}
+    for k, (names, _, _) in enumerate(layout, 1):
+        for name in names.split():
+            top, _, sub = name.partition(".")
+            if sub:
+                nested.setdefault(top, {})[sub] = f"keys[{k}]"
+            else:
+                fields[top] = f"keys[{k}]"
+    for top, subs in nested.items():
+        fields[top] = "{" + ", ".join(f"{sub} = {v}" for sub, v in subs.items()) + "}"
+    table = ",\n    ".join(f"{top} = {v}" for top, v in fields.items())
+    first = len(layout)
+    per_job = ", ".join(f"{f} = keys[b + {i}]" for i, f in enumerate(DECLARED_JOB_KEYS, 1))
+    types = [t for _, t, _ in layout] + [JOB_KEYS[f] for f in DECLARED_JOB_KEYS]
+    return (
+        "-- generated from ods.keys (Keys.layout): the keys every call declares, by name\n"
+        f"local function declared_keys(keys)\n  return {{\n    {table}\n  }}\nend\n"
+        f"local function declared_job(keys, k)\n"
+        f"  local b = {first} + {len(DECLARED_JOB_KEYS)} * (k - 1)\n"
+        f"  return {{{per_job}}}\nend\n"
+        f"local FIRST_JOB_KEY, JOB_KEY_COUNT = {first + 1}, {len(DECLARED_JOB_KEYS)}\n"
+        "local KEY_TYPES = {" + ", ".join(f"'{t}'" for t in types) + "}\n"
+        "local JOB_KEYS = {" + ", ".join(f"'{k}'" for k in JOB_KEYS) + "}\n"
+    )

@@ -1,8 +1,9 @@
 """The engine's server-side code: a Redis Functions library (``FUNCTION LOAD`` / ``FCALL``,
-Redis >= 7.0), one Lua file per command plus ``bits.lua`` (bitmap helpers), ``lib.lua`` (the
-shared helpers), ``pending.lua`` (misses being made from storage), ``substitute.lua``
-(decide's substitution), ``evict.lua`` (admission's helpers) and one file per cache policy in
-``policies/`` (:data:`POLICIES`), assembled here when loaded.
+Redis >= 7.0), one Lua file per command plus ``bits.lua`` (bitmap helpers), the key layout
+(generated: :func:`ods.keys.lua_layout`), ``lib.lua`` (the shared helpers), ``pending.lua``
+(misses being made from storage), ``substitute.lua`` (decide's substitution), ``evict.lua``
+(admission's helpers) and one file per cache policy in ``policies/`` (:data:`POLICIES`),
+assembled here when loaded.
 
 A policy is a Lua table with the same entries (see ``lib.lua``'s ``POLICY``): whether an
 admission over budget evicts, and what it does when hits are served, samples admitted and hits
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 from importlib import resources
 
+from ods.keys import lua_layout
 from seneca_base.errors import (
     ForeignDataError,
     FunctionsMissingError,
@@ -62,7 +64,14 @@ def _read(name: str) -> str:
 
 
 def _assemble() -> tuple[str, str]:
-    parts = [_read("bits"), _read("lib"), _read("pending"), _read("substitute"), _read("evict")]
+    parts = [
+        _read("bits"),
+        lua_layout(),
+        _read("lib"),
+        _read("pending"),
+        _read("substitute"),
+        _read("evict"),
+    ]
     parts += [_read(f"policies/{policy}") for policy in POLICIES]
     for cmd in COMMANDS:
         body = "\n".join("  " + line if line else line for line in _read(cmd).splitlines())

@@ -1,22 +1,14 @@
 -- Shared helpers of the engine's functions (assembled before the commands; see ods/functions/__init__.py).
 --
--- Every function declares every key it touches (ods.keys.Keys.declared, in this order):
---   1-3    t:<form>     bitmaps: sample cached in that tier (TIERS order; the form of a tier is
---                       its letter, of the augmented tier a:<view>, the caller's view)
---   4-6    sz:<form>    u32 per sample: bytes charged for its cached value (values stored)
---   7      used         hash: units used per tier (field <form>) and entries (n<form>)
---   8      jobs         zset: job -> lease expiry (ms)
---   9      ref          one byte per sample: hits on its cached copy (policies/paper.lua)
---   10     doom         set: samples to evict once unpinned (policies/paper.lua)
---   11-12  x:c, x:g     scratch bitmaps, deleted before the function returns
---   13-14  gc, gc:<form of a>  zsets: evicted entries (<letter><sample>) -> when their value
---                       is collected (the encoded and decoded tiers'; the view's augmented)
---   15-19  the caller's job: j (hash: n, epoch, s<e> served), r (unserved in its latest epoch),
---          p (unserved in the epoch before), g (used the current augmented copy), m (members)
---   20-23  pin:<b>, pinc:<b>, pin:<b-1>, pinc:<b-1> (b: the caller's pin-lease time bucket)
---   24-25  pend:<b>, pend:<b-1>  bitmaps: samples decided as misses in that bucket and not yet
---                       offered to the cache (their values are being made from storage)
---   26-    per declared job: its r, g and m (the live jobs, as the caller last knew them)
+-- Every function declares every key it touches (ods.keys.Keys.declared), and begin() gives
+-- them names: K.t[<letter>] and K.sz[<letter>] (tier bitmaps and sizes, the augmented tier's of
+-- the caller's view), K.used, K.jobs, K.ref, K.doom, K.xc and K.xg (scratch bitmaps, deleted
+-- before the function returns), K.gc[<letter>] (evicted entries -> when their value is
+-- collected), the caller's job's K.j, K.r, K.p, K.g, K.m, its pin-lease bucket's K.pin, K.pinc,
+-- K.pend and the bucket before's K.pin1, K.pinc1, K.pend1, then each declared job's r, g and m
+-- (DECLARED). The order of the keys, these names and each key's type are generated from
+-- ods.keys.Keys.layout (declared_keys, declared_job, KEY_TYPES, JOB_KEYS, assembled before
+-- this file); ods/keys.py says what each key holds.
 -- A job's name ends with |<view> (none: no view). Augmented copies are the caller's view's:
 -- only jobs of that view count for their demand, and only they use them.
 -- ARGV: now (ms), job, pin lease (ms), orphan grace (ms), orphans collected per call, values
@@ -32,18 +24,14 @@ local K, F, job, now, PIN_LEASE, GRACE, COLLECT, VALUES, FORGET, DECLARED, EVICT
 
 local function view_of(name) return string.match(name, '|([^|]*)$') or '' end
 
--- the type each declared key holds (by position; 'string' past the list: jobs' bitmaps)
-local KEY_TYPES = {'string', 'string', 'string', 'string', 'string', 'string', 'hash', 'zset',
-                   'string', 'set', 'string', 'string', 'zset', 'zset', 'hash', 'string',
-                   'string', 'string', 'string', 'string', 'hash', 'string', 'hash', 'string',
-                   'string'}
-
 -- the first declared key that holds another type than the engine keeps there (nil: none),
 -- checked before anything is written, so a call that fails on foreign data changes nothing
 local function foreign(keys)
   for k, key in ipairs(keys) do
     local t = redis.call('TYPE', key).ok
-    if t ~= 'none' and t ~= (KEY_TYPES[k] or 'string') then return key end
+    local want = KEY_TYPES[k]
+    if k >= FIRST_JOB_KEY then want = KEY_TYPES[FIRST_JOB_KEY + (k - FIRST_JOB_KEY) % JOB_KEY_COUNT] end
+    if t ~= 'none' and t ~= want then return key end
   end
   return nil
 end
@@ -51,25 +39,19 @@ end
 local function begin(keys, args)
   band, bor, bnot, rshift = bit.band, bit.bor, bit.bnot, bit.rshift
   STR, format = {}, string.format
-  K = {t = {}, sz = {}}
-  for k, t in ipairs(TIERS) do
-    K.t[t], K.sz[t] = keys[k], keys[3 + k]
-  end
-  K.used, K.jobs, K.ref, K.doom, K.xc, K.xg = keys[7], keys[8], keys[9], keys[10], keys[11], keys[12]
-  K.gc = {e = keys[13], d = keys[13], a = keys[14]}
-  K.j, K.r, K.p, K.g, K.m = keys[15], keys[16], keys[17], keys[18], keys[19]
-  K.pin, K.pinc, K.pin1, K.pinc1 = keys[20], keys[21], keys[22], keys[23]
-  K.pend, K.pend1 = keys[24], keys[25]
+  K = declared_keys(keys)
   now, job, PIN_LEASE, GRACE = tonumber(args[1]), args[2], tonumber(args[3]), tonumber(args[4])
   local view = view_of(job)
-  F = {e = 'e', d = 'd', a = view == '' and 'a' or 'a:' .. view}
+  F = {}  -- each tier's form: its letter, the augmented tier's with the caller's view
+  for _, t in ipairs(TIERS) do F[t] = t end
+  if view ~= '' then F.a = 'a:' .. view end
   COLLECT, VALUES, FORGET = tonumber(args[5]), args[6] == '1', tonumber(args[7])
   local d = tonumber(args[8])
   DECLARED = {}
   for k = 1, d do
     local name = args[8 + k]
-    DECLARED[k] = {name = name, r = keys[23 + 3 * k], g = keys[24 + 3 * k],
-                   m = keys[25 + 3 * k], same = view_of(name) == view}
+    DECLARED[k] = declared_job(keys, k)
+    DECLARED[k].name, DECLARED[k].same = name, view_of(name) == view
   end
   EVICTED, DROPPED = {}, {e = {}, a = {}}
   return 9 + d, foreign(keys)  -- where the command's own arguments start; a bad key
@@ -96,7 +78,7 @@ local function live_jobs()
   local meta = string.sub(K.jobs, 1, -5)  -- '<prefix>:{<dataset>}:'
   for _, name in ipairs(gone) do
     redis.call('ZREM', K.jobs, name)
-    for _, k in ipairs({'j', 'r', 'p', 'g', 'm'}) do redis.call('DEL', meta .. k .. ':' .. name) end
+    for _, k in ipairs(JOB_KEYS) do redis.call('DEL', meta .. k .. ':' .. name) end
   end
   return redis.call('ZRANGE', K.jobs, now, '+inf', 'BYSCORE')
 end

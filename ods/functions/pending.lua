@@ -42,11 +42,11 @@ end
 
 -- U's samples that no job is making and the caller has not taken: the scratch bitmap x:g
 -- (U AND NOT the pending, as U XOR (U AND pending)); returns how many there are
-local function not_pending(U, keys)
-  if #keys == 1 then
-    redis.call('BITOP', 'AND', K.xg, U, keys[1])
+local function not_pending(U, pend)
+  if #pend == 1 then
+    redis.call('BITOP', 'AND', K.xg, U, pend[1])
   else
-    redis.call('BITOP', 'OR', K.xg, unpack(keys))
+    redis.call('BITOP', 'OR', K.xg, unpack(pend))
     redis.call('BITOP', 'AND', K.xg, K.xg, U)
   end
   redis.call('BITOP', 'XOR', K.xg, K.xg, U)
@@ -59,12 +59,12 @@ end
 -- a few BITOPs: the end of an epoch, where most of what is left is pending), and the put off
 -- ones go back to U. Returns the misses, all of them out of U.
 local function put_off_pending(U, rest, gone, n, still, taken)
-  local keys = pending_keys()
-  if #keys == 0 or #rest == 0 then return rest, gone end
+  local pend = pending_keys()
+  if #pend == 0 or #rest == 0 then return rest, gone end
   local want, out, off = #rest, {}, {}
   if not gone then set_bits(U, rest, 0) end
   for round = 1, 3 do
-    local busy = pending_of(keys, rest)
+    local busy = pending_of(pend, rest)
     for k, s in ipairs(rest) do
       if busy[k] then off[#off + 1] = s else out[#out + 1] = s end
     end
@@ -76,7 +76,7 @@ local function put_off_pending(U, rest, gone, n, still, taken)
     if #rest == 0 then break end
   end
   if #out < want and still > 0 then
-    local free = not_pending(U, keys)
+    local free = not_pending(U, pend)
     if free > 0 then  -- (the probes may clear what they find in the scratch bitmap)
       local more = pick(K.xg, want - #out, n, free / n, taken, nil, true)
       set_bits(U, more, 0)
