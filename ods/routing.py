@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import select
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,7 +44,8 @@ _KEYLESS = {"TIME", "PING", "INFO", "SLOWLOG", "FUNCTION", "CONFIG", "CLUSTER", 
 _SPLIT = {"MGET": "GET", "UNLINK": "UNLINK", "DEL": "DEL", "EXISTS": "EXISTS"}
 _REDIRECTS = 2
 _JOIN = 1 << 16  # packed commands up to this size are sent as one piece
-_KEPT = "_seneca_kept"  # a pool's attribute: {pid: connections kept for the next writes}
+#: per pool, {pid: connections kept for the next writes}
+_KEPT: weakref.WeakKeyDictionary[Any, dict[int, list[Any]]] = weakref.WeakKeyDictionary()
 _KEEP = 4
 
 try:
@@ -172,7 +174,7 @@ def _take(pool: Any) -> Any:
 
 def _kept(pool: Any) -> list[Any]:
     """This process's list of ``pool``'s kept connections (a forked child has its own)."""
-    return pool.__dict__.setdefault(_KEPT, {}).setdefault(os.getpid(), [])
+    return _KEPT.setdefault(pool, {}).setdefault(os.getpid(), [])
 
 
 def kept(pool: Any) -> list[Any]:

@@ -197,8 +197,10 @@ def test_packages_declare_their_public_names(pkg):
 
 
 def _foreign_private_writes(tree: ast.AST) -> list[str]:
-    """``x._name = ...`` (also augmented, annotated, in a tuple), ``setattr(x, "_name", ...)``
-    and ``object.__setattr__(x, "_name", ...)`` where ``x`` is not ``self`` or ``cls``."""
+    """``x._name = ...`` (also augmented, annotated, in a tuple, or into it: ``x._name[k] =
+    ...``), any write through ``x.__dict__`` or ``vars(x)`` (``[k] = ...``, ``.setdefault``,
+    ``.update`` and the like), ``setattr(x, "_name", ...)`` and ``object.__setattr__(x,
+    "_name", ...)`` where ``x`` is not ``self`` or ``cls``."""
 
     def mine(node: ast.AST) -> bool:
         return isinstance(node, ast.Name) and node.id in ("self", "cls")
@@ -206,6 +208,20 @@ def _foreign_private_writes(tree: ast.AST) -> list[str]:
     def private(name: str) -> bool:
         return name.startswith("_") and not name.startswith("__")
 
+    def their_dict(of: ast.AST) -> bool:
+        """``x.__dict__`` or ``vars(x)`` with ``x`` not mine."""
+        if isinstance(of, ast.Attribute) and of.attr == "__dict__":
+            return not mine(of.value)
+        return isinstance(of, ast.Call) and ast.unparse(of.func) == "vars" and not mine(of.args[0])
+
+    def foreign(one: ast.AST) -> bool:
+        if isinstance(one, ast.Attribute):
+            return private(one.attr) and not mine(one.value)
+        if isinstance(one, ast.Subscript):  # x._items[k] = ..., x.__dict__[k] = ...
+            return their_dict(one.value) or foreign(one.value)
+        return False
+
+    writers = ("setdefault", "update", "__setitem__", "pop", "popitem", "clear")
     found = []
     for node in ast.walk(tree):
         targets: list[ast.AST] = []
@@ -215,12 +231,14 @@ def _foreign_private_writes(tree: ast.AST) -> list[str]:
             targets = [node.target]
         for t in targets:
             for one in t.elts if isinstance(t, ast.Tuple | ast.List) else [t]:
-                if isinstance(one, ast.Attribute) and private(one.attr) and not mine(one.value):
+                if foreign(one):
                     found.append(f"{node.lineno}: {ast.unparse(one)}")
-        if isinstance(node, ast.Call) and ast.unparse(node.func) in (
-            "setattr",
-            "object.__setattr__",
-        ):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in writers and their_dict(func.value):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")  # x.__dict__.setdefault(...)
+        if ast.unparse(func) in ("setattr", "object.__setattr__"):
             args = node.args
             name = args[1].value if len(args) >= 2 and isinstance(args[1], ast.Constant) else None
             if isinstance(name, str) and private(name) and not mine(args[0]):
@@ -229,9 +247,10 @@ def _foreign_private_writes(tree: ast.AST) -> list[str]:
 
 
 def test_no_module_writes_another_objects_private_attributes():
+    scripts = {str(p.relative_to(ROOT)): p for p in (ROOT / "scripts").rglob("*.py")}
     found = {
         name: writes
-        for name, path in MODULES.items()
+        for name, path in {**MODULES, **scripts}.items()
         if (writes := _foreign_private_writes(ast.parse(path.read_text())))
     }
     assert found == {}
@@ -240,13 +259,20 @@ def test_no_module_writes_another_objects_private_attributes():
 def test_the_private_write_check_finds_each_form():
     code = (
         "ds._ahead = 1\nself._ok = 1\na, ds._b = 1, 2\nds._c += 1\n"
-        "setattr(ds, '_d', 1)\nobject.__setattr__(ds, '_e', 1)\nobject.__setattr__(self, '_f', 1)"
+        "setattr(ds, '_d', 1)\nobject.__setattr__(ds, '_e', 1)\nobject.__setattr__(self, '_f', 1)\n"
+        "pool.__dict__['kept'] = 1\nvars(pool)['k'] = 1\nds._items[3] = 1\nself.__dict__['x'] = 1\n"
+        "self._own[1] = 2\nds.public[0] = 1\npool.__dict__.setdefault('k', {})\n"
+        "self.__dict__.update(a=1)"
     )
     found = _foreign_private_writes(ast.parse(code))
     assert [f.split(": ")[1] for f in found] == [
         "ds._ahead",
         "ds._b",
         "ds._c",
+        "pool.__dict__['kept']",
+        "vars(pool)['k']",
+        "ds._items[3]",
         "setattr(ds, '_d', 1)",
         "object.__setattr__(ds, '_e', 1)",
+        "pool.__dict__.setdefault('k', {})",
     ]
