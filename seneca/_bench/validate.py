@@ -108,8 +108,10 @@ def run_validation(
     loader: str = "mdp",
     storage_mbps: float | None = None,
     progress: bool = True,
+    splits: tuple[tuple[int, int, int], ...] = SPLITS,
 ) -> dict[str, Any]:
-    """Measure and predict every (size, split); see the module docstring."""
+    """Measure and predict every (size, split); see the module docstring. ``splits``: the
+    fixed splits measured at each size (default: the six of the figure)."""
     from tqdm import tqdm
 
     from mdp.planner import predict
@@ -130,7 +132,7 @@ def run_validation(
     url = acquire_embedded(int(encoded / min(sizes) * 1.5) + 64_000_000, name="validate", idle=0)
     points = []
     for r, sized, split, is_plan in tqdm(
-        _runs(base, sizes, encoded), desc="validate-model", unit="run", disable=not progress
+        _runs(base, sizes, encoded, splits), desc="validate-model", unit="run", disable=not progress
     ):
         cfg.split = tuple(Split.from_percent(split).fractions.values())
         clear_cache(url)
@@ -192,17 +194,17 @@ def _validation_spec(
     return base
 
 
-def _runs(base: Any, sizes: tuple[float, ...], encoded: int) -> list[tuple]:
+def _runs(base: Any, sizes: tuple[float, ...], encoded: int, splits: tuple) -> list[tuple]:
     """(size ratio, spec at that cache size, split, whether planned) per measurement: the
-    fixed splits and, when it is another, the planned one."""
+    fixed ``splits`` and, when it is another, the planned one."""
     from mdp.planner import DEFAULT_MODEL, plan
 
     todo = []
     for r in sizes:
         sized = base.replace("cache.size_gb", encoded / r / 1e9)
         planned = plan(sized, DEFAULT_MODEL).split
-        todo += [(r, sized, s, s == planned) for s in SPLITS]
-        if planned not in SPLITS:
+        todo += [(r, sized, s, s == planned) for s in splits]
+        if planned not in splits:
             todo.append((r, sized, planned, True))
     return todo
 

@@ -123,6 +123,9 @@ def _add_measurements(sub: Any) -> None:
     v.add_argument(
         "--storage-mbps", type=float, default=None, help="emulated storage bandwidth (MB/s)"
     )
+    v.add_argument(
+        "--splits", default=None, help="fixed splits measured, E-D-A,... (default: the six)"
+    )
     v.add_argument("--out", required=True, help="directory for points.json and the plot")
 
     d = sub.add_parser("demo", help="two concurrent training jobs, Seneca vs DataLoader")
@@ -384,7 +387,8 @@ def _bench(args: argparse.Namespace) -> None:
 
 
 def _validate(args: argparse.Namespace) -> None:
-    from seneca._bench.validate import run_validation
+    from seneca._bench.validate import SPLITS, run_validation
+    from seneca_base.split import Split
 
     try:
         sizes = tuple(float(v) for v in args.sizes.split(","))
@@ -392,6 +396,9 @@ def _validate(args: argparse.Namespace) -> None:
         raise ConfigError(
             f"--sizes: expected numbers such as 0.5,1,2, got {args.sizes!r}"
         ) from None
+    splits = SPLITS
+    if args.splits:
+        splits = tuple(Split.parse(t, "--splits").percent for t in args.splits.split(","))
     r = run_validation(
         args.data,
         args.out,
@@ -403,6 +410,7 @@ def _validate(args: argparse.Namespace) -> None:
         workers=args.workers,
         loader=args.loader,
         storage_mbps=args.storage_mbps,
+        splits=splits,
     )
     print(f"{'size':>5} {'split':<9} {'measured':>9} {'paper':>9} {'shared':>9}")
     for p in r["points"]:

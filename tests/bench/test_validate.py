@@ -58,16 +58,18 @@ def test_validate_model_writes_points(tiny_dataset, tmp_path, capsys):
     out = tmp_path / "val"
     argv = ["validate-model", "--data", str(tiny_dataset), "--spec", str(spec), "--sizes", "1"]
     argv += ["--jobs", "1", "--epochs", "2", "--crop", "16", "--workers", "0", "--out", str(out)]
-    argv[-2:-2] = ["--storage-mbps", "50"]
+    argv[-2:-2] = ["--storage-mbps", "50", "--splits", "100-0-0,0-50-50"]  # two of the six
     assert main(argv) == 0
     result = json.loads((out / "points.json").read_text())
-    six = ["-".join(map(str, s)) for s in SPLITS]
-    assert [p["split"] for p in result["points"]][:6] == six
+    two = ["100-0-0", "0-50-50"]
+    assert [p["split"] for p in result["points"]][:2] == two
     planned = [p for p in result["points"] if p["planned"]]
     assert result["storage_mbps"] == 50 and result["loader"] == "mdp"
     assert len(planned) == 1 and result["planned_vs_best"]["1.0"] > 0
-    assert len(result["points"]) == 6 + (planned[0]["split"] not in six)
-    assert set(result["shared"]["pearson_r_per_split"]) == set(six)
+    assert len(result["points"]) == 2 + (planned[0]["split"] not in two)
+    six = {"-".join(map(str, s)) for s in SPLITS}  # the planned split counts where it is one
+    lines = set(two) | ({planned[0]["split"]} & six)
+    assert set(result["shared"]["pearson_r_per_split"]) == lines
     assert all(p["measured"] > 0 and p["paper"] > 0 and p["shared"] > 0 for p in result["points"])
     assert {"pearson_r", "mape"} <= set(result["paper"]) and result["shared"]["mape"] >= 0
     assert (out / "validation.png").read_bytes()[:4] == b"\x89PNG"
@@ -75,3 +77,21 @@ def test_validate_model_writes_points(tiny_dataset, tmp_path, capsys):
     assert main([*argv[:-2], "--out", str(out), "--sizes", "0"]) == 2
     assert main([*argv, "--loader", "pytorch"]) == 2
     assert "--loader" in capsys.readouterr().err
+    assert main([*argv, "--splits", "100-0-0,50-50"]) == 2
+    assert "--splits: expected E-D-A" in capsys.readouterr().err
+
+
+def test_each_size_measures_the_six_splits_and_the_planned_one():
+    from mdp.planner import DEFAULT_MODEL, plan
+    from mdp.spec import load_spec
+    from seneca._bench.validate import _runs
+
+    base = load_spec("inhouse")
+    runs = _runs(base, (0.5, 2.0), 10**9, SPLITS)
+    for ratio in (0.5, 2.0):
+        here = [r for r in runs if r[0] == ratio]
+        assert [r[2] for r in here][:6] == list(SPLITS)
+        planned = plan(here[0][1], DEFAULT_MODEL).split
+        assert [r[2] for r in here if r[3]] == [planned]  # marked once, added if not a six
+        assert len(here) == 6 + (planned not in SPLITS)
+        assert here[0][1].cache_gb == pytest.approx(1 / ratio)
