@@ -23,7 +23,9 @@ def test_bench_runs_every_loader_side_by_side(
     tiny_dataset, redis_url, tmp_path, capsys, monkeypatch
 ):
     out = tmp_path / "bench"
-    argv = ["bench", "--data", str(tiny_dataset), "--jobs", "2", "--epochs", "2"]
+    # one job per loader: each is a fresh interpreter (3 s of CPU to import torch here); jobs
+    # that share are compared in the tests of the demo, the accuracy and the notebooks
+    argv = ["bench", "--data", str(tiny_dataset), "--jobs", "1", "--epochs", "2"]
     argv += ["--crop", "16", "--batch-size", "8", "--workers", "0", "--cache", redis_url]
     argv += ["--out", str(out), "--split", "40-40-20", "--storage-mbps", "50"]
     monkeypatch.setattr(sys, "argv", ["/usr/local/bin/seneca", *argv])
@@ -37,7 +39,7 @@ def test_bench_runs_every_loader_side_by_side(
     ran = sorted(r["loader"] for r in result["runs"])  # every loader by default but the ceiling
     assert ran == sorted(k for k in LOADERS if k != "none")
     for run in result["runs"]:
-        assert run["jobs"] == 2 and len(run["per_job"]) == 2
+        assert run["jobs"] == 1 and len(run["per_job"]) == 1
         assert run["aggregate_samples_per_s"] > 0 and run["makespan_s"] > 0
         for job in run["per_job"]:
             assert job["samples"] == 2 * 48  # 2 epochs of every sample
@@ -45,14 +47,15 @@ def test_bench_runs_every_loader_side_by_side(
             assert job["gpu_idle"] is None  # no emulated step
     by = {r["loader"]: r for r in result["runs"]}
     assert by["seneca"]["cache_cpu"]["main_thread"] > 0  # the server served the jobs
-    for base in ("pytorch", "pytorch-tuned"):  # counted where it happens: 2 jobs, no cache
-        assert by[base]["decodes_per_sample_epoch"] == 2.0
-        assert by[base]["transforms_per_sample_epoch"] == 2.0
+    for base in ("pytorch", "pytorch-tuned"):  # counted where it happens: no cache
+        assert by[base]["decodes_per_sample_epoch"] == 1.0
+        assert by[base]["transforms_per_sample_epoch"] == 1.0
         assert all(j["storage_reads"] == 2 * 48 for j in by[base]["per_job"])
-    assert by["seneca"]["decodes_per_sample_epoch"] < 2.0  # the cache holds everything here
+    # the cache holds everything here: the second epoch reads decoded images
+    assert by["seneca"]["decodes_per_sample_epoch"] < 1.0
     assert result["config"]["split"] == [0.4, 0.4, 0.2]
     table = (out / "results.md").read_text()
-    assert "| 2 | seneca |" in table and "emulated" in table
+    assert "| 1 | seneca |" in table and "emulated" in table
     for png in ("throughput.png", "decodes.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
     assert "vs pytorch-tuned" in capsys.readouterr().out
