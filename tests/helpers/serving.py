@@ -1,9 +1,8 @@
-"""Loops the ODS and fault tests share: serve a store's epoch, fill a loader's encoded tier."""
+"""Loops the ODS and fault tests share: serve a store's epoch (also as one of several ranks in
+a process of its own), fill a loader's encoded tier. Light to import: a spawned rank imports
+this module, not torch."""
 
 import time
-
-from helpers.indexed import indexed
-from seneca import SenecaLoader
 
 
 def serve_epoch(store, job, batch, step=0.0):
@@ -23,6 +22,9 @@ def serve_epoch(store, job, batch, step=0.0):
 
 def encoded_loader(root, url, shuffle):
     """A loader over ``indexed(root)`` whose encoded tier holds every sample (one epoch run)."""
+    from helpers.indexed import indexed
+    from seneca import SenecaLoader
+
     loader = SenecaLoader(
         indexed(root),
         batch_size=8,
@@ -33,3 +35,16 @@ def encoded_loader(root, url, shuffle):
     )
     list(loader)  # caches every sample's file bytes
     return loader
+
+
+def serve_as_rank(url, dataset, n, batch, barrier, out):
+    """One rank of job ``job`` (a spawned process): serve its share of the epoch of ``dataset``
+    (``n`` samples, an encoded tier of ``n // 4``) once every rank is at ``barrier``, with a
+    2 ms step so that the ranks interleave; put the samples it got on ``out``."""
+    import redis
+
+    from ods.store import OdsStore
+
+    store = OdsStore(redis.Redis.from_url(url), dataset, n, capacity={"encoded": n // 4})
+    barrier.wait()
+    out.put(serve_epoch(store, "job", batch, step=0.002))

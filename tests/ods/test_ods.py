@@ -7,7 +7,7 @@ import random
 import time
 
 import pytest
-from helpers.serving import serve_epoch
+from helpers.serving import serve_as_rank
 from scipy import stats
 
 from ods.admission import REFUSED
@@ -245,15 +245,6 @@ def test_late_join_starts_a_full_epoch(redis_proc):
     assert set(rest) == set(range(n)) and max(rest.values()) == 1
 
 
-def _rank(url, n, barrier, out):
-    import redis
-
-    store = OdsStore(redis.Redis.from_url(url), "ds", n, capacity={"encoded": n // 4})
-    barrier.wait()
-    got = serve_epoch(store, "job", 13, step=0.002)  # a training step, so the ranks interleave
-    out.put(got)
-
-
 @pytest.mark.slow
 def test_ranks_of_one_job_together_see_each_sample_once(redis_proc):
     n = 2000
@@ -263,7 +254,8 @@ def test_ranks_of_one_job_together_see_each_sample_once(redis_proc):
     assert store.start_epoch("job", 0) == (0, 0)  # the second rank's call changes nothing
     ctx = mp.get_context("spawn")
     out, barrier = ctx.Queue(), ctx.Barrier(3)
-    procs = [ctx.Process(target=_rank, args=(redis_proc.url, n, barrier, out)) for _ in range(3)]
+    rank = (redis_proc.url, "ds", n, 13, barrier, out)
+    procs = [ctx.Process(target=serve_as_rank, args=rank) for _ in range(3)]
     for p in procs:
         p.start()
     parts = [out.get(timeout=120) for _ in procs]
