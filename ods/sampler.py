@@ -84,6 +84,9 @@ class OdsBatchSampler:
             be replaced by what other jobs cache meanwhile.
         on_start: called at each epoch's start, once the job is registered and before its
             first batch is decided (a caller that plans the cache looks at the jobs there).
+        strict: an unreachable cache is an error (CacheUnavailableError), not read around.
+        backoff: the process's back-off of this cache, shared with its fetches (None: the
+            sampler backs off on its own).
     """
 
     def __init__(
@@ -99,6 +102,8 @@ class OdsBatchSampler:
         seeds: Callable[[], int] | None = None,
         lookahead: int = defaults.LOOKAHEAD,
         on_start: Callable[[], None] | None = None,
+        strict: bool = False,
+        backoff: Backoff | None = None,
     ) -> None:
         if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead <= 0:
             raise ConfigError(f"lookahead: expected a positive integer, got {lookahead!r}")
@@ -125,10 +130,8 @@ class OdsBatchSampler:
         self.yielded: dict[int, list[array]] = {}
         self._joined = False
         self._warned = False
-        #: an unreachable cache is an error (CacheUnavailableError), not read around
-        self.strict = False
-        #: the process's back-off of this cache, shared with its fetches (None: its own)
-        self.backoff: Backoff | None = None
+        self.strict = strict
+        self.backoff = backoff
         #: (epoch, samples this rank consumed before a resume): its share of that epoch shrinks
         self.resumed: tuple[int, int] | None = None
         self._run: _Run | None = None  # the latest iteration's, while it runs

@@ -12,12 +12,11 @@ __all__ = ["Cadence"]
 
 class Cadence:
     """Says when a look is due: at most once per ``every`` seconds unless forced, and not while
-    ``backoff`` (a job's ``seneca_base.backoff.Backoff``, set later; None: none) is in an
-    outage."""
+    ``backoff`` (a job's ``seneca_base.backoff.Backoff``; None: none) is in an outage."""
 
-    def __init__(self, every: float) -> None:
+    def __init__(self, every: float, backoff: Any = None) -> None:
         self.every = float(every)
-        self.backoff: Any = None
+        self.backoff = backoff
         self._next = 0.0
 
     def due(self, force: bool = False) -> bool:

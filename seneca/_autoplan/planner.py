@@ -72,15 +72,21 @@ class AutoPlanner:
     """
 
     def __init__(
-        self, store: Any, job: str, counters: Any, setting: Setting, about: str = ""
+        self,
+        store: Any,
+        job: str,
+        counters: Any,
+        setting: Setting,
+        about: str = "",
+        backoff: Any = None,
     ) -> None:
         self.store, self.job, self.counters, self.setting = store, job, counters, setting
         self.about = about or store.keys.dataset
         self.record: PlanRecord | None = None
         self.history: list[PlanRecord] = []
-        #: when a look at the plan is due (``defaults.AUTO_TICK``; none during an outage:
-        #: ``cadence.backoff``, the job's back-off of the cache)
-        self.cadence = Cadence(defaults.AUTO_TICK)
+        #: when a look at the plan is due (``defaults.AUTO_TICK``; none during an outage of
+        #: ``backoff``, the job's back-off of the cache)
+        self.cadence = Cadence(defaults.AUTO_TICK, backoff)
         self._jobs_seen: tuple[int, float] | None = None  # (live jobs, since when: monotonic)
 
     @property

@@ -83,6 +83,7 @@ class Budgets:
         *,
         asked: bool = True,
         about: str = "",
+        backoff: Any = None,
     ) -> None:
         self.store, self.shares, self.want = store, shares, int(want)
         self.split, self.planner, self.tiers = split, planner, tiers
@@ -93,9 +94,9 @@ class Budgets:
         self.size = int(want) or defaults.CACHE_SIZE
         #: the node's total for the tiers of every dataset, as last seen (0: unknown)
         self.total = 0
-        #: when a look is due (``defaults.AUTO_TICK``; none during an outage:
-        #: ``cadence.backoff``, the job's back-off of the cache)
-        self.cadence = Cadence(defaults.AUTO_TICK)
+        #: when a look is due (``defaults.AUTO_TICK``; none during an outage of ``backoff``,
+        #: the job's back-off of the cache)
+        self.cadence = Cadence(defaults.AUTO_TICK, backoff)
         self._need = 0
 
     @property

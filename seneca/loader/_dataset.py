@@ -69,7 +69,8 @@ class CachedDataset(torch.utils.data.Dataset):
         self.link = CacheLink(counters)
         self.fetcher = Fetcher(self.link, self.work, counters)
         #: in a worker with the bypass: how many shared buffers its parts' rows may reuse
-        #: (``seneca.loader._part_buffers``; 0: none)
+        #: (``seneca.loader._part_buffers``; 0: none). A hook: the loader sets it once
+        #: DataLoader has settled its ``prefetch_factor``
         self.part_buffers = 0
 
     @property

@@ -100,7 +100,8 @@ class Fetcher:
         #: the reads of the next batch sent ahead (the loader process, without workers)
         self.reads_ahead = ReadsAhead()
         #: in the loader process without workers: the sampler's next batch when it is decided
-        #: (``OdsBatchSampler.upcoming``); its reads are sent while this batch is made
+        #: (``OdsBatchSampler.upcoming``); its reads are sent while this batch is made. A
+        #: hook: the loader sets it once its sampler is made (the sampler needs this dataset)
         self.upcoming: Callable[[], Sequence[Pick] | None] | None = None
 
     def fetch(

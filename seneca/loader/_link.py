@@ -24,12 +24,22 @@ from seneca.loader._stats import Counters
 from seneca_base.backoff import Backoff
 from seneca_base.errors import CacheError
 
-__all__ = ["CACHE_FAILURES", "CacheLink"]
+__all__ = ["CACHE_FAILURES", "CacheLink", "job_backoff"]
 
 log = logging.getLogger("seneca")
 
 #: what a call to the cache raises when the cache fails (read around unless ``strict``)
 CACHE_FAILURES = (redis.RedisError, OSError, CacheError)
+
+
+def job_backoff(name: str, unreachable: bool = False) -> Backoff:
+    """A job's back-off of the cache called ``name`` (its URL as logs show it);
+    ``unreachable``: it did not answer when the loader was made (reported then: the job starts
+    backing off without another warning)."""
+    backoff = Backoff(name, defaults.CACHE_RETRY_FIRST, defaults.CACHE_RETRY_CAP)
+    if unreachable:
+        backoff.failed(said=True)
+    return backoff
 
 
 class CacheLink:
@@ -47,24 +57,13 @@ class CacheLink:
         #: a cache failure is raised (CacheError) instead of read around
         self.strict = False
 
-    def attach(
-        self,
-        store: OdsStore,
-        job: str,
-        name: str,
-        *,
-        unreachable: bool = False,
-        strict: bool = False,
-    ) -> None:
-        """Read and fill ``store`` as ``job``; ``name``: the cache's URL as logs show it;
-        ``unreachable``: it did not answer when the loader was made (reported then: the job
-        starts backing off without another warning)."""
-        self.store, self.job, self.name = store, job, name
+    def attach(self, store: OdsStore, job: str, backoff: Backoff, *, strict: bool = False) -> None:
+        """Read and fill ``store`` as ``job``, backing off it with ``backoff`` (the job's, made
+        by :func:`job_backoff` and shared with its sampler and workers: the job backs off the
+        cache as one)."""
+        self.store, self.job, self.name = store, job, backoff.cache
         self.strict = strict
-        #: shared with the sampler and the workers: the job backs off the cache as one
-        self.backoff = Backoff(name, defaults.CACHE_RETRY_FIRST, defaults.CACHE_RETRY_CAP)
-        if unreachable:
-            self.backoff.failed(said=True)
+        self.backoff = backoff
 
     def down(self) -> bool:
         """Whether the job backs off the cache now, or there is none: read from storage

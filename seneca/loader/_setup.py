@@ -26,6 +26,7 @@ from seneca.loader._budgets import Budgets
 from seneca.loader._link import CACHE_FAILURES
 from seneca.loader._options import group_device, parse_split
 from seneca.loader.source import NotCacheable, Resolved, members
+from seneca_base.backoff import Backoff
 from seneca_base.errors import CacheUnavailableError, ConfigError, SenecaError
 from seneca_base.split import Split
 from seneca_base.units import parse_size
@@ -141,15 +142,17 @@ def auto_planner(
     base: Any,
     tiers: tuple[str, ...],
     about: Any = None,
+    backoff: Backoff | None = None,
 ) -> AutoPlanner:
     """The planner of a loader with ``split="auto"`` whose jobs read ``tiers``, started on the
     dataset's plan (or the first one) when the cache answers; the store's budgets follow its
-    split. ``about``: the user's dataset (named in the plan's log lines)."""
+    split. ``about``: the user's dataset (named in the plan's log lines); ``backoff``: the
+    job's back-off of the cache (no look during an outage)."""
     from seneca._autoplan import AutoPlanner, Setting
 
     local = setup.client.local
     setting = Setting(store.samples, setup.size, max(0, workers), local, dict(base or {}), tiers)
-    planner = AutoPlanner(store, job, counters, setting, describe(about))
+    planner = AutoPlanner(store, job, counters, setting, describe(about), backoff)
     if setup.reachable:
         try:
             planner.start()
@@ -190,11 +193,12 @@ def budgets_for(
     tiers: tuple[str, ...],
     counters: Any,
     about: Any = None,
+    backoff: Backoff | None = None,
 ) -> Budgets:
     """The budgets of ``store``'s tiers, started: the dataset's share of the node (when the
     cache answers) split by ``planner``'s plan, else by the split given; ``tiers``: those the
     loader reads, ``counters``: its counters (the sizes of its samples), ``about``: the user's
-    dataset (named in log lines)."""
+    dataset (named in log lines), ``backoff``: the job's back-off of the cache."""
     shares = NodeShares(setup.client) if setup.reachable else None
     budgets = Budgets(
         store,
@@ -206,6 +210,7 @@ def budgets_for(
         counters,
         asked=setup.asked,
         about=describe(about),
+        backoff=backoff,
     )
     try:
         budgets.start()
@@ -300,10 +305,13 @@ def ods_sampler(
     indices: Sequence[int] | None = None,
     seeds: Callable[[], int] | None = None,
     on_start: Callable[[], None] | None = None,
+    strict: bool = False,
+    backoff: Backoff | None = None,
 ) -> OdsBatchSampler:
     """The ODS batch sampler of ``job`` over ``store`` (``indices``: the samples it trains on),
     for this rank; ``seeds`` gives each epoch's seed; ``on_start`` is called at each epoch's
-    start, the job registered, before its first decision."""
+    start, the job registered, before its first decision; ``strict`` and ``backoff``: what a
+    failure of the cache does (the job's back-off, shared with its fetches)."""
     replicas, rank = data_parallel()
     return OdsBatchSampler(
         store,
@@ -315,6 +323,8 @@ def ods_sampler(
         rank=rank,
         seeds=seeds,
         on_start=on_start,
+        strict=strict,
+        backoff=backoff,
     )
 
 

@@ -20,6 +20,7 @@ from seneca.loader._bypass import HitSplitter, collate_part
 from seneca.loader._dataset import CachedDataset
 from seneca.loader._device import DeviceFeed, resolve_device
 from seneca.loader._lease import keeper
+from seneca.loader._link import job_backoff
 from seneca.loader._options import (
     resolve_batch_tail,
     resolve_job,
@@ -250,23 +251,35 @@ class SenecaLoader(DataLoader[_T_co]):
         ids, samples, tiers = wrapped.cache_ids(), len(resolved.source), wrapped.work.tiers
         setup = connect(options, samples, self.strict, ids[0])
         store = cache_store(setup, *ids, samples, dataset)
+        self.cache_url = setup.client.redacted
+        #: the job backs off the cache as one: its fetches, sampler, plan and budgets
+        backoff = job_backoff(self.cache_url, unreachable=not setup.reachable)
         self._split = setup.split
         if not options.auto:
             warn_unread(setup.split, tiers)
         if options.auto:
             workers, counters = args["num_workers"], self._counters
             self.planner = auto_planner(
-                setup, store, self.job, counters, workers, options.spec, tiers, dataset
+                setup, store, self.job, counters, workers, options.spec, tiers, dataset, backoff
             )
-        self.budgets = budgets_for(setup, store, self.planner, tiers, self._counters, dataset)
-        self.cache_url = setup.client.redacted
+        self.budgets = budgets_for(
+            setup, store, self.planner, tiers, self._counters, dataset, backoff
+        )
         batch_size, drop_last = args["batch_size"], args["drop_last"]
         if use_ods and setup.reachable:
             seed = seeds_from(args["generator"])
             # at an epoch's start, the job joined: the plan and shares in force before it
             # decides (jobs that start together find the first one's plan made for it alone)
             self._ods_sampler = ods_sampler(
-                store, self.job, batch_size, drop_last, ods_members, seed, self.budgets.look
+                store,
+                self.job,
+                batch_size,
+                drop_last,
+                ods_members,
+                seed,
+                self.budgets.look,
+                strict=self.strict,
+                backoff=backoff,
             )
             args.update(batch_size=1, shuffle=None, sampler=None, drop_last=False)
             args["batch_sampler"] = self._ods_sampler
@@ -288,19 +301,7 @@ class SenecaLoader(DataLoader[_T_co]):
                 if shuffle
                 else SequentialSampler(dataset)
             )
-        link = wrapped.link
-        link.attach(
-            store,
-            self.job,
-            self.cache_url,
-            unreachable=not setup.reachable,
-            strict=self.strict,
-        )
-        if self._ods_sampler is not None:
-            self._ods_sampler.strict, self._ods_sampler.backoff = self.strict, link.backoff
-        self.budgets.cadence.backoff = link.backoff
-        if self.planner is not None:
-            self.planner.cadence.backoff = link.backoff
+        wrapped.link.attach(store, self.job, backoff, strict=self.strict)
         super().__init__(wrapped, **args)
         self._cached = wrapped
         self._feed = self._device_feed(self._batch_tail)
