@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from seneca._bench.spawn import job_context
+from seneca._bench.spawn import ProcessGroup
 from seneca_base.errors import ConfigError
 
 __all__ = ["order_of", "run_demo"]
@@ -27,6 +27,8 @@ CLASSES = 10
 CACHE_SIZE = "1.5GB"
 SPLIT = {"encoded": 0.25, "decoded": 0.55, "augmented": 0.2}
 KINDS = ("pytorch-tuned", "seneca")
+#: how long a run of the jobs may take before the demo gives up on it (seconds)
+_JOB_TIMEOUT = 3600
 
 
 def _transform():
@@ -80,7 +82,21 @@ def _model(classes: int) -> Any:
     )
 
 
-def _job(kind: str, rank: int, data: str, iterations: int, cache_url: str | None, out) -> None:
+def _job(
+    kind: str, rank: int, data: str, iterations: int, cache_url: str | None, barrier, out
+) -> None:
+    """One training job (a process of its own): reports its samples, time and counters, or
+    the error that ended it (the other jobs stop waiting for it)."""
+    try:
+        out.put(_train(kind, rank, data, iterations, cache_url, barrier))
+    except BaseException as e:
+        barrier.abort()
+        out.put({"error": f"{type(e).__name__}: {e}"})
+
+
+def _train(
+    kind: str, rank: int, data: str, iterations: int, cache_url: str | None, barrier
+) -> dict[str, Any]:
     import torch
     from tqdm import tqdm
 
@@ -88,6 +104,7 @@ def _job(kind: str, rank: int, data: str, iterations: int, cache_url: str | None
     torch.manual_seed(rank)
     ds, loader = _loader(kind, data, rank, cache_url)
     model = _model(len(ds.classes))
+    barrier.wait()  # both jobs start training together
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     bar = tqdm(total=iterations, desc=f"{kind:>13} job {rank}", position=rank, leave=False)
     steps = samples = 0
@@ -107,21 +124,13 @@ def _job(kind: str, rank: int, data: str, iterations: int, cache_url: str | None
     elapsed = time.perf_counter() - start
     bar.close()
     stats = loader.stats()
-    out.put({"kind": kind, "rank": rank, "samples": samples, "seconds": elapsed, "stats": stats})
+    return {"kind": kind, "rank": rank, "samples": samples, "seconds": elapsed, "stats": stats}
 
 
 def _run(kind: str, data: str, iterations: int, cache_url: str, jobs: int = 2) -> list[dict]:
-    ctx = job_context()
-    out = ctx.Queue()
-    procs = [
-        ctx.Process(target=_job, args=(kind, r, data, iterations, cache_url, out))
-        for r in range(jobs)
-    ]
-    for p in procs:
-        p.start()
-    results = [out.get() for _ in procs]
-    for p in procs:
-        p.join()
+    """Both jobs of ``kind``; SenecaError names the first one that failed or died."""
+    group = ProcessGroup(_job, [(kind, r, data, iterations, cache_url) for r in range(jobs)])
+    results = group.reports(_JOB_TIMEOUT, f"demo {kind}")
     return sorted(results, key=lambda r: r["rank"])
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import queue
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -84,17 +85,39 @@ class ProcessGroup:
             return
 
     def reports(self, timeout: float, what: str) -> list[Any]:
-        """One report per process; SenecaError names ``what`` if one is missing or failed."""
+        """One report per process; SenecaError names ``what`` if one is missing or failed. A
+        failed report, or a process that ended without one (killed, or crashed), is found
+        within a second or two, not at ``timeout``; the other processes are then ended."""
+        deadline = time.monotonic() + timeout
+        results: list[Any] = []
+        failed = None
         try:
-            results = [self.out.get(timeout=timeout) for _ in self.procs]
-        except queue.Empty:
-            raise SenecaError(f"{what}: a process did not report") from None
+            while len(results) < len(self.procs) and failed is None:
+                try:
+                    report = self.out.get(timeout=1.0)
+                except queue.Empty:
+                    ended = sum(p.exitcode is not None for p in self.procs)
+                    if ended <= len(results) and time.monotonic() < deadline:
+                        continue
+                    try:  # a report sent just before its process ended is read by now
+                        report = self.out.get(timeout=1.0)
+                    except queue.Empty:
+                        failed = f"{what}: a process ended or timed out without a report"
+                        continue
+                results.append(report)
+                if isinstance(report, dict) and "error" in report:
+                    failed = f"{what} failed in a process: {report['error']}"
         finally:
-            for p in self.procs:
-                p.join(timeout=30)
-                if p.is_alive():
-                    p.kill()
-        errors = [r["error"] for r in results if isinstance(r, dict) and "error" in r]
-        if errors:
-            raise SenecaError(f"{what} failed in a process: {errors[0]}")
+            self._end(grace=30 if len(results) == len(self.procs) else 1)
+        if failed:
+            raise SenecaError(failed)
         return results
+
+    def _end(self, grace: float) -> None:
+        """Join the processes, killing any still running after ``grace`` seconds."""
+        until = time.monotonic() + grace
+        for p in self.procs:
+            p.join(timeout=max(0.0, until - time.monotonic()))
+            if p.is_alive():
+                p.kill()
+                p.join()

@@ -2,8 +2,8 @@
 
 import pytest
 
-from seneca._bench.demo import order_of, run_demo
-from seneca_base.errors import ConfigError
+from seneca._bench.demo import _run, order_of, run_demo
+from seneca_base.errors import ConfigError, SenecaError
 
 
 @pytest.mark.slow
@@ -29,3 +29,13 @@ def test_rounds_alternate_which_loader_goes_first():
 def test_demo_options_are_checked(tmp_path):
     with pytest.raises(ConfigError, match="--rounds"):
         run_demo(str(tmp_path), rounds=0)
+
+
+def test_a_job_that_fails_ends_the_demo_with_its_error(tmp_path):
+    """A job that cannot train (here: no image decodes) ends the demo with its error; the
+    other job stops waiting for it."""
+    (tmp_path / "cls").mkdir()
+    for k in range(4):
+        (tmp_path / "cls" / f"{k}.jpg").write_bytes(b"not a JPEG")
+    with pytest.raises(SenecaError, match="demo pytorch-tuned failed in a process"):
+        _run("pytorch-tuned", str(tmp_path), 2, "")

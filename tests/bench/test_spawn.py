@@ -3,6 +3,7 @@
 import multiprocessing
 import os
 import sys
+import time
 
 import pytest
 
@@ -65,3 +66,18 @@ def test_a_failed_process_is_an_error_naming_the_work():
     group = spawn.ProcessGroup(_fail, [("x",)])
     with pytest.raises(SenecaError, match="x failed"):
         group.reports(60, "test")
+
+
+def _die(tag, barrier, out):
+    if tag == "dies":
+        os._exit(3)  # killed, or crashed: no report
+    barrier.wait(timeout=60)
+    out.put({"tag": tag})
+
+
+def test_a_process_that_ends_without_its_report_is_an_error_at_once():
+    group = spawn.ProcessGroup(_die, [("dies",), ("waits",)])
+    start = time.monotonic()
+    with pytest.raises(SenecaError, match="ended or timed out without a report"):
+        group.reports(600, "test")
+    assert time.monotonic() - start < 30  # found when it ended, not at the timeout
