@@ -2,14 +2,14 @@
 
 For each spec it times :func:`mdp.planner.plan` in this process (all 5,151 splits; median and
 worst of ``repeat`` runs, both models) and the whole ``mdp plan SPEC --json`` command as a fresh
-process (interpreter start, imports, spec parsing, planning, JSON output).
+process (interpreter start, imports, spec parsing, planning, JSON output). The caller says how
+to run that command (``mdp`` is the application's: this package does not start it itself).
 """
 
 from __future__ import annotations
 
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 
@@ -31,17 +31,20 @@ def _timed(fn: object, repeat: int) -> list[float]:
     return out
 
 
-def run_bench(specs: Sequence[str], repeat: int = 20) -> list[dict[str, object]]:
-    """Time planning for each spec; prints a table and returns its rows."""
+def run_bench(
+    specs: Sequence[str], command: Sequence[str], repeat: int = 20
+) -> list[dict[str, object]]:
+    """Time planning for each spec; prints a table and returns its rows. ``command``: the
+    ``mdp`` command line (``plan SPEC --json --model M`` is added)."""
     rows: list[dict[str, object]] = []
     print(f"{'spec':<20} {'model':<7} {'plan() median':>14} {'worst':>9} {'mdp plan cmd':>13}")
     for name in specs:
         spec = load_spec(name)
         for model in MODELS:
             times = _timed(lambda spec=spec, model=model: plan(spec, model), repeat)
-            cmd = [sys.executable, "-m", "seneca._cli.mdp", "plan", name, "--json"]
+            cmd = [*command, "plan", name, "--json"]
             cmd += ["--model", model]
-            command = min(
+            command_s = min(
                 _timed(lambda cmd=cmd: subprocess.run(cmd, check=True, capture_output=True), 3)
             )
             row = {
@@ -49,12 +52,12 @@ def run_bench(specs: Sequence[str], repeat: int = 20) -> list[dict[str, object]]
                 "model": model,
                 "plan_median_s": statistics.median(times),
                 "plan_worst_s": max(times),
-                "command_s": command,
+                "command_s": command_s,
             }
             rows.append(row)
             print(
                 f"{name:<20} {model:<7} {row['plan_median_s'] * 1e3:>11.1f} ms "
-                f"{row['plan_worst_s'] * 1e3:>6.1f} ms {command * 1e3:>10.0f} ms"
+                f"{row['plan_worst_s'] * 1e3:>6.1f} ms {command_s * 1e3:>10.0f} ms"
             )
     worst = max(max(r["plan_worst_s"], r["command_s"]) for r in rows)  # type: ignore[type-var]
     print(

@@ -127,7 +127,8 @@ def _run(args: argparse.Namespace) -> None:
 
         if args.repeat <= 0:
             raise ConfigError(f"--repeat: must be positive, got {args.repeat}")
-        run_bench(args.specs or example_names(), args.repeat)
+        mdp = [sys.executable, "-m", "seneca._cli.mdp"]  # this command, a fresh process
+        run_bench(args.specs or example_names(), mdp, args.repeat)
         return
     if args.command == "profile":
         from seneca._bench.profile import profile_command
