@@ -11,8 +11,8 @@ emptied every few batches, and the server's settings are restored on close. A se
 refuses ``CONFIG SET`` (managed Redis) gives no figures. The log holds every client's calls:
 measure on a server nothing else uses (``ods simulate`` starts its own by default).
 
-:meth:`ServerTimes.noise` runs a script of constant work (:data:`NOISE`, a loop of arithmetic:
-about 1 ms on the development machine) whose times are collected under :data:`NOISE_NAME`: run
+:meth:`ServerTimes.noise` runs a script of constant work (:data:`NOISE`, a loop of arithmetic
+of fixed length) whose times are collected under :data:`NOISE_NAME`: run
 between the engine's calls, its spread (p99 over p50, max) is what the host alone adds to a
 call's time.
 """

@@ -3,8 +3,8 @@
 ``from seneca import SenecaLoader`` imports the loader's modules and what they need (redis-py,
 ``ods``, ``mdp``) the first time it runs. In a process that has imported torch, those imports
 create enough long-lived objects to start a full garbage collection, which walks torch's
-objects: about 0.16 of the 0.28 s of CPU the import took on the development machine
-(``scripts/worker_start.py``). A DataLoader worker started with ``spawn`` or ``forkserver``
+objects: most of the CPU the import takes (``scripts/worker_start.py`` measures it). A
+DataLoader worker started with ``spawn`` or ``forkserver``
 imports the training script again, and with it SenecaLoader, so each worker paid that per
 start. The collector is paused while the modules are imported (nothing they make is garbage)
 and resumed after, if it was running.
