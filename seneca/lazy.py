@@ -5,8 +5,8 @@
 create enough long-lived objects to start a full garbage collection, which walks torch's
 objects: most of the CPU the import takes (``scripts/worker_start.py`` measures it). A
 DataLoader worker started with ``spawn`` or ``forkserver`` imports the training script again,
-and with it SenecaLoader, so each worker paid that per start. The collector is paused while the modules are imported (nothing they make is garbage)
-and resumed after, if it was running.
+and with it SenecaLoader, so each worker paid that per start. The collector is paused while
+the modules are imported (nothing they make is garbage) and resumed after, if it was running.
 """
 
 from __future__ import annotations
