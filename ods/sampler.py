@@ -10,7 +10,9 @@ Every iteration runs a new epoch, as a DataLoader's does: an iteration stopped e
 the following epoch with every sample. :meth:`OdsBatchSampler.set_epoch` picks the epoch of the
 next iteration when this sampler has not run it yet (DistributedSampler's contract: ranks that
 set the same epoch share it); :meth:`OdsBatchSampler.resume` continues one, for a restored
-checkpoint.
+checkpoint. Its :meth:`OdsBatchSampler.state_dict` is the samples the training loop took this
+epoch (the batches its :class:`ods.progress.EpochProgress` counted); a new sampler of the same
+job continues the epoch from it with :meth:`OdsBatchSampler.load_state_dict`.
 
 Data-parallel ranks (``num_replicas > 1``) follow DistributedSampler's contract: every rank
 yields the same number of batches, ``ceil(n / num_replicas)`` samples (``floor`` with
@@ -29,8 +31,9 @@ import logging
 import math
 import random
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import redis
 
@@ -38,13 +41,26 @@ from ods import defaults
 from ods.bitmaps import set_bit, test_bit
 from ods.decision import Decision, Pick, hits_by_bucket, parse_decision
 from ods.outbox import Call
+from ods.progress import EpochProgress
 from ods.store import OdsStore
 from seneca_base.backoff import Backoff
 from seneca_base.errors import CacheUnavailableError, ConfigError, UnknownJobError
 
-__all__ = ["OdsBatchSampler", "OdsSampler"]
+__all__ = ["OdsBatchSampler", "OdsSampler", "Ranks"]
 
 _log = logging.getLogger("seneca.ods")
+
+
+class Ranks(Protocol):
+    """The data-parallel ranks of a job, as a resume needs them (a collective each)."""
+
+    def union(self, bitmap: bytes) -> bytes:
+        """The bitwise OR of every rank's ``bitmap`` (equal lengths)."""
+        ...
+
+    def barrier(self) -> None:
+        """Return once every rank has called it."""
+        ...
 
 
 class _BackingOff(CacheUnavailableError):
@@ -87,6 +103,8 @@ class OdsBatchSampler:
         strict: an unreachable cache is an error (CacheUnavailableError), not read around.
         backoff: the process's back-off of this cache, shared with its fetches (None: the
             sampler backs off on its own).
+        ranks: the job's ranks (:class:`Ranks`), which :meth:`load_state_dict` needs with
+            ``num_replicas > 1``.
     """
 
     def __init__(
@@ -104,6 +122,7 @@ class OdsBatchSampler:
         on_start: Callable[[], None] | None = None,
         strict: bool = False,
         backoff: Backoff | None = None,
+        ranks: Ranks | None = None,
     ) -> None:
         if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead <= 0:
             raise ConfigError(f"lookahead: expected a positive integer, got {lookahead!r}")
@@ -132,8 +151,13 @@ class OdsBatchSampler:
         self._warned = False
         self.strict = strict
         self.backoff = backoff
+        self.ranks = ranks
+        #: the epoch and batches the training loop took (what :meth:`state_dict` saves)
+        self.progress = EpochProgress()
         #: (epoch, samples this rank consumed before a resume): its share of that epoch shrinks
         self.resumed: tuple[int, int] | None = None
+        #: (epoch, bitmap): the samples of that epoch consumed before this sampler resumed it
+        self._restored: tuple[int, bytes] | None = None
         self._run: _Run | None = None  # the latest iteration's, while it runs
 
     def join(self) -> None:
@@ -185,6 +209,46 @@ class OdsBatchSampler:
             for i in batch:
                 set_bit(bits, i)
         return bytes(bits)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the training loop is (torchdata StatefulDataLoader's convention): its
+        epoch, the batches it took in it (:attr:`progress`), and ``consumed``, a Redis-order
+        bitmap of their samples and of those consumed before a resume of that epoch."""
+        progress = self.progress.state_dict() or {"epoch": self.next_epoch(), "batches": 0}
+        epoch = progress["epoch"]
+        consumed = self.consumed_bitmap(epoch, progress["batches"])
+        if self._restored is not None and self._restored[0] == epoch:
+            consumed = bytes(a | b for a, b in zip(consumed, self._restored[1], strict=True))
+        return {**progress, "consumed": consumed}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume from :meth:`state_dict` (in this or a new process, same job): the next
+        iteration continues that epoch with every sample not yet consumed, exactly once.
+
+        With several ranks every rank loads its own state (a collective call): the ranks'
+        consumed samples are united, and each rank's share of the epoch shrinks by what it
+        consumed, as DistributedSampler's would."""
+        try:
+            epoch, consumed = int(state["epoch"]), bytes(state["consumed"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ConfigError(f"load_state_dict: not a SenecaLoader state: {e}") from None
+        if len(consumed) not in (0, (self.store.samples + 7) // 8):
+            raise ConfigError("load_state_dict: the state is of a dataset of another size")
+        if self.num_replicas > 1 and self.ranks is None:
+            raise ConfigError("load_state_dict: a sampler of several ranks needs ``ranks=``")
+        self.resume(epoch)
+        self.progress.load_state_dict(state)
+        if not consumed:
+            return
+        mine = sum(bin(b).count("1") for b in consumed)
+        union = consumed if self.ranks is None else self.ranks.union(consumed)
+        self.join()
+        if self.rank == 0:
+            self.store.restore(self.job, epoch, union)
+        if self.ranks is not None:
+            self.ranks.barrier()  # no rank decides before the epoch is restored
+            self.resumed = (epoch, mine)
+        self._restored = (epoch, consumed)
 
     def _fallback(self, epoch: int, left: int | None) -> Iterator[list[Pick]]:
         """The samples of ``epoch`` this sampler has not yielded, from storage in random order

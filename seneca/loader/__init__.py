@@ -19,8 +19,7 @@ Internal (a leading underscore; their names may change between releases):
 * ``_bypass``, ``_part_buffers``: with workers, hits read here and the workers' reused buffers;
 * ``_ahead``: with workers, the loader process's share of the next batch made by a thread;
 * ``_device``: batches moved to the accelerator (``device=``), the batch tail run there;
-* ``_progress``, ``_stats``: the epoch's progress (``state_dict``), counters shared with
-  workers and epoch summaries;
+* ``_stats``: counters shared with workers and epoch summaries;
 * ``_budgets``: the budgets in force (the dataset's share of the node, split by the plan);
 * ``_lease``: a job stays live while its loader exists (one thread per process renews leases);
 * ``_roles``: the kinds of process the code runs in (training process, worker), passed to

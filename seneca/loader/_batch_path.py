@@ -26,7 +26,7 @@ iterator over the one before (:data:`Stage`):
 6. **ahead**: with workers, the stages above run one batch ahead in a thread
    (``_ahead.made_ahead``);
 7. **device hand-over**: the loop's stream waits for the copy (``_device.handed_over``);
-8. **track**: with ODS, the batch counted for ``state_dict`` (``_progress.EpochProgress``);
+8. **track**: with ODS, the batch counted for ``state_dict`` (``ods.progress.EpochProgress``);
 9. **budget tick**: a look at the dataset's share of the node and, with ``split="auto"``, at
    the plan, between batches and at the end (``_budgets.Budgets.tick``, ``AutoPlanner.tick``);
 10. **stats**: progress lines and the epoch's summary (``_stats.summarised``);
@@ -47,7 +47,6 @@ import torch
 from seneca import defaults
 from seneca.loader._ahead import closing, made_ahead
 from seneca.loader._device import DeviceFeed, handed_over, staged
-from seneca.loader._progress import EpochProgress
 from seneca.loader._stats import Counters, summarised
 from seneca.loader.timeline import Timeline
 from seneca.pipeline.batch_tail import BatchTail, finished_batches
@@ -87,8 +86,6 @@ class BatchPath:
     every: float | None = None
     #: the batches' stage times (with the splitter; None: not recorded)
     timeline: Timeline | None = None
-    #: the epoch and batches the loop took (with ODS)
-    progress: EpochProgress = field(default_factory=EpochProgress)
     #: iterations started (an epoch each; named in the summaries of loaders without ODS)
     iterations: int = 0
     _thread: Any = field(default=None, init=False, repr=False)
@@ -123,7 +120,8 @@ class BatchPath:
             return out
         sampler, budgets = self.sampler, self.budgets
         if sampler is not None and token is not None:
-            out.append(("track", lambda it: self.progress.tracked(it, token, sampler)))
+            progress = sampler.progress
+            out.append(("track", lambda it: progress.tracked(it, token, lambda: sampler.current)))
         if budgets is not None:
             out.append(("budget tick", lambda it: _ticked(it, budgets)))
         out.append(("stats", lambda it: self._summarised(it, before)))

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CacheOptions",
     "CacheSetup",
+    "TorchRanks",
     "auto_planner",
     "budgets_for",
     "cache_options",
@@ -47,7 +48,6 @@ __all__ = [
     "ods_sampler",
     "seeds_from",
     "spec_values",
-    "union_over_ranks",
     "warn_unread",
 ]
 
@@ -325,6 +325,7 @@ def ods_sampler(
         on_start=on_start,
         strict=strict,
         backoff=backoff,
+        ranks=TorchRanks() if replicas > 1 else None,
     )
 
 
@@ -345,12 +346,22 @@ def seeds_from(generator: torch.Generator | None) -> Callable[[], int]:
     return draw
 
 
-def union_over_ranks(bitmap: bytes) -> bytes:
-    """The bitwise OR of every rank's ``bitmap`` (equal lengths; a gloo/NCCL collective)."""
-    import numpy as np
-    import torch.distributed as dist
+class TorchRanks:
+    """The ranks of a torch.distributed job (:class:`ods.sampler.Ranks`): gloo/NCCL
+    collectives over the default group."""
 
-    bits = torch.from_numpy(np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8)).copy())
-    bits = bits.to(group_device())
-    dist.all_reduce(bits, op=dist.ReduceOp.MAX)
-    return np.packbits(bits.cpu().numpy()).tobytes()
+    def union(self, bitmap: bytes) -> bytes:
+        """The bitwise OR of every rank's ``bitmap`` (equal lengths)."""
+        import numpy as np
+        import torch.distributed as dist
+
+        bits = torch.from_numpy(np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8)).copy())
+        bits = bits.to(group_device())
+        dist.all_reduce(bits, op=dist.ReduceOp.MAX)
+        return np.packbits(bits.cpu().numpy()).tobytes()
+
+    def barrier(self) -> None:
+        """Return once every rank has called it."""
+        import torch.distributed as dist
+
+        dist.barrier()

@@ -39,7 +39,6 @@ from seneca.loader._setup import (
     ods_members,
     ods_sampler,
     seeds_from,
-    union_over_ranks,
     warn_unread,
 )
 from seneca.loader._stats import Counters, job_stats
@@ -347,19 +346,14 @@ class SenecaLoader(DataLoader[_T_co]):
         before = self._counters.snapshot()  # before any worker fetches for this iteration
         if self._ods_sampler is None:
             return path.run(super().__iter__(), before)
-        token = path.progress.begin(self._ods_sampler.next_epoch())
+        token = self._ods_sampler.progress.begin(self._ods_sampler.next_epoch())
         return path.run(super().__iter__(), before, token)
 
     def state_dict(self) -> dict[str, Any]:
         """Where this loader is in its epoch (torchdata StatefulDataLoader's convention):
-        the epoch, the batches consumed in it, and a bitmap of their samples. Needs ODS."""
-        sampler = self._require_ods("state_dict")
-        epoch, batches = self._path.progress.at or (sampler.next_epoch(), 0)
-        consumed = sampler.consumed_bitmap(epoch, batches)
-        restored = getattr(self, "_restored", None)
-        if restored is not None and restored[0] == epoch:
-            consumed = bytes(a | b for a, b in zip(consumed, restored[1], strict=True))
-        return {"epoch": epoch, "batches": batches, "consumed": consumed}
+        the epoch, the batches consumed in it, and a bitmap of their samples. Needs ODS: the
+        state is its sampler's (``ods.sampler.OdsBatchSampler.state_dict``)."""
+        return self._require_ods("state_dict").state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from :meth:`state_dict` (in this or a new process, same job name): the next
@@ -368,28 +362,7 @@ class SenecaLoader(DataLoader[_T_co]):
         Under torch.distributed every rank loads its own state (a collective call): the ranks'
         consumed samples are united, and each rank's share of the epoch shrinks by what it
         consumed, as DistributedSampler's would."""
-        sampler = self._require_ods("load_state_dict")
-        try:
-            epoch, consumed = int(state["epoch"]), bytes(state["consumed"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise ConfigError(f"load_state_dict: not a SenecaLoader state: {e}") from None
-        if len(consumed) not in (0, (sampler.store.samples + 7) // 8):
-            raise ConfigError("load_state_dict: the state is of a dataset of another size")
-        sampler.resume(epoch)
-        self._path.progress.at = (epoch, 0)
-        if not consumed:
-            return
-        mine = sum(bin(b).count("1") for b in consumed)
-        union = union_over_ranks(consumed) if sampler.num_replicas > 1 else consumed
-        sampler.join()
-        if sampler.rank == 0:
-            sampler.store.restore(sampler.job, epoch, union)
-        if sampler.num_replicas > 1:
-            import torch.distributed as dist
-
-            dist.barrier()  # no rank decides before the epoch is restored
-            sampler.resumed = (epoch, mine)
-        self._restored = (epoch, consumed)
+        self._require_ods("load_state_dict").load_state_dict(state)
 
     def _require_ods(self, what: str) -> OdsBatchSampler:
         if self._ods_sampler is None:

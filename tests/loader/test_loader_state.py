@@ -6,6 +6,7 @@ import multiprocessing as mp
 
 import pytest
 from helpers.indexed import indexed
+from helpers.resume import through_resumes
 
 from seneca import SenecaLoader
 from seneca_base.errors import ConfigError
@@ -31,19 +32,29 @@ def first_batches(loader, k):
     return got, loader.state_dict()
 
 
-@pytest.mark.parametrize("stop_after", [0, 1, 4, 7])
-def test_resume_at_midpoints_with_workers(tiny_dataset, redis_url, stop_after):
-    job = f"resume-{stop_after}"
-    before, state = first_batches(loader_for(tiny_dataset, redis_url, job), stop_after)
-    assert state["epoch"] == 0 and state["batches"] == stop_after
-    resumed = loader_for(tiny_dataset, redis_url, job)
-    resumed.load_state_dict(state)
-    after = collections.Counter(int(i) for _, y in resumed for i in y)
-    together = before + after
+def resumable(root, url, job, workers):
+    """``through_resumes``'s ``start``: a new loader of ``job``, resumed from a state."""
+
+    def start(state):
+        loader = loader_for(root, url, job, workers)
+        if state is not None:
+            loader.load_state_dict(state)
+        return loader, ([int(i) for i in y] for _, y in loader)
+
+    return start
+
+
+@pytest.mark.parametrize(
+    ("workers", "stops"),
+    [(2, [0]), (2, [1]), (2, [4]), (2, [7]), (2, [2, 3, 1]), (0, [1, 0, 5]), (0, [3, 3])],
+)
+def test_resume_at_midpoints(tiny_dataset, redis_url, workers, stops):
+    job = f"resume-{workers}-{'-'.join(map(str, stops))}"
+    together, last = through_resumes(resumable(tiny_dataset, redis_url, job, workers), stops)
     assert set(together) == set(range(48)) and max(together.values()) == 1
-    assert resumed.state_dict()["epoch"] == 1  # the epoch completed
+    assert last.state_dict()["epoch"] == 1  # the epoch completed
     # the next epoch is a full one again
-    assert sum(len(y) for _, y in resumed) == 48
+    assert sum(len(y) for _, y in last) == 48
 
 
 def _resume_elsewhere(root, url, state, out):

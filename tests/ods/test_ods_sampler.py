@@ -2,12 +2,16 @@
 
 import collections
 
+import pytest
 import torch
+from helpers.resume import through_resumes
 from torch.utils.data import DataLoader, Dataset
 
 from ods.decision import Pick
 from ods.sampler import OdsBatchSampler
 from ods.store import OdsStore
+from seneca_base.errors import ConfigError
+from seneca_base.stateful import Stateful
 
 
 def make(redis_proc, n=100, **kw):
@@ -49,6 +53,39 @@ def test_restore_from_consumed_batches(redis_proc):
     rest = list(again)
     seen = collections.Counter(p.index for b in decided[:3] + rest for p in b)
     assert set(seen) == set(range(100)) and max(seen.values()) == 1
+
+
+def _taken(sampler):
+    """The sample indices of a new iteration's batches, each counted as taken by a loop (as
+    a loader's batch path counts them)."""
+    progress = sampler.progress
+    token = progress.begin(sampler.next_epoch())
+    for batch in progress.tracked(iter(sampler), token, lambda: sampler.current):
+        yield [p.index for p in batch]
+
+
+@pytest.mark.parametrize("stops", [[0], [3], [9], [1, 1, 1], [4, 0, 2], [2, 3, 4]])
+def test_state_at_midpoints_resumes_every_sample_once(redis_proc, stops):
+    store = OdsStore(redis_proc.client, "st", 100, capacity={"encoded": 25}, seed=2)
+
+    def start(state):
+        sampler = OdsBatchSampler(store, "job", batch_size=10)
+        if state is not None:
+            sampler.load_state_dict(state)
+        return sampler, _taken(sampler)
+
+    seen, last = through_resumes(start, stops)
+    assert set(seen) == set(range(100)) and max(seen.values()) == 1
+    assert isinstance(last.progress, Stateful)
+    assert last.progress.state_dict() == {"epoch": 1, "batches": 0}  # the epoch completed
+    assert sum(len(b) for b in _taken(last)) == 100  # and the next one is whole
+
+
+def test_state_of_several_ranks_needs_the_ranks(redis_proc):
+    store, _ = make(redis_proc, batch_size=10)
+    rank = OdsBatchSampler(store, "ddp", 10, num_replicas=2, rank=0)
+    with pytest.raises(ConfigError, match="ranks="):
+        rank.load_state_dict(rank.state_dict())
 
 
 def test_ranks_get_equal_shares_and_together_the_epoch(redis_proc):
