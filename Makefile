@@ -2,7 +2,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup test demo notebooks lint format clean
+.PHONY: setup test test-oldest demo notebooks lint format clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -11,6 +11,11 @@ test: setup
 	$(VENV)/bin/ruff check --no-cache .
 	$(VENV)/bin/ruff format --check --no-cache .
 	$(PY) -m pytest -q
+
+# The loader's tests with the oldest torch, torchvision and redis-py the package accepts
+# (in .venv-oldest; CI runs it after `make test`).
+test-oldest: setup
+	@bash scripts/oldest.sh
 
 demo: setup
 	$(PY) -m seneca demo
@@ -27,4 +32,4 @@ format: setup
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) data/demo .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-oldest data/demo .pytest_cache .ruff_cache

@@ -37,6 +37,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from ods import deadlines
+from ods.redis_internals import connection_of, socket_of
 
 __all__ = ["Sent", "abandon", "is_cluster", "kept", "receive", "run", "send"]
 
@@ -166,8 +167,9 @@ def _take(pool: Any) -> Any:
     try:
         conn = _kept(pool).pop()
     except IndexError:  # none kept (or taken by another thread meanwhile)
-        return pool.get_connection()
-    if conn._sock is not None and _readable(conn._sock):
+        return connection_of(pool)
+    sock = socket_of(conn)
+    if sock is not None and _readable(sock):
         conn.disconnect()  # closed by the server (or anything else on it): a new one
     return conn
 
@@ -205,9 +207,9 @@ def _write(sent: Sent, targets: list[tuple[redis.Redis, list[int]]]) -> None:
         conn = None
         try:
             conn = _take(pool)
-            if conn._sock is None:
+            if socket_of(conn) is None:
                 conn.connect()
-            conn._sock.settimeout(sent.deadline)
+            socket_of(conn).settimeout(sent.deadline)
             conn.send_packed_command(_packed(conn, [sent.commands[k] for k in where]))
             sent.groups.append((pool, conn, where))
         except (redis.RedisError, OSError) as err:
@@ -245,7 +247,7 @@ def _read_group(sent: Sent, group: tuple[Any, Any, list[int]], read: Read, out: 
             except redis.ResponseError as err:  # read whole: the connection is in step
                 out[k] = err
         deadlines.measured(sent.kind, time.monotonic() - start)
-        conn._sock.settimeout(conn.socket_timeout)
+        socket_of(conn).settimeout(conn.socket_timeout)
     except (redis.RedisError, OSError) as err:
         conn.disconnect()
         pool.release(conn)

@@ -35,6 +35,7 @@ from torchvision.datasets import ImageFolder
 
 from seneca._bench.torch_loaders import Counted, CountedDataLoader, NoLoader, counted_folder
 from seneca.loader import SenecaLoader
+from seneca.pipeline.storage import throttled
 from seneca.pipeline.transforms import split_transform
 from seneca_base.errors import ConfigError
 from seneca_base.split import Split
@@ -147,25 +148,27 @@ def make_loader(
         crop = _crop_of(ds[0][0])
         return NoLoader(len(ds), batch_size, crop, len(ds.classes), device, tail)
     cached = {"cache": cache, "cache_size": cache_size, "job": job, "device": device}
-    if kind == "quiver":
-        sampler = QuiverBatchSampler(len(ds), batch_size)
-        loader = SenecaLoader(
-            ds,
-            batch_sampler=sampler,
-            num_workers=num_workers,
-            split=_ENCODED_ONLY,
-            ods=False,
-            **cached,
-            **kwargs,
-        )
-        sampler.store = loader.store
-    elif kind == "minio":
-        loader = SenecaLoader(ds, shuffle=True, split=_ENCODED_ONLY, ods=False, **cached, **common)
-    else:
-        loader = SenecaLoader(
-            ds, shuffle=True, split=split, ods=kind == "seneca", **cached, **common
-        )
-    loader._cached.source.storage.throttle = throttle
+    with throttled(throttle):  # the storage the loader reads
+        if kind == "quiver":
+            sampler = QuiverBatchSampler(len(ds), batch_size)
+            loader = SenecaLoader(
+                ds,
+                batch_sampler=sampler,
+                num_workers=num_workers,
+                split=_ENCODED_ONLY,
+                ods=False,
+                **cached,
+                **kwargs,
+            )
+            sampler.store = loader.store
+        elif kind == "minio":
+            loader = SenecaLoader(
+                ds, shuffle=True, split=_ENCODED_ONLY, ods=False, **cached, **common
+            )
+        else:
+            loader = SenecaLoader(
+                ds, shuffle=True, split=split, ods=kind == "seneca", **cached, **common
+            )
     return loader
 
 

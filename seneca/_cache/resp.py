@@ -23,6 +23,7 @@ from typing import Any
 import redis
 
 from ods import routing
+from ods.redis_internals import socket_of
 from seneca.pipeline import codec
 
 __all__ = ["Pending", "Place", "Placed", "execute", "post"]
@@ -179,9 +180,9 @@ def _reader_of(conn: Any) -> _Reader:
     once per socket. Every reply a reader receives is read, or the connection is dropped
     (``ods.routing`` disconnects it on any failure mid-reply), so a kept reader has nothing
     left buffered."""
-    reader = _READERS.get(conn)
-    if reader is None or reader.sock is not conn._sock:
-        reader = _READERS[conn] = _Reader(conn._sock)
+    reader, sock = _READERS.get(conn), socket_of(conn)
+    if reader is None or reader.sock is not sock:
+        reader = _READERS[conn] = _Reader(sock)
     return reader
 
 

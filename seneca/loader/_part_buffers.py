@@ -27,7 +27,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["PartBuffers", "PartReader", "PartRef", "part_buffers", "shared_empty"]
+from seneca._torch_internals import shared_empty
+
+__all__ = ["PartBuffers", "PartReader", "PartRef", "part_buffers"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,14 +97,6 @@ class PartBuffers:
             self._sent.add(slot)
             buffer = self._buffers[slot]
         return PartRef(self.owner, slot, rows.dtype, tuple(rows.shape), buffer)
-
-
-def shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    """An uninitialised tensor in shared memory, as DataLoader's collate makes one in a worker
-    (no copy, unlike ``share_memory_``)."""
-    numel = int(torch.Size(shape).numel())
-    storage = torch.empty(0, dtype=dtype)._typed_storage()._new_shared(numel, device="cpu")
-    return torch.empty(0, dtype=dtype).new(storage).resize_(shape)
 
 
 _buffers: PartBuffers | None = None

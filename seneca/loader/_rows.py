@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.data import default_collate
 
-from seneca.loader._part_buffers import shared_empty
+from seneca._torch_internals import shared_empty, view_base
 
 if TYPE_CHECKING:
     from seneca.loader._part_buffers import PartBuffers
@@ -82,7 +82,7 @@ class BatchRows:
         return (
             rows is not None
             and isinstance(image, torch.Tensor)
-            and image._base is rows
+            and view_base(image) is rows
             and image.storage_offset() == k * rows.stride(0)
         )
 
@@ -120,14 +120,14 @@ def _rows_of(images: Sequence[Any]) -> torch.Tensor | None:
     first = images[0]
     if not isinstance(first, torch.Tensor):
         return None
-    base = first._base
+    base = view_base(first)
     if base is None or not getattr(base, _MARK, False) or base.shape[0] != len(images):
         return None
     step = base.stride(0)
     for k, image in enumerate(images):
         if (
             not isinstance(image, torch.Tensor)
-            or image._base is not base
+            or view_base(image) is not base
             or image.storage_offset() != k * step
             or image.shape != base.shape[1:]
         ):

@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
 from ods.sampler import OdsBatchSampler, OdsSampler
 from ods.store import OdsStore
+from seneca._torch_internals import ReadThroughLoader
 from seneca.loader._batch_path import BatchPath
 from seneca.loader._bypass import HitSplitter, collate_part
 from seneca.loader._dataset import CachedDataset
@@ -60,7 +61,7 @@ log = logging.getLogger("seneca")
 _T_co = TypeVar("_T_co", covariant=True)
 
 
-class SenecaLoader(DataLoader[_T_co]):
+class SenecaLoader(ReadThroughLoader[_T_co]):
     """A drop-in replacement for :class:`torch.utils.data.DataLoader` that caches samples.
 
     Positional and keyword arguments are DataLoader's (same names, defaults, validation and
@@ -319,22 +320,13 @@ class SenecaLoader(DataLoader[_T_co]):
         )
         if self._splitter is not None:  # a worker's parts in flight, and the one it makes
             wrapped.part_buffers = self.prefetch_factor + 1
-        object.__setattr__(self, "dataset", dataset)  # the user's, as DataLoader's is
-        if self._ods_sampler is not None:  # look like the DataLoader the user asked for
-            object.__setattr__(self, "batch_size", batch_size)
-            object.__setattr__(self, "drop_last", drop_last)
-            object.__setattr__(self, "sampler", OdsSampler(self._ods_sampler))
-
-    def _get_iterator(self) -> Any:
-        """DataLoader's iterator, its workers reading through the cache."""
-        if self._cached is None:
-            return super()._get_iterator()
-        user = self.dataset
-        object.__setattr__(self, "dataset", self._cached)
-        try:
-            return super()._get_iterator()
-        finally:
-            object.__setattr__(self, "dataset", user)
+        # iterators read through the cache; the loader shows the user's dataset, and with ODS
+        # the batch size, drop_last and sampler the user asked for, as DataLoader's would
+        shown = {}
+        if self._ods_sampler is not None:
+            sampler = OdsSampler(self._ods_sampler)
+            shown = {"batch_size": batch_size, "drop_last": drop_last, "sampler": sampler}
+        self.read_through(wrapped, dataset, **shown)
 
     def __iter__(self) -> Any:
         """An iteration: DataLoader's batches through the loader's stages

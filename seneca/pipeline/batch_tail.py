@@ -16,32 +16,21 @@ is never written again; a new one is made instead.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
 from seneca import defaults
+from seneca._torch_internals import reference_counts
 
 __all__ = ["BatchTail", "TensorPool", "finished_batches"]
 
 
-def _counts(t: torch.Tensor) -> tuple[int, ...] | None:
-    """References to ``t`` and its memory, as seen from here: to the Python tensor, to the
-    tensor, to its storage and to the storage's Python object; None where torch does not say."""
-    try:
-        storage = t.untyped_storage()
-        uses = torch._C._storage_Use_Count(storage._cdata)
-        return sys.getrefcount(t), t._use_count(), uses, sys.getrefcount(storage)
-    except (AttributeError, RuntimeError, TypeError):
-        return None
-
-
 def _baseline() -> tuple[int, ...] | None:
-    """What :func:`_counts` says of a tensor only a pool holds (measured the same way)."""
+    """What :func:`reference_counts` says of a tensor only a pool holds (measured the same way)."""
     pool = [torch.empty(1)]
-    return _counts(pool[0])
+    return reference_counts(pool[0])
 
 
 class TensorPool:
@@ -79,7 +68,7 @@ class TensorPool:
         if self._held[k].dtype != dtype or tuple(self._held[k].shape) != shape:
             return False
         # measured as the baseline was: only a list holds it (no local name here)
-        return _counts(self._held[k]) == self._free_when
+        return reference_counts(self._held[k]) == self._free_when
 
     def __getstate__(self) -> dict[str, Any]:  # a copy in another process starts empty
         return {**self.__dict__, "_held": []}

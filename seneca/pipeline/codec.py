@@ -64,6 +64,8 @@ class Kind(IntEnum):
     ARRAY = 3
 
 
+_KIND_CODES = frozenset(k.value for k in Kind)
+
 _DTYPES: tuple[torch.dtype, ...] = (
     torch.uint8,
     torch.int8,
@@ -158,7 +160,7 @@ def _parse(buf: bytes | memoryview) -> tuple[Kind, torch.dtype, tuple[int, ...],
         raise CodecError(f"foreign value: magic {bytes(magic)!r} is not {MAGIC!r}")
     if version != FORMAT_VERSION:
         raise CodecError(f"value has format version {version}, this Seneca reads {FORMAT_VERSION}")
-    if kind not in Kind._value2member_map_ or dtype_code >= len(_DTYPES):
+    if kind not in _KIND_CODES or dtype_code >= len(_DTYPES):
         raise CodecError(f"foreign value: unknown kind {kind} or dtype code {dtype_code}")
     offset = _FIXED.size + 4 * ndim
     if len(buf) < offset:

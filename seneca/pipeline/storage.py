@@ -8,18 +8,34 @@ indices and labels match that dataset exactly.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from seneca_base.errors import DatasetError
 
-__all__ = ["IMAGE_EXTENSIONS", "Storage"]
+__all__ = ["IMAGE_EXTENSIONS", "Storage", "throttled"]
 
 #: Same list as torchvision.datasets.folder.IMG_EXTENSIONS.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+
+
+_throttle: Any = None
+
+
+@contextlib.contextmanager
+def throttled(throttle: Any) -> Iterator[None]:
+    """Storage made in the block reads through ``throttle`` (a benchmark's emulated storage
+    bandwidth: :class:`seneca._bench.throttle.Throttle`; None: none)."""
+    global _throttle
+    before, _throttle = _throttle, throttle
+    try:
+        yield
+    finally:
+        _throttle = before
 
 
 class Storage:
@@ -32,8 +48,9 @@ class Storage:
         self.root = root
         #: Class names when scanned with from_folder (index = label), else None.
         self.classes: list[str] | None = None
-        #: Optional :class:`seneca._bench.throttle.Throttle` every read waits on (benchmarks).
-        self.throttle: Any = None
+        #: Optional :class:`seneca._bench.throttle.Throttle` every read waits on (benchmarks:
+        #: :func:`throttled`)
+        self.throttle: Any = _throttle
 
     @classmethod
     def from_folder(cls, root: str | os.PathLike) -> Storage:

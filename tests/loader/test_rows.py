@@ -28,9 +28,9 @@ def test_execute_places_tensor_payloads(redis_proc):
     r = redis_proc.client
     tensors = [torch.randint(0, 255, (3, 4, 5), dtype=torch.uint8) for _ in range(3)]
     for k, t in enumerate(tensors):
-        r.set(f"t{k}", codec.encode(t))
-    r.set("raw", codec.encode(b"file bytes"))
-    r.set("odd", codec.encode(torch.zeros(2, 2, dtype=torch.uint8)))
+        r.set(f"t{k}", bytes(codec.encode(t)))
+    r.set("raw", bytes(codec.encode(b"file bytes")))
+    r.set("odd", bytes(codec.encode(torch.zeros(2, 2, dtype=torch.uint8))))
     rows = BatchRows(6)
 
     def place(k, header, total):
@@ -63,8 +63,8 @@ def test_large_tensors_placed_whole_over_either_transport(transport, free_port):
         tensors = [torch.randint(0, 255, (3, 224, 224), dtype=torch.uint8) for _ in range(6)]
         other = torch.randint(0, 255, (224, 3, 224), dtype=torch.uint8)  # same size
         for k, t in enumerate(tensors):
-            r.set(f"t{k}", codec.encode(t))
-        r.set("other", codec.encode(other))
+            r.set(f"t{k}", bytes(codec.encode(t)))
+        r.set("other", bytes(codec.encode(other)))
         rows = BatchRows(7)
         rows.place(0, torch.uint8, (3, 224, 224))
         rows.rows.fill_(255)  # what a reused buffer may hold
