@@ -27,7 +27,7 @@ CROP_NORM = v2.Compose(
 def test_execute_places_tensor_payloads(redis_proc):
     r = redis_proc.client
     tensors = [torch.randint(0, 255, (3, 4, 5), dtype=torch.uint8) for _ in range(3)]
-    for k, t in enumerate(tensors):
+    for k, t in enumerate(tensors):  # bytes(): redis-py 5.0 with hiredis packs no bytearray
         r.set(f"t{k}", bytes(codec.encode(t)))
     r.set("raw", bytes(codec.encode(b"file bytes")))
     r.set("odd", bytes(codec.encode(torch.zeros(2, 2, dtype=torch.uint8))))
