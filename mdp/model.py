@@ -44,6 +44,7 @@ of DSI_E; and the PCIe term of DSI_E and DSI_S uses the decoded size ``M x S_dat
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,7 @@ import numpy as np
 
 from mdp.queueing import mva_throughput
 from mdp.spec import Spec
+from seneca_base.tiers import SPLIT_ORDER
 from seneca_base.tiers import TIERS as CACHE_TIERS
 
 __all__ = [
@@ -58,8 +60,11 @@ __all__ = [
     "BOUND_LABELS",
     "SHARED_RESOURCES",
     "TIERS",
+    "TIER_MODELS",
     "Params",
+    "TierModel",
     "counts",
+    "dsi",
     "dsi_augmented",
     "dsi_decoded",
     "dsi_encoded",
@@ -160,11 +165,38 @@ class Params:
         return self.m_a * self.s_data
 
     def sample_bytes(self, tier: str) -> float:
-        """Bytes one sample occupies in ``tier`` (encoded and storage: S_data; decoded:
-        M x S_data; augmented: :attr:`augmented_bytes`)."""
-        if tier == "augmented":
-            return self.augmented_bytes
-        return self.s_data if tier in ("encoded", "storage") else self.m * self.s_data
+        """Bytes one sample occupies in ``tier`` (:data:`TIER_MODELS`), or read from storage."""
+        return TIER_MODELS[tier].size(self)
+
+
+@dataclass(frozen=True)
+class TierModel:
+    """What the model needs to know of a place a sample comes from: ``size``, the bytes of
+    one sample there (read over the cache link and the NIC); ``cpu``, the CPU work left for a
+    sample read from it (``"t_a"``: augment, ``"t_da"``: decode + augment, None: none), a rate
+    of :class:`Params`; ``once``: a copy serves a job once (the augmented tier: copies made by
+    one job for the others, never its own), so the tier holds copies besides a sample's base
+    copy in the other tiers; ``bound``: the component that reads it from where it lives (the
+    storage term of Eq. 7), if any besides the cache."""
+
+    size: Callable[[Params], float]
+    cpu: str | None
+    once: bool = False
+    bound: Callable[[Params], tuple[str, float]] | None = None
+
+
+#: The CPU bound named by each rate of :attr:`TierModel.cpu`.
+_CPU_BOUNDS = {"t_a": "cpu_augment", "t_da": "cpu_decode_augment"}
+
+#: Each cache tier (``seneca_base.tiers.TIERS``) and storage, as the model sees it.
+TIER_MODELS: dict[str, TierModel] = {
+    "augmented": TierModel(lambda p: p.augmented_bytes, None, once=True),
+    "decoded": TierModel(lambda p: p.m * p.s_data, "t_a"),
+    "encoded": TierModel(lambda p: p.s_data, "t_da"),
+    "storage": TierModel(
+        lambda p: p.s_data, "t_da", bound=lambda p: ("storage", p.b_storage / p.s_data)
+    ),
+}
 
 
 def _bounded(terms: dict[str, float]) -> tuple[float, str]:
@@ -173,116 +205,146 @@ def _bounded(terms: dict[str, float]) -> tuple[float, str]:
     return terms[name], name
 
 
-def _preprocessed_terms(p: Params, cached: float) -> dict[str, float]:
-    """Terms shared by Eq. 1 and Eq. 3: a cached tensor of ``cached`` bytes, an augmented one
-    over PCIe."""
-    return {
-        "cache": p.b_cache / cached,
-        "nic": p.n * p.b_nic / (cached + p.c_nw),
+def dsi(p: Params, tier: str) -> tuple[float, str]:
+    """Eq. 1, 3, 5, 7: samples/s when every sample comes from ``tier``, and its bound: its
+    bytes over the cache link and the NICs, an augmented sample over PCIe, the GPUs, the CPU
+    work left (:attr:`TierModel.cpu`) and the tier's own bound."""
+    model = TIER_MODELS[tier]
+    size = model.size(p)
+    terms = {
+        "cache": p.b_cache / size,
+        "nic": p.n * p.b_nic / (size + p.c_nw),
         "pcie": p.n * p.b_pcie / (p.augmented_bytes + p.c_pcie),
         "gpu": p.n * p.t_gpu,
     }
+    if model.cpu is not None:
+        terms[_CPU_BOUNDS[model.cpu]] = p.n * getattr(p, model.cpu)
+    if model.bound is not None:
+        name, value = model.bound(p)
+        terms[name] = value
+    return _bounded(terms)
 
 
 def dsi_augmented(p: Params) -> tuple[float, str]:
     """Eq. 1: samples/s when every sample is augmented in the cache, and its bound."""
-    return _bounded(_preprocessed_terms(p, p.augmented_bytes))
+    return dsi(p, "augmented")
 
 
 def dsi_decoded(p: Params) -> tuple[float, str]:
     """Eq. 3: Eq. 1 plus the CPU augmenting (n x T_A)."""
-    return _bounded({**_preprocessed_terms(p, p.m * p.s_data), "cpu_augment": p.n * p.t_a})
-
-
-def _encoded_terms(p: Params) -> dict[str, float]:
-    return {
-        "cache": p.b_cache / p.s_data,
-        "nic": p.n * p.b_nic / (p.s_data + p.c_nw),
-        "pcie": p.n * p.b_pcie / (p.augmented_bytes + p.c_pcie),
-        "gpu": p.n * p.t_gpu,
-        "cpu_decode_augment": p.n * p.t_da,
-    }
+    return dsi(p, "decoded")
 
 
 def dsi_encoded(p: Params) -> tuple[float, str]:
     """Eq. 5: encoded bytes over the cache link and NIC, decode + augment on the CPU."""
-    return _bounded(_encoded_terms(p))
+    return dsi(p, "encoded")
 
 
 def dsi_storage(p: Params) -> tuple[float, str]:
     """Eq. 7: ``min(DSI_E, B_storage / S_data)``."""
-    return _bounded({**_encoded_terms(p), "storage": p.b_storage / p.s_data})
+    return dsi(p, "storage")
 
 
 def tier_dsi(p: Params) -> dict[str, tuple[float, str]]:
     """DSI and bound of each of :data:`TIERS` (they do not depend on the split)."""
-    return {
-        "augmented": dsi_augmented(p),
-        "decoded": dsi_decoded(p),
-        "encoded": dsi_encoded(p),
-        "storage": dsi_storage(p),
-    }
+    return {t: dsi(p, t) for t in TIERS}
 
 
-def counts(p: Params, x_e: Any, x_d: Any, x_a: Any) -> dict[str, np.ndarray]:
-    """Eq. 2, 4, 6, 8: samples held per tier for cache fractions ``x_e``, ``x_d``, ``x_a``.
-
-    The augmented tier is filled first, then decoded, then encoded (the small-dataset branches:
-    a tier never holds more than the samples the earlier tiers left over).
-    """
-    tensor = p.m * p.s_data
-    x_e, x_d, x_a = (np.asarray(x, dtype=np.float64) for x in (x_e, x_d, x_a))
-    n_a = np.minimum(p.n_total, x_a * p.s_cache / p.augmented_bytes)
-    n_d = np.minimum(p.n_total - n_a, x_d * p.s_cache / tensor)
-    n_e = np.minimum(p.n_total - (n_a + n_d), x_e * p.s_cache / p.s_data)
-    n_s = p.n_total - n_a - n_d - n_e
-    return {"augmented": n_a, "decoded": n_d, "encoded": n_e, "storage": n_s}
+def _fractions(x: Sequence[Any]) -> dict[str, np.ndarray]:
+    """Cache fractions, one per tier in ``SPLIT_ORDER``, by tier."""
+    if len(x) != len(SPLIT_ORDER):
+        raise TypeError(f"expected {len(SPLIT_ORDER)} fractions ({', '.join(SPLIT_ORDER)})")
+    return {t: np.asarray(v, dtype=np.float64) for t, v in zip(SPLIT_ORDER, x, strict=True)}
 
 
-def loader_counts(p: Params, x_e: Any, x_d: Any, x_a: Any) -> dict[str, np.ndarray]:
-    """SenecaLoader's tiers for cache fractions ``x_e``, ``x_d``, ``x_a``: base copies in the
-    decoded tier, then the encoded one (the rest on storage), and augmented copies besides
-    (``augmented`` counts copies, which overlap the base tiers; the others add up to N)."""
-    tensor = p.m * p.s_data
-    x_e, x_d, x_a = (np.asarray(x, dtype=np.float64) for x in (x_e, x_d, x_a))
-    n_a = np.minimum(p.n_total, x_a * p.s_cache / p.augmented_bytes)
-    n_d = np.minimum(p.n_total, x_d * p.s_cache / tensor)
-    n_e = np.minimum(p.n_total - n_d, x_e * p.s_cache / p.s_data)
-    return {"augmented": n_a, "decoded": n_d, "encoded": n_e, "storage": p.n_total - n_d - n_e}
+def _room(p: Params, tier: str, x: np.ndarray) -> np.ndarray:
+    """Samples a share ``x`` of the cache holds in ``tier``."""
+    return x * p.s_cache / p.sample_bytes(tier)
+
+
+def counts(p: Params, *x: Any) -> dict[str, np.ndarray]:
+    """Eq. 2, 4, 6, 8: samples held per tier for cache fractions ``x`` (one per tier, in
+    ``SPLIT_ORDER``: ``x_e, x_d, x_a``).
+
+    The tiers are filled in lookup order, augmented first, then decoded, then encoded (the
+    small-dataset branches: a tier never holds more than the samples the earlier tiers left
+    over)."""
+    fractions = _fractions(x)
+    out: dict[str, np.ndarray] = {}
+    filled: Any = 0.0
+    for t in CACHE_TIERS:
+        out[t] = np.minimum(p.n_total - filled, _room(p, t, fractions[t]))
+        filled = filled + out[t]
+    out["storage"] = p.n_total - filled
+    return out
+
+
+def loader_counts(p: Params, *x: Any) -> dict[str, np.ndarray]:
+    """SenecaLoader's tiers for cache fractions ``x`` (one per tier, in ``SPLIT_ORDER``):
+    base copies in the decoded tier, then the encoded one (the rest on storage), and copies
+    besides in tiers used once per job (``augmented`` counts copies, which overlap the base
+    tiers; the others add up to N)."""
+    fractions = _fractions(x)
+    out: dict[str, np.ndarray] = {}
+    filled: Any = 0.0
+    for t in CACHE_TIERS:
+        if TIER_MODELS[t].once:
+            out[t] = np.minimum(p.n_total, _room(p, t, fractions[t]))
+        else:
+            out[t] = np.minimum(p.n_total - filled, _room(p, t, fractions[t]))
+            filled = filled + out[t]
+    out["storage"] = p.n_total - filled
+    return out
 
 
 def overall_paper(p: Params, n: dict[str, np.ndarray]) -> np.ndarray:
     """Eq. 9: the per-tier DSIs weighted by the fraction of samples each tier holds."""
-    dsi = tier_dsi(p)
-    return sum(n[t] / p.n_total * dsi[t][0] for t in TIERS)
+    dsis = tier_dsi(p)
+    return sum(n[t] / p.n_total * dsis[t][0] for t in TIERS)
+
+
+def _once_hits(p: Params, n: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per tier used once per job, the fraction of requests its copies serve: each copy
+    serves the other K - 1 jobs, so at most ``(K - 1) / K`` (none for one job)."""
+    out = {}
+    for t in CACHE_TIERS:
+        if TIER_MODELS[t].once:
+            held = np.asarray(n[t], dtype=np.float64)
+            jobs = p.jobs
+            out[t] = np.minimum(held / p.n_total, (jobs - 1) / jobs) if jobs > 1 else held * 0
+    return out
+
+
+def _written(p: Params, once: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per tier used once per job, the copies written per request: one per ``K - 1`` hits."""
+    return {t: h / (p.jobs - 1) if p.jobs > 1 else h * 0 for t, h in once.items()}
 
 
 def served(p: Params, n: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Per :func:`loader_counts` mix ``n``: the fraction of requests served from each form, and
-    ``written``, the augmented copies written per request (see the module docstring)."""
-    hits = np.zeros_like(np.asarray(n["augmented"], dtype=np.float64))
-    written = hits
-    if p.jobs > 1:
-        hits = np.minimum(np.asarray(n["augmented"]) / p.n_total, (p.jobs - 1) / p.jobs)
-        written = hits / (p.jobs - 1)
-    rest = 1.0 - hits
-    out = {t: rest * np.asarray(n[t], dtype=np.float64) / p.n_total for t in TIERS[1:]}
-    return {"augmented": hits, **out, "written": written}
+    ``written``, the copies (of tiers used once per job) written per request (see the module
+    docstring)."""
+    once = _once_hits(p, n)
+    zero = np.zeros_like(np.asarray(n["storage"], dtype=np.float64))
+    rest = 1.0 - sum(once.values(), zero)
+    out = {t: rest * np.asarray(n[t], dtype=np.float64) / p.n_total for t in TIERS if t not in once}
+    return {**once, **out, "written": sum(_written(p, once).values(), zero)}
 
 
 def shared_demands(p: Params, n: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Seconds of each shared resource that one average sample uses, per tier mix ``n`` (from
     :func:`loader_counts`); with ``colocated`` the cache's seconds are added to the CPU's."""
     f = served(p, n)
-    tensor, augmented = p.m * p.s_data, p.augmented_bytes
     ones = np.ones_like(f["storage"])
-    read = f["augmented"] * augmented + f["decoded"] * tensor
-    cache = (read + f["encoded"] * p.s_data + f["written"] * augmented) / p.b_cache
-    cpu = (f["decoded"] / p.t_a + (f["encoded"] + f["storage"]) / p.t_da) / p.n
+    moved = {t: f[t] * p.sample_bytes(t) for t in TIERS}  # bytes read per request
+    copies = _written(p, _once_hits(p, n)).items()
+    written = sum((w * p.sample_bytes(t) for t, w in copies), ones * 0)  # bytes written
+    cache = (sum(moved[t] for t in CACHE_TIERS) + written) / p.b_cache
+    cpu = sum(f[t] / getattr(p, TIER_MODELS[t].cpu) for t in TIERS if TIER_MODELS[t].cpu) / p.n
     return {
         "cache": cache,
-        "nic": (read + (f["encoded"] + f["storage"]) * p.s_data + p.c_nw) / (p.n * p.b_nic),
-        "pcie": ones * (augmented + p.c_pcie) / (p.n * p.b_pcie),
+        "nic": (sum(moved.values()) + p.c_nw) / (p.n * p.b_nic),
+        "pcie": ones * (p.augmented_bytes + p.c_pcie) / (p.n * p.b_pcie),
         "gpu": ones / (p.n * p.t_gpu),
         "cpu": cpu + cache if p.colocated else cpu,
         "storage": f["storage"] * p.s_data / p.b_storage,

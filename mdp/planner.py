@@ -1,7 +1,8 @@
 """The planner: evaluate the DSI model on every cache split and pick the best one.
 
-Splits are whole percentages ``(E, D, A)`` of the cache for the encoded, decoded and augmented
-tiers, ``E + D + A = 100``, each 0-100: 5,151 splits on the 1% grid, all evaluated at once.
+Splits are whole percentages of the cache, one per tier in ``SPLIT_ORDER`` (``(E, D, A)`` for
+the encoded, decoded and augmented tiers), summing to 100, each 0-100: 5,151 splits on the 1%
+grid for three tiers, all evaluated at once.
 
 Ties (splits whose predicted throughput is within a relative 1e-9 of the best, or within
 ``tolerance`` when one is given) are broken deterministically, in this order:
@@ -33,6 +34,7 @@ import numpy as np
 from mdp import defaults
 from mdp.model import (
     SHARED_RESOURCES,
+    TIER_MODELS,
     TIERS,
     Params,
     counts,
@@ -45,6 +47,7 @@ from mdp.spec import Spec
 from seneca_base.errors import ConfigError
 from seneca_base.split import Split
 from seneca_base.tiers import SPLIT_ORDER
+from seneca_base.tiers import TIERS as CACHE_TIERS
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -90,7 +93,7 @@ class Prediction:
     """
 
     model: str
-    split: tuple[int, int, int]
+    split: tuple[int, ...]
     throughput: float
     tiers: dict[str, TierResult]
     bound: str | None
@@ -120,14 +123,19 @@ class Prediction:
 
 
 def split_grid(step: int = 1) -> np.ndarray:
-    """All splits ``(E, D, A)`` in percent on a ``step``% grid, shape (k, 3), int.
+    """All splits in percent on a ``step``% grid, one column per tier in ``SPLIT_ORDER``
+    (``(E, D, A)``), int.
 
-    Ordered by A ascending, then D ascending (so E descending): the tie-break order.
+    Ordered by the last tier's share ascending, then the one before it (A, then D: so E
+    descending): the tie-break order.
     """
     if step <= 0 or 100 % step:
         raise ConfigError(f"step: must divide 100, got {step!r}")
-    rows = [(100 - a - d, d, a) for a in range(0, 101, step) for d in range(0, 101 - a, step)]
-    return np.array(rows, dtype=np.int64)
+    axis = np.arange(0, 101, step, dtype=np.int64)
+    later = len(SPLIT_TIERS) - 1  # the tiers after the first, last one outermost
+    rest = np.stack(np.meshgrid(*[axis] * later, indexing="ij"), -1).reshape(-1, later)
+    rest = rest[rest.sum(axis=1) <= 100]
+    return np.column_stack([100 - rest.sum(axis=1), rest[:, ::-1]])
 
 
 def _check_model(model: str) -> None:
@@ -142,11 +150,11 @@ def evaluate(
     under ``paper``, :func:`mdp.model.loader_counts` under ``shared``), and under the ``shared``
     model the index into :data:`SHARED_RESOURCES` of each split's bound."""
     _check_model(model)
-    x = np.asarray(splits, dtype=np.float64) / 100.0
+    x = (np.asarray(splits, dtype=np.float64) / 100.0).T
     if model == "paper":
-        n = counts(p, x[:, 0], x[:, 1], x[:, 2])
+        n = counts(p, *x)
         return np.asarray(overall_paper(p, n), dtype=np.float64), n, None
-    n = loader_counts(p, x[:, 0], x[:, 1], x[:, 2])
+    n = loader_counts(p, *x)
     thr, worst = overall_shared(p, n)
     return thr, n, worst
 
@@ -169,7 +177,7 @@ def _pick(p: Params, model: str, splits: np.ndarray, i: int) -> Prediction:
     bound = None if worst is None else SHARED_RESOURCES[int(worst[0])]
     return Prediction(
         model=model,
-        split=(int(split[0]), int(split[1]), int(split[2])),
+        split=tuple(int(v) for v in split),
         throughput=float(thr[0]),
         tiers=tiers,
         bound=bound,
@@ -177,7 +185,7 @@ def _pick(p: Params, model: str, splits: np.ndarray, i: int) -> Prediction:
     )
 
 
-def parse_split(text: str) -> tuple[int, int, int]:
+def parse_split(text: str) -> tuple[int, ...]:
     """``"E-D-A"`` (whole percentages summing to 100) as a tuple."""
     return Split.parse(text).percent
 
@@ -196,12 +204,21 @@ def predict(
 
 
 def _empty_budget(p: Params, grid: np.ndarray, n: dict[str, np.ndarray]) -> np.ndarray:
-    """Per split, the percent of the cache given to an encoded tier that would stay empty: the
-    decoded tier holds every sample, and a decoded copy serves every job every epoch, so no
-    encoded value is ever read. (Augmented copies are used once per job and replaced, so a
-    lower tier under them still serves.)"""
-    empty = (np.asarray(n["encoded"]) < 0.5) & (np.asarray(n["decoded"]) >= p.n_total - 0.5)
-    return np.where(empty, grid[:, 0], 0)
+    """Per split, the percent of the cache given to tiers that would stay empty: tiers looked
+    up before them hold every sample, as base copies that serve every job every epoch (the
+    decoded tier before the encoded one), so none of their values is ever read. (Tiers used
+    once per job, as the augmented one, hold copies that are replaced, so a tier under them
+    still serves.)"""
+    out = np.zeros(len(grid), dtype=np.int64)
+    before: Any = 0.0  # samples the base tiers looked up earlier hold
+    for t in CACHE_TIERS:
+        if TIER_MODELS[t].once:
+            continue
+        held = np.asarray(n[t])
+        empty = (held < 0.5) & (np.asarray(before) >= p.n_total - 0.5)
+        out += np.where(empty, grid[:, SPLIT_TIERS.index(t)], 0)
+        before = before + held
+    return out
 
 
 def _best_index(
@@ -229,7 +246,8 @@ def readable_tiers(p: Params, model: str, tiers: Iterable[str] | None = None) ->
     if unknown or not names:
         raise ConfigError(f"tiers: expected some of {', '.join(SPLIT_TIERS)}, got {names!r}")
     if model == "shared" and p.jobs <= 1:
-        names = tuple(t for t in names if t != "augmented") or ("decoded",)
+        base = [t for t in CACHE_TIERS if not TIER_MODELS[t].once]
+        names = tuple(t for t in names if not TIER_MODELS[t].once) or (base[0],)
     return tuple(t for t in SPLIT_TIERS if t in names)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from mdp.model import BOUND_LABELS, TIERS
 from mdp.planner import SPLIT_TIERS, Prediction
 from mdp.spec import Spec
+from seneca_base.tiers import NOTATION
 from seneca_base.units import format_size
 
 __all__ = ["format_prediction", "format_sweep", "plot_sweep"]
@@ -33,7 +34,7 @@ def format_prediction(pred: Prediction, spec: Spec, title: str) -> str:
     encoded = spec.samples * spec.sample_kb * 1e3
     lines = [
         f"{title} (model: {pred.model})",
-        f"split E-D-A      {pred.split_text()}  ({split})",
+        f"split {NOTATION:<10} {pred.split_text()}  ({split})",
         f"throughput       {pred.throughput:,.1f} samples/s (predicted)",
     ]
     if pred.bound is not None:
@@ -71,7 +72,7 @@ def format_sweep(
 ) -> str:
     """The table ``mdp sweep`` prints: best split and throughput per value of ``param``."""
     shared = any(p.bound is not None for _, p in results)
-    header = [param, "split E-D-A", "throughput", "cached"]
+    header = [param, f"split {NOTATION}", "throughput", "cached"]
     if shared:
         header.append("bound")
     rows = []

@@ -15,7 +15,7 @@ Two orders, each for a reason:
 
 from __future__ import annotations
 
-__all__ = ["LETTER", "SPLIT_ORDER", "TIERS", "tier_of_letter", "with_lua_tiers"]
+__all__ = ["LETTER", "NOTATION", "SPLIT_ORDER", "TIERS", "tier_of_letter", "with_lua_tiers"]
 
 #: Tier names, cheapest to use first (the lookup order).
 TIERS: tuple[str, ...] = ("augmented", "decoded", "encoded")
@@ -23,6 +23,8 @@ TIERS: tuple[str, ...] = ("augmented", "decoded", "encoded")
 SPLIT_ORDER: tuple[str, ...] = tuple(reversed(TIERS))
 #: The one-letter code of each tier (keys, scripts, replies).
 LETTER: dict[str, str] = {t: t[0] for t in TIERS}
+#: How a split is written: the tiers' letters in :data:`SPLIT_ORDER` (``E-D-A``)
+NOTATION: str = "-".join(LETTER[t].upper() for t in SPLIT_ORDER)
 _BY_LETTER = {v: k for k, v in LETTER.items()}
 
 

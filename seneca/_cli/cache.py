@@ -15,6 +15,7 @@ from seneca._cache.client import CacheClient
 from seneca._cache.embedded import KEEP_ENV, embedded_url, stop_embedded
 from seneca._cache.status import CacheStatus, DatasetStatus
 from seneca_base.errors import ConfigError
+from seneca_base.tiers import NOTATION
 from seneca_base.units import format_size
 
 __all__ = ["add_cache", "run_cache"]
@@ -100,7 +101,7 @@ _PLAN_INPUTS = (
 
 def _plan_lines(p: Any) -> list[str]:
     """The shared plan and the inputs it was planned from (* measured)."""
-    lines = [f"  plan (E-D-A): {p.describe()}; by {p.by}"]
+    lines = [f"  plan ({NOTATION}): {p.describe()}; by {p.by}"]
     shown = []
     for name, label, fmt in _PLAN_INPUTS:
         if name in p.inputs:

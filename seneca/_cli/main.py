@@ -14,6 +14,7 @@ from seneca import defaults
 from seneca._cli._run import run_command
 from seneca._cli.cache import add_cache, run_cache
 from seneca_base.errors import CacheError, ConfigError
+from seneca_base.tiers import NOTATION
 from seneca_base.units import parse_size
 
 __all__ = ["main"]
@@ -124,7 +125,7 @@ def _add_measurements(sub: Any) -> None:
         "--storage-mbps", type=float, default=None, help="emulated storage bandwidth (MB/s)"
     )
     v.add_argument(
-        "--splits", default=None, help="fixed splits measured, E-D-A,... (default: the six)"
+        "--splits", default=None, help=f"fixed splits measured, {NOTATION},... (default: the six)"
     )
     v.add_argument("--out", required=True, help="directory for points.json and the plot")
 
@@ -143,9 +144,9 @@ def _add_bench(sub: Any) -> None:
     b.add_argument(
         "--loaders",
         default="pytorch,pytorch-tuned,minio,quiver,mdp,seneca",
-        help="loaders to compare; mdp@E-D-A, seneca@E-D-A or seneca@auto: that loader with a "
-        "split of its own (one run can compare splits); none: no loader, the ceiling (one batch "
-        "made once)",
+        help=f"loaders to compare; mdp@{NOTATION}, seneca@{NOTATION} or seneca@auto: that loader "
+        "with a split of its own (one run can compare splits); none: no loader, the ceiling "
+        "(one batch made once)",
     )
     b.add_argument(
         "--cache-frac",
@@ -195,7 +196,7 @@ def _add_bench(sub: Any) -> None:
     b.add_argument(
         "--split",
         default=None,
-        help="E-D-A for mdp and seneca (default 50-30-20), or auto: the loaders plan it",
+        help=f"{NOTATION} for mdp and seneca (default 50-30-20), or auto: the loaders plan it",
     )
     b.add_argument("--plan", default=None, help="plan.json (mdp plan --out) for mdp and seneca")
     b.add_argument("--cache", default=None, help="Redis URL (default: a private embedded one)")

@@ -15,6 +15,7 @@ from mdp.report import format_prediction, format_sweep, plot_sweep
 from mdp.spec import Spec, example_names, example_text, load_spec
 from seneca._cli._run import run_command
 from seneca_base.errors import ConfigError
+from seneca_base.tiers import NOTATION
 
 __all__ = ["main"]
 
@@ -60,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
 
     pr = sub.add_parser("predict", help="the model's prediction for one split")
     pr.add_argument("spec", help=spec_help)
-    pr.add_argument("--split", required=True, help="E-D-A in whole percent, e.g. 40-59-1")
+    pr.add_argument("--split", required=True, help=f"{NOTATION} in whole percent, e.g. 40-59-1")
     _add_model(pr, tolerance=False)
     pr.add_argument("--json", action="store_true", help="print JSON instead of the table")
     pr.add_argument("--out", help="also write the prediction as JSON here")

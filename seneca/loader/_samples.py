@@ -21,7 +21,7 @@ from seneca.loader.source import HeadedSource, Source
 from seneca.pipeline import codec
 from seneca.pipeline.transforms import SplitTransform
 from seneca_base.errors import CodecError
-from seneca_base.tiers import TIERS
+from seneca_base.tiers import SPLIT_ORDER, TIERS
 
 log = logging.getLogger("seneca")
 
@@ -147,51 +147,25 @@ class SampleWork:
         aug_ok: bool,
     ) -> tuple[Any, Any]:
         """The remaining work for sample ``index`` found in ``tier`` as ``obj`` (None: read
-        from storage), counted in ``count``; what it makes is offered to ``offers`` (augmented
-        copies only when ``aug_ok``: another job may use them)."""
+        from storage), counted in ``count``: each form after ``tier`` made from the one before
+        (:meth:`_made`), then the tail. What it makes is offered to ``offers``: a sample read
+        from storage one base copy (the most processed form that fits), augmented copies
+        only when ``aug_ok`` (another job may use them)."""
         # whether obj is PILToTensor's result (a view of a cache value's bytes)
         as_tensor = tier == "augmented" and isinstance(obj, torch.Tensor)
+        if tier == "encoded" and obj is not None:  # the encoded bytes the decode reads
+            count["bytes_encoded"] += len(obj)
         if tier != "augmented":
-            if tier == "decoded":
-                image = obj
-            else:
-                raw = obj
-                if tier is None:
-                    start = time.perf_counter_ns()
-                    raw = self.source.read(index)
-                    count["ns_storage"] += time.perf_counter_ns() - start
-                    count["storage_reads"] += 1
-                    got = len(raw) if raw is not None else self.source.size(index)
-                    count["bytes_storage"] += got
-                    count["bytes_encoded"] += got
-                elif raw is not None:
-                    count["bytes_encoded"] += len(raw)
-                start = time.perf_counter_ns()
-                image = self.source.decode(index, raw)
-                count["ns_decode"] += time.perf_counter_ns() - start
-                count["decodes"] += 1
-                count["bytes_decoded"] += _image_bytes(image)
-                if tier is None and not offers.offer(index, "decoded", image) and raw is not None:
-                    offers.offer(index, "encoded", raw)
-            obj = image
-            start = time.perf_counter_ns()
-            if self.transform.head is not None:
-                obj = self.transform.head(obj)
-                count["transforms"] += 1
-            # the tail starts with PILToTensor: run it here, as the value the tier would store
-            to_tensor = self.transform.tensor_first and isinstance(obj, Image.Image)
-            value = _tensor_value(obj) if to_tensor else None
-            if value is not None:
-                obj, as_tensor = codec.decode(value), True
-                count["bytes_augmented"] += len(value)
-                count["augmented_made"] += 1
-            if self.transform.head is not None:
-                count["ns_transform"] += time.perf_counter_ns() - start
-            if aug_ok and self.transform.head is not None:
-                if value is not None:
-                    offers.offer(index, "augmented", value, encoded=True)
-                elif not to_tensor:  # an image the codec cannot store as a tensor: not cached
-                    offers.offer(index, "augmented", obj)
+            made: dict[str, Any] = {}
+            for form in SPLIT_ORDER[SPLIT_ORDER.index(tier) + 1 if tier else 0 :]:
+                if form == "augmented":
+                    obj, as_tensor = self._augmented(index, obj, count, offers, aug_ok)
+                else:
+                    obj = made[form] = self._made(form, index, obj, count)
+            if tier is None:  # one base copy: the most processed form that fits
+                for form in reversed(made):
+                    if made[form] is not None and offers.offer(index, form, made[form]):
+                        break
         tail = self.transform.sample_tail if self.defer_tail else self.transform.tail
         if as_tensor and self.transform.tensor_first:
             if self.defer_tail:
@@ -204,6 +178,54 @@ class SampleWork:
         if self.target_transform is not None:
             target = self.target_transform(target)
         return obj, target
+
+    def _made(self, form: str, index: int, obj: Any, count: Counter) -> Any:
+        """Sample ``index``'s ``form`` (a base tier's) made from the form before it, ``obj``:
+        the encoded bytes read from storage (None when the source reads no encoded form), the
+        decoded image from them."""
+        if form == "encoded":
+            start = time.perf_counter_ns()
+            raw = self.source.read(index)
+            count["ns_storage"] += time.perf_counter_ns() - start
+            count["storage_reads"] += 1
+            got = len(raw) if raw is not None else self.source.size(index)
+            count["bytes_storage"] += got
+            count["bytes_encoded"] += got
+            return raw
+        if form == "decoded":
+            start = time.perf_counter_ns()
+            image = self.source.decode(index, obj)
+            count["ns_decode"] += time.perf_counter_ns() - start
+            count["decodes"] += 1
+            count["bytes_decoded"] += _image_bytes(image)
+            return image
+        raise ValueError(f"no step makes the {form} form")
+
+    def _augmented(
+        self, index: int, image: Any, count: Counter, offers: Offers, aug_ok: bool
+    ) -> tuple[Any, bool]:
+        """The augmented form of a decoded ``image`` (the transform's head, then PILToTensor
+        when the tail starts with it), offered when ``aug_ok``; and whether it is a tensor."""
+        obj, as_tensor = image, False
+        start = time.perf_counter_ns()
+        if self.transform.head is not None:
+            obj = self.transform.head(obj)
+            count["transforms"] += 1
+        # the tail starts with PILToTensor: run it here, as the value the tier would store
+        to_tensor = self.transform.tensor_first and isinstance(obj, Image.Image)
+        value = _tensor_value(obj) if to_tensor else None
+        if value is not None:
+            obj, as_tensor = codec.decode(value), True
+            count["bytes_augmented"] += len(value)
+            count["augmented_made"] += 1
+        if self.transform.head is not None:
+            count["ns_transform"] += time.perf_counter_ns() - start
+        if aug_ok and self.transform.head is not None:
+            if value is not None:
+                offers.offer(index, "augmented", value, encoded=True)
+            elif not to_tensor:  # an image the codec cannot store as a tensor: not cached
+                offers.offer(index, "augmented", obj)
+        return obj, as_tensor
 
 
 def _tensor_value(img: Image.Image) -> bytes | None:

@@ -153,7 +153,7 @@ def epoch_summary(job: str, epoch: int | None, before: dict, after: dict, subs: 
     rate = sum(hits) / d["samples"] if d["samples"] else 0.0
     return (
         f"job {job} epoch {'-' if epoch is None else epoch}: {d['samples']} samples, hits "
-        f"augmented/decoded/encoded {hits[0]}/{hits[1]}/{hits[2]} ({rate:.0%}), {subs} "
+        f"{'/'.join(TIER_NAMES)} {'/'.join(map(str, hits))} ({rate:.0%}), {subs} "
         f"substitutions, {d['storage_reads']} storage reads, {d['cache_errors']} cache errors"
     )
 

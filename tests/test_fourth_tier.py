@@ -1,0 +1,22 @@
+"""CONTRIBUTING's "Add a tier" recipe works: scripts/fourth_tier.py applies it to a scratch copy
+(three code files), and the copy plans, keys and serves four tiers."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_fourth_tier_by_the_recipe_is_served():
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "fourth_tier.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "the recipe's code edits touch 3 files" in out.stdout
+    assert "written E-D-R-A" in out.stdout
+    assert "the second epoch read every sample from the new tier" in out.stdout
+    assert "with ODS: [40, 40] samples per epoch" in out.stdout
