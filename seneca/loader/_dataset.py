@@ -40,22 +40,18 @@ class CachedDataset(torch.utils.data.Dataset):
 
     Attribute reads and writes that this wrapper does not define (``classes``, a setting a
     ``worker_init_fn`` changes, ...) go to the user's dataset; setting ``transform`` or
-    ``target_transform`` sets the dataset's and is used from then on.
+    ``target_transform`` sets the dataset's and is used from then on. The wrapper's own
+    attributes are those it sets while it is built: no list to keep in step.
     """
-
-    _OWN = frozenset(
-        {"dataset", "resolved", "positions", "counters", "link", "work", "fetcher"}
-        | {"part_buffers"}
-    )
 
     def __init__(
         self, dataset: Any, resolved: Resolved, counters: Counters, defer_tail: bool = False
     ) -> None:
-        own = object.__setattr__
-        own(self, "dataset", dataset)
-        own(self, "resolved", resolved)
+        object.__setattr__(self, "_building", True)  # every attribute set until built is own
+        self.dataset = dataset
+        self.resolved = resolved
         #: the source's index of each of the user's samples (None: the same)
-        own(self, "positions", resolved.positions)
+        self.positions = resolved.positions
         self.counters = counters
         #: how a sample is made (``defer_tail``: the loader runs ``transform.batch_tail`` on
         #: collated batches, so samples end after ``transform.sample_tail``)
@@ -72,6 +68,7 @@ class CachedDataset(torch.utils.data.Dataset):
         #: (``seneca.loader._part_buffers``; 0: none). A hook: the loader sets it once
         #: DataLoader has settled its ``prefetch_factor``
         self.part_buffers = 0
+        self._building = False
 
     @property
     def source(self) -> Any:
@@ -104,8 +101,8 @@ class CachedDataset(torch.utils.data.Dataset):
         transform's cached head (its augmented copies are its own)."""
         return self.work.ids
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in self._OWN:
+    def __getattr__(self, name: str) -> Any:  # only for names the wrapper does not hold
+        if name.startswith("__") or name in ("dataset", "_building"):
             raise AttributeError(name)
         return getattr(self.dataset, name)
 
@@ -116,7 +113,7 @@ class CachedDataset(torch.utils.data.Dataset):
         elif name == "target_transform":
             setattr(self.resolved.base, name, value)
             self.work.target_transform = value
-        elif name.startswith("_") or name in self._OWN:
+        elif name.startswith("_") or self._building or name in vars(self):
             object.__setattr__(self, name, value)
         else:
             setattr(self.dataset, name, value)

@@ -169,6 +169,8 @@ def test_the_loader_shows_the_users_objects(tiny_dataset, redis_url):
         info = get_worker_info()
         assert info.dataset.classes == ds.classes  # reads reach the user's dataset
         info.dataset.transform = T.Compose([T.CenterCrop(10), T.ToTensor()])  # so do writes
+        info.dataset.marker = worker_id  # a new attribute too: the wrapper keeps only its own
+        assert info.dataset.dataset.marker == worker_id and "marker" not in vars(info.dataset)
 
     loader = SenecaLoader(
         ds, batch_size=8, shuffle=True, num_workers=1, worker_init_fn=init, cache=redis_url
