@@ -9,7 +9,7 @@ grid::
 
     from mdp import load_spec, plan
     best = plan(load_spec("inhouse-x2"))
-    best.split, best.throughput          # (100, 0, 0), 4264.0
+    best.split_text(), best.throughput   # "100-0-0", 4264.0
 
 A plan written by ``mdp plan SPEC --out plan.json`` is read back by :func:`load_plan`
 (:mod:`mdp.planfile`), as the loader's ``plan=`` does.

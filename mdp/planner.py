@@ -93,7 +93,7 @@ class Prediction:
     """
 
     model: str
-    split: tuple[int, ...]
+    split: Split
     throughput: float
     tiers: dict[str, TierResult]
     bound: str | None
@@ -101,16 +101,16 @@ class Prediction:
 
     def split_text(self) -> str:
         """``E-D-A``, as the paper writes splits."""
-        return "-".join(str(v) for v in self.split)
+        return self.split.text()
 
     def as_split(self) -> Split:
         """The split planned, as fractions per tier."""
-        return Split.from_percent(self.split)
+        return self.split
 
     def to_json(self) -> dict[str, Any]:
         """The plan as JSON data (what ``mdp plan --json`` prints and the loader reads)."""
         return {
-            "split": dict(zip(SPLIT_TIERS, self.split, strict=True)),
+            "split": dict(zip(SPLIT_TIERS, self.split.percent, strict=True)),
             "throughput": self.throughput,
             "tiers": {
                 t: {"dsi": r.dsi, "samples": r.samples, "bytes": r.bytes, "bound": r.bound}
@@ -177,7 +177,7 @@ def _pick(p: Params, model: str, splits: np.ndarray, i: int) -> Prediction:
     bound = None if worst is None else SHARED_RESOURCES[int(worst[0])]
     return Prediction(
         model=model,
-        split=tuple(int(v) for v in split),
+        split=Split.from_percent([int(v) for v in split]),
         throughput=float(thr[0]),
         tiers=tiers,
         bound=bound,

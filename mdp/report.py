@@ -30,7 +30,7 @@ def _table(header: Sequence[str], rows: list[Sequence[str]], right: set[int]) ->
 
 def format_prediction(pred: Prediction, spec: Spec, title: str) -> str:
     """The table ``mdp plan`` and ``mdp predict`` print."""
-    split = ", ".join(f"{t} {v}%" for t, v in zip(SPLIT_TIERS, pred.split, strict=True))
+    split = ", ".join(f"{t} {v}%" for t, v in zip(SPLIT_TIERS, pred.split.percent, strict=True))
     encoded = spec.samples * spec.sample_kb * 1e3
     lines = [
         f"{title} (model: {pred.model})",
@@ -112,7 +112,7 @@ def plot_sweep(param: str, results: list[tuple[Any, Prediction]], path: str, tit
     top.set_title(title)
     base = [0.0] * len(results)
     for i, tier in enumerate(SPLIT_TIERS):
-        share = [p.split[i] for _, p in results]
+        share = [p.split.percent[i] for _, p in results]
         bottom.bar(x, share, bottom=base, label=tier)
         base = [b + s for b, s in zip(base, share, strict=True)]
     bottom.set_ylabel("cache split (%)")

@@ -73,7 +73,7 @@ print("tiers", TIERS, "written", NOTATION)
 spec = mdp.load_spec("inhouse")
 best = mdp.plan(spec)
 print("mdp plan:", best.split_text(), f"{best.throughput:,.0f} samples/s")
-assert len(best.split) == 4 and Split.parse("40-30-20-10").resized == 0.2
+assert len(best.split.percent) == 4 and Split.parse("40-30-20-10").resized == 0.2
 
 tmp = Path(tempfile.mkdtemp())
 sock = tmp / "redis.sock"

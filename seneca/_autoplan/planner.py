@@ -114,7 +114,7 @@ class AutoPlanner:
         version: int,
         spec: Any,
         measured: dict[str, float],
-        previous: tuple[int, int, int] | None = None,
+        previous: Split | None = None,
     ) -> PlanRecord:
         """The record of ``best`` planned from ``spec``; its gain over ``previous`` (the split
         it replaced, if any) predicted from the same spec."""
@@ -235,7 +235,7 @@ class AutoPlanner:
         measured_gain = source == "measured" and gain > defaults.AUTO_REPLAN_GAIN
         unreadable = any(
             share > 0 and tier not in readable
-            for tier, share in zip(SPLIT_ORDER, record.split, strict=True)
+            for tier, share in zip(SPLIT_ORDER, record.split.percent, strict=True)
         )
         if unreadable:
             wanted = True
@@ -303,14 +303,13 @@ class AutoPlanner:
             before = over
 
 
-def _repaired(split: tuple[int, int, int], readable: tuple[str, ...]) -> tuple[int, int, int]:
+def _repaired(split: Split, readable: tuple[str, ...]) -> Split:
     """``split`` with the shares of tiers not in ``readable`` given to the readable tier with
     the largest share (the least change that leaves no share unread)."""
-    shares = dict(zip(SPLIT_ORDER, split, strict=True))
+    shares = dict(zip(SPLIT_ORDER, split.percent, strict=True))
     keep = max(readable, key=lambda t: shares[t])
     for tier in SPLIT_ORDER:
         if tier not in readable:
             shares[keep] += shares[tier]
             shares[tier] = 0
-    e, d, a = (shares[t] for t in SPLIT_ORDER)
-    return (e, d, a)
+    return Split.from_percent([shares[t] for t in SPLIT_ORDER])

@@ -5,10 +5,11 @@ planned from, its predicted throughput and who made it when."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from seneca_base.split import Split
+from seneca_base.tiers import SPLIT_ORDER
 
 __all__ = ["PlanRecord"]
 
@@ -17,17 +18,17 @@ __all__ = ["PlanRecord"]
 class PlanRecord:
     """One shared plan.
 
-    ``split``: whole percentages (E, D, A); ``version``: 1 for the first plan of the dataset,
-    one more per change; ``source``: ``"defaults"`` (planned before anything was measured) or
-    ``"measured"``; ``inputs``: the spec values (``section.key``) it was planned from;
-    ``throughput``: the model's prediction for the split (samples/s); ``gain``: the predicted
-    gain over the split it replaced (0 for the first); ``by``: the job that made it; ``at_ms``:
-    when (the server's clock); ``measured``: the inputs measured (the rest are defaults or the
-    user's spec); ``previous``: the split it replaced (None for the first), ``gain`` is over
-    it, both predicted from this record's inputs.
+    ``split``: the split (stored as whole percentages, E-D-A); ``version``: 1 for the first
+    plan of the dataset, one more per change; ``source``: ``"defaults"`` (planned before
+    anything was measured) or ``"measured"``; ``inputs``: the spec values (``section.key``)
+    it was planned from; ``throughput``: the model's prediction for the split (samples/s);
+    ``gain``: the predicted gain over the split it replaced (0 for the first); ``by``: the
+    job that made it; ``at_ms``: when (the server's clock); ``measured``: the inputs measured
+    (the rest are defaults or the user's spec); ``previous``: the split it replaced (None for
+    the first), ``gain`` is over it, both predicted from this record's inputs.
     """
 
-    split: tuple[int, int, int]
+    split: Split
     version: int
     source: str
     throughput: float
@@ -36,7 +37,7 @@ class PlanRecord:
     at_ms: int = 0
     inputs: dict[str, Any] = field(default_factory=dict)
     measured: tuple[str, ...] = ()
-    previous: tuple[int, int, int] | None = None
+    previous: Split | None = None
 
     def describe(self) -> str:
         """The plan in one line, as the loaders log it and ``seneca cache status`` shows it:
@@ -48,21 +49,21 @@ class PlanRecord:
             about += f", {int(jobs)} job{'s' if int(jobs) != 1 else ''}"
         text = f"split {self.split_text()} ({about}): predicted {self.throughput:,.0f} samples/s"
         if self.previous is not None:
-            text += f", {self.gain:+.0%} over {'-'.join(str(v) for v in self.previous)}"
+            text += f", {self.gain:+.0%} over {self.previous.text()}"
         return text
 
     def as_split(self) -> Split:
         """The plan's split."""
-        return Split.from_percent(self.split)
+        return self.split
 
     def split_text(self) -> str:
         """``E-D-A``."""
-        return "-".join(str(v) for v in self.split)
+        return self.split.text()
 
     def to_json(self) -> bytes:
-        data = asdict(self)
-        data["split"], data["measured"] = list(self.split), list(self.measured)
-        data["previous"] = list(self.previous) if self.previous is not None else None
+        data = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        data["split"], data["measured"] = list(self.split.percent), list(self.measured)
+        data["previous"] = list(self.previous.percent) if self.previous is not None else None
         return json.dumps(data, sort_keys=True).encode()
 
     @classmethod
@@ -73,11 +74,11 @@ class PlanRecord:
             return None
         try:
             data = json.loads(raw)
-            split = tuple(int(v) for v in data["split"])
-            if len(split) != 3 or sum(split) != 100 or min(split) < 0:
+            split = _split_or_none(data["split"])
+            if split is None:
                 return None
             return cls(
-                split=(split[0], split[1], split[2]),
+                split=split,
                 version=int(data["version"]),
                 source=str(data["source"]),
                 throughput=float(data["throughput"]),
@@ -92,8 +93,12 @@ class PlanRecord:
             return None
 
 
-def _split_or_none(raw: Any) -> tuple[int, int, int] | None:
+def _split_or_none(raw: Any) -> Split | None:
+    """The split of whole percentages ``raw`` (one per tier, summing to 100); None when it is
+    none or not one."""
     if raw is None:
         return None
-    split = tuple(int(v) for v in raw)
-    return (split[0], split[1], split[2]) if len(split) == 3 else None
+    percent = [int(v) for v in raw]
+    if len(percent) != len(SPLIT_ORDER) or sum(percent) != 100 or min(percent) < 0:
+        return None
+    return Split.from_percent(percent)

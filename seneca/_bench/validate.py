@@ -202,7 +202,7 @@ def _runs(base: Any, sizes: tuple[float, ...], encoded: int, splits: tuple) -> l
     todo = []
     for r in sizes:
         sized = base.replace("cache.size_gb", encoded / r / 1e9)
-        planned = plan(sized, DEFAULT_MODEL).split
+        planned = plan(sized, DEFAULT_MODEL).split.percent
         todo += [(r, sized, s, s == planned) for s in splits]
         if planned not in splits:
             todo.append((r, sized, planned, True))

@@ -131,6 +131,7 @@ def _status_json(s: CacheStatus) -> dict[str, Any]:
     out = dataclasses.asdict(s)
     for d, raw in zip(s.datasets, out["datasets"], strict=True):
         raw["hit_rate"], raw["live_jobs"] = d.hit_rate, d.live_jobs
+        raw["plan"] = None if d.plan is None else json.loads(d.plan.to_json())  # as stored
         for j, rj in zip(d.jobs, raw["jobs"], strict=True):
             rj["progress"], rj["hit_rate"] = j.progress, j.hit_rate
     return out

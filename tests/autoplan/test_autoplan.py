@@ -19,6 +19,7 @@ from seneca._autoplan import (
 )
 from seneca._autoplan.inputs import source_of
 from seneca.loader._stats import Counters
+from seneca_base.split import Split
 from seneca_base.tiers import TIERS
 
 SIZE = 50_000_000  # half of the 1,000 samples below (100 KB each)
@@ -85,6 +86,8 @@ def _planner(
 def _put(planner, split, source="measured", age_s=0.0, version=3, jobs=None):
     at = planner.store.now_ms() - int(age_s * 1000)
     inputs = {} if jobs is None else {"cluster.jobs": jobs}
+    if not isinstance(split, Split):
+        split = Split.from_percent(split)
     record = PlanRecord(split, version, source, 1.0, by="elsewhere", at_ms=at, inputs=inputs)
     planner.store.client.set(planner.store.keys.plan, record.to_json())
 
@@ -107,11 +110,11 @@ def test_a_lone_job_plans_only_the_tiers_it_reads(redis_proc, monkeypatch):
     monkeypatch.setattr(defaults, "AUTO_JOBS_SETTLE", 0.0)
     p = _planner(redis_proc.client, measured=False, size=SIZE // 25)  # 2% of the dataset
     first = p.start()
-    assert first.split[2] == 0  # a lone job never reads a crop it made: no augmented share
+    assert first.split.percent[2] == 0  # a lone job never reads a crop it made: no augmented share
     assert first.split == plan_for(spec_of(p.setting, {}, 1), ("encoded", "decoded")).split
     p.store.join("b")  # with another job the crops are read, but all augmented gains less
     two = spec_of(p.setting, {}, 2)  # than filling a cache costs: the split stays
-    assert plan(two, min_gain=0.02).split == (0, 0, 100)
+    assert plan(two, min_gain=0.02).split.percent == (0, 0, 100)
     assert plan(two).throughput <= predict(two, first.split).throughput * 1.02
     p.tick(force=True)
     assert _stored(p).split == first.split and _stored(p).inputs["cluster.jobs"] == 2
@@ -120,21 +123,21 @@ def test_a_lone_job_plans_only_the_tiers_it_reads(redis_proc, monkeypatch):
 def test_a_transform_without_a_random_head_never_plans_an_augmented_tier(redis_proc):
     p = _planner(redis_proc.client, others=("b", "c"), tiers=("encoded", "decoded"))
     assert not p.setting.head
-    assert p.start().split[2] == 0
+    assert p.start().split.percent[2] == 0
     _put(p, (0, 0, 100), age_s=defaults.AUTO_REPLAN_INTERVAL + 1, jobs=3)
     p.tick(force=True)  # a share nobody reads is given back at the next look
-    assert _stored(p).split[2] == 0 and _stored(p).version == 4
+    assert _stored(p).split.percent[2] == 0 and _stored(p).version == 4
 
 
 def test_jobs_agree_on_the_stored_plan_and_follow_its_changes(redis_proc):
     first, second = _planner(redis_proc.client, "a"), _planner(redis_proc.client, "b")
     _put(first, (10, 20, 70))
-    assert first.start().split == second.start().split == (10, 20, 70)
+    assert first.start().split.percent == second.start().split.percent == (10, 20, 70)
     _put(first, (30, 30, 40), version=4)  # another loader changed it
     second.tick(force=True)
     assert second.split.fractions == {"encoded": 0.3, "decoded": 0.3, "augmented": 0.4}
     assert second.store.capacity["augmented"] == int(0.4 * SIZE)
-    assert [r.split for r in second.history] == [(10, 20, 70), (30, 30, 40)]
+    assert [r.split.percent for r in second.history] == [(10, 20, 70), (30, 30, 40)]
 
 
 def _gain(planner, split, jobs=3):
@@ -144,7 +147,7 @@ def _gain(planner, split, jobs=3):
 
 def test_a_split_changes_only_for_a_large_enough_gain_and_not_too_often(redis_proc, caplog):
     p = _planner(redis_proc.client, others=("b", "c"))  # three live jobs
-    worst = (100, 0, 0)
+    worst = Split.from_percent((100, 0, 0))
     assert _gain(p, worst) > defaults.AUTO_REPLAN_GAIN  # (the inputs make it a poor split)
     _put(p, worst, age_s=1)  # measured a second ago: too recent to change
     p.start()
@@ -164,7 +167,7 @@ def test_a_split_changes_only_for_a_large_enough_gain_and_not_too_often(redis_pr
     # a split within the gain threshold of the best stays, however old
     near = next(
         s
-        for s in [(0, 5, 95), (5, 0, 95), (0, 10, 90), (10, 0, 90)]
+        for s in map(Split.from_percent, [(0, 5, 95), (5, 0, 95), (0, 10, 90), (10, 0, 90)])
         if s != new.split and _gain(p, s) <= defaults.AUTO_REPLAN_GAIN
     )
     _put(p, near, age_s=defaults.AUTO_REPLAN_INTERVAL + 1, version=9)
@@ -201,7 +204,7 @@ def test_a_job_count_that_flaps_does_not_move_the_split(redis_proc, monkeypatch)
         p.store.join("b")
         p.tick(force=True)
         time.sleep(0.1)
-    assert _stored(p).split == (0, 90, 10) and _stored(p).version == 3
+    assert _stored(p).split.percent == (0, 90, 10) and _stored(p).version == 3
 
 
 def test_a_plan_on_defaults_never_replaces_a_measured_one(redis_proc, monkeypatch):
@@ -210,7 +213,7 @@ def test_a_plan_on_defaults_never_replaces_a_measured_one(redis_proc, monkeypatc
     _put(p, (50, 50, 0), age_s=defaults.AUTO_REPLAN_INTERVAL + 1, jobs=1)
     p.start()
     p.tick(force=True)  # 3 jobs now, nothing measured here: the measured plan stands
-    assert _stored(p).split == (50, 50, 0) and _stored(p).version == 3
+    assert _stored(p).split.percent == (50, 50, 0) and _stored(p).version == 3
 
 
 def test_a_plan_on_defaults_never_empties_a_warm_tier(redis_proc, monkeypatch):
@@ -223,9 +226,12 @@ def test_a_plan_on_defaults_never_empties_a_warm_tier(redis_proc, monkeypatch):
     items = [(i, "decoded", s.charge(len(value)), value) for i in range(50)]
     assert s.admit("a", items) == [1] * 50
     three = plan_for(spec_of(p.setting, {}, 3)).split
-    assert three != (0, 100, 0) and three[1] < 50  # (defaults for 3 jobs would evict it)
+    # (the defaults for 3 jobs would evict it)
+    assert three.percent != (0, 100, 0) and three.decoded < 0.5
     p.tick(force=True)
-    assert _stored(p).split == (0, 100, 0) and s.usage()["decoded"] == 50 * s.charge(100_000)
+    assert _stored(p).split.percent == (0, 100, 0) and s.usage()["decoded"] == 50 * s.charge(
+        100_000
+    )
 
 
 def test_a_plan_from_defaults_follows_the_jobs_before_anything_is_measured(redis_proc, monkeypatch):
@@ -275,7 +281,7 @@ def test_jobs_that_start_together_replace_the_first_jobs_plan_at_once(redis_proc
     monkeypatch.setattr(defaults, "AUTO_JOBS_SETTLE", 30.0)
     p = _planner(redis_proc.client, measured=False)
     first = p.start()
-    assert first.inputs["cluster.jobs"] == 1 and first.split[2] == 0
+    assert first.inputs["cluster.jobs"] == 1 and first.split.percent[2] == 0
     s = p.store
     value = b"x" * 100_000
     items = [(i, "decoded", s.charge(len(value)), value) for i in range(50)]

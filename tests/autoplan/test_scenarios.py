@@ -68,7 +68,7 @@ def test_a_lone_job_then_another_on_the_same_node(three_hundred, node, monkeypat
     for _ in range(2):
         for _ in first:
             watch.look(first.planner)
-    assert all(split[2] == 0 for _, split in watch.plans)  # a lone job reads no crop
+    assert all(split.augmented == 0 for _, split in watch.plans)  # a lone job reads no crop
     assert watch.emptied() == set()
     first.close()
     second = _loader(three_hundred, node.url, transform, "second")
@@ -114,10 +114,10 @@ def test_jobs_that_start_together_decide_their_first_batch_under_a_plan_for_all(
     transform = v2.Compose([v2.RandomResizedCrop(32), v2.PILToTensor()])
     a = _loader(three_hundred, node.url, transform, "a")
     first = a.planner.record
-    assert first.inputs["cluster.jobs"] == 1 and first.split[2] == 0
+    assert first.inputs["cluster.jobs"] == 1 and first.split.percent[2] == 0
     b = _loader(three_hundred, node.url, transform, "b")
     next(iter(b))  # b joins and starts its epoch (it looks at the plan there too)
     next(iter(a))
     record = a.planner.record
-    assert record.inputs["cluster.jobs"] == 2 and record.split[2] > 0
+    assert record.inputs["cluster.jobs"] == 2 and record.split.percent[2] > 0
     assert a.stats()["decoded"]["admitted"] == 0 and a.stats()["augmented"]["admitted"] > 0

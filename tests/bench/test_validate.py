@@ -91,7 +91,7 @@ def test_each_size_measures_the_six_splits_and_the_planned_one():
     for ratio in (0.5, 2.0):
         here = [r for r in runs if r[0] == ratio]
         assert [r[2] for r in here][:6] == list(SPLITS)
-        planned = plan(here[0][1], DEFAULT_MODEL).split
+        planned = plan(here[0][1], DEFAULT_MODEL).split.percent
         assert [r[2] for r in here if r[3]] == [planned]  # marked once, added if not a six
         assert len(here) == 6 + (planned not in SPLITS)
         assert here[0][1].cache_gb == pytest.approx(1 / ratio)

@@ -9,6 +9,7 @@ from ods.store import OdsStore
 from seneca import SenecaLoader
 from seneca._autoplan import PlanRecord
 from seneca_base.errors import ConfigError
+from seneca_base.split import Split
 
 RANDOM = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.ToTensor()])
 
@@ -37,11 +38,15 @@ def test_workers_follow_the_plan_the_cache_holds(tiny_dataset, redis_url):
         ds, batch_size=8, shuffle=True, cache=redis_url, cache_size="4MB", num_workers=1
     )
     store = loader.store
-    encoded_only = PlanRecord((100, 0, 0), 6, "measured", 1.0, at_ms=store.now_ms())
+    encoded_only = PlanRecord(
+        Split.from_percent((100, 0, 0)), 6, "measured", 1.0, at_ms=store.now_ms()
+    )
     store.client.set(store.keys.plan, encoded_only.to_json())
     loader.planner.tick(force=True)  # the loader process adopts it (and looks again in 2 s)
     assert store.capacity["encoded"] == 4_000_000 and store.capacity["decoded"] == 0
-    decoded_only = PlanRecord((0, 100, 0), 7, "measured", 1.0, at_ms=store.now_ms())
+    decoded_only = PlanRecord(
+        Split.from_percent((0, 100, 0)), 7, "measured", 1.0, at_ms=store.now_ms()
+    )
     store.client.set(store.keys.plan, decoded_only.to_json())  # another job's new plan ...
     other = OdsStore(store.client, store.keys.dataset, 48, view=store.keys.view)
     other.apply_split(decoded_only.as_split(), 4_000_000)

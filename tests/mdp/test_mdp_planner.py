@@ -138,37 +138,37 @@ def test_grid_argmax_equals_brute_force(model):
     for spec in specs:
         (thr, _, _), split = _brute(spec, model)
         got = plan(spec, model)
-        assert got.split == split, spec
+        assert got.split.percent == split, spec
         assert got.throughput == pytest.approx(thr, rel=1e-9)
 
 
 def test_ties_prefer_more_samples_cached_then_less_preprocessing():
     # GPU-bound everywhere: every split predicts the same throughput.
     gpu_bound = ref_spec(node__gpu_samples_per_s=1.0)
-    assert plan(gpu_bound, "paper").split == (100, 0, 0)  # encoded caches the most samples
+    assert plan(gpu_bound, "paper").split.percent == (100, 0, 0)  # encoded caches the most samples
     # The dataset fits in any form: the least preprocessed all-cached split wins.
     tiny = ref_spec(node__gpu_samples_per_s=1.0, dataset__samples=100)
-    assert plan(tiny, "paper").split == (100, 0, 0)
-    assert plan(tiny, "shared").split == (100, 0, 0)
+    assert plan(tiny, "paper").split.percent == (100, 0, 0)
+    assert plan(tiny, "shared").split.percent == (100, 0, 0)
 
 
 def test_tolerance_turns_near_ties_into_ties():
     inhouse = load_spec("inhouse")  # DSI_D is 0.5% above DSI_E: Eq. 9 prefers decoded
-    assert plan(inhouse, "paper").split == (0, 100, 0)
-    assert plan(inhouse, "paper", tolerance=0.01).split == (100, 0, 0)
+    assert plan(inhouse, "paper").split.percent == (0, 100, 0)
+    assert plan(inhouse, "paper", tolerance=0.01).split.percent == (100, 0, 0)
     with pytest.raises(ConfigError, match="tolerance"):
         plan(inhouse, tolerance=1.5)
 
 
 def test_min_gain_caches_only_what_beats_caching_least_by_that_much():
     gpu_bound = ref_spec(node__gpu_samples_per_s=1.0, cluster__jobs=2)  # no split gains
-    assert plan(gpu_bound, "shared").split == (100, 0, 0)
-    assert plan(gpu_bound, "shared", min_gain=0.02).split == (0, 0, 100)  # fewest cached
+    assert plan(gpu_bound, "shared").split.percent == (100, 0, 0)
+    assert plan(gpu_bound, "shared", min_gain=0.02).split.percent == (0, 0, 100)  # fewest cached
     lone = ref_spec()  # 40-60-0 gains 67% over all decoded, the fewest a lone job caches
     gain = plan(lone).throughput / predict(lone, "0-100-0").throughput - 1
     assert 0.6 < gain < 0.7
-    assert plan(lone, min_gain=0.6).split == plan(lone).split == (40, 60, 0)
-    assert plan(lone, min_gain=0.7).split == (0, 100, 0)
+    assert plan(lone, min_gain=0.6).split.percent == plan(lone).split.percent == (40, 60, 0)
+    assert plan(lone, min_gain=0.7).split.percent == (0, 100, 0)
     inhouse = load_spec("inhouse")
     with pytest.raises(ConfigError, match="min-gain"):
         plan(inhouse, min_gain=-0.1)
@@ -178,16 +178,18 @@ def test_a_plan_gives_no_share_to_a_tier_its_jobs_cannot_read():
     # a lone job never reads an augmented copy (it never gets its own back): not even when
     # caching pays nothing, where the fewest samples cached would be all augmented
     gpu_bound = ref_spec(node__gpu_samples_per_s=1.0)
-    assert plan(gpu_bound, "shared", min_gain=0.02).split == (0, 100, 0)
+    assert plan(gpu_bound, "shared", min_gain=0.02).split.percent == (0, 100, 0)
     lone = load_spec("inhouse")
     for min_gain in (0.0, 0.05, 0.5):
-        assert plan(lone, min_gain=min_gain).split[2] == 0
-    assert [best.split[2] for _, best in sweep(lone, "cache.size_gb", [1, 100, 1000])] == [0] * 3
+        assert plan(lone, min_gain=min_gain).split.percent[2] == 0
+    assert [best.split.percent[2] for _, best in sweep(lone, "cache.size_gb", [1, 100, 1000])] == [
+        0
+    ] * 3
     # tiers= names what the jobs read: no random head, so no augmented tier, for any jobs
     many = lone.replace("cluster.jobs", 4)
-    assert plan(many, tiers=("encoded", "decoded")).split[2] == 0
-    assert plan(many, tiers=("decoded",)).split == (0, 100, 0)
-    assert plan(many, "paper", tiers=("encoded",)).split == (100, 0, 0)
+    assert plan(many, tiers=("encoded", "decoded")).split.percent[2] == 0
+    assert plan(many, tiers=("decoded",)).split.percent == (0, 100, 0)
+    assert plan(many, "paper", tiers=("encoded",)).split.percent == (100, 0, 0)
     with pytest.raises(ConfigError, match="tiers"):
         plan(many, tiers=("gpu",))
 
@@ -199,16 +201,16 @@ def test_small_dataset_goes_to_the_fastest_form():
     best = plan(small, "paper")
     assert best.tiers["augmented"].samples == 1000 and best.tiers["storage"].samples == 0
     assert best.throughput == pytest.approx(2500)
-    assert best.split == (60, 0, 40)  # the least augmented share that holds all 1000
+    assert best.split.percent == (60, 0, 40)  # the least augmented share that holds all 1000
     # With DSI_A == DSI_D the tie goes to the less preprocessed decoded form; it holds every
     # sample, so the rest of the cache goes to it, not to an encoded tier that would stay empty.
-    assert plan(ref_spec(dataset__samples=1000), "paper").split == (0, 100, 0)
+    assert plan(ref_spec(dataset__samples=1000), "paper").split.percent == (0, 100, 0)
 
 
 def test_predict_reports_tiers():
     pred = predict(ref_spec(), "50-30-20", "paper")
     t = pred.tiers
-    assert pred.split == (50, 30, 20) and pred.throughput == pytest.approx(1687.5)
+    assert pred.split.percent == (50, 30, 20) and pred.throughput == pytest.approx(1687.5)
     assert (t["augmented"].samples, t["decoded"].samples, t["encoded"].samples) == (500, 750, 5000)
     assert t["storage"].samples == 3750 and t["storage"].bytes == 3750 * 100_000
     assert t["decoded"].bytes == 750 * 400_000 and t["decoded"].bound == "cache"
@@ -263,7 +265,7 @@ def test_example_specs_give_the_bounds_the_paper_describes():
     # while decoding scales with the nodes, so the encoded form wins there.
     assert two.tiers["augmented"].bound == "cache" and two.tiers["decoded"].bound == "cache"
     assert two.tiers["encoded"].dsi == pytest.approx(2 * one.tiers["encoded"].dsi)
-    assert two.split == (100, 0, 0)
+    assert two.split.percent == (100, 0, 0)
     # One in-house server: decoding (T_D+A = 2132/s) bounds the encoded and storage paths.
     assert one.tiers["encoded"].bound == "cpu_decode_augment"
     assert one.tiers["storage"].bound == "cpu_decode_augment"
