@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-__all__ = ["CHECKED", "connection_of", "socket_of"]
+__all__ = ["CHECKED", "connection_of", "disown", "socket_of"]
 
 #: redis-py versions these uses were checked against
 CHECKED = ("5.0.0", "8.1.0")
@@ -35,3 +35,17 @@ def socket_of(conn: Any) -> socket.socket | None:
 def connection_of(pool: Any) -> Any:
     """A connection from redis-py ``pool`` (``ConnectionPool.get_connection``)."""
     return pool.get_connection("PING") if _NAMED else pool.get_connection()
+
+
+#: clients this process inherited over a fork: kept, so never closed or collected here
+_INHERITED: list[Any] = []
+
+
+def disown(client: Any) -> None:
+    """Never close or collect ``client`` (a ``Redis`` or ``RedisCluster``) in this process,
+    which inherited it over a fork. redis-py closes a collected client's pool, and resets a pool
+    inherited over a fork under the pool's lock (``ConnectionPool.reset``, 8.1; 5.0 waits 5 s on
+    its fork lock, then raises): a lock that a thread of the parent may have held at the fork,
+    so the child would wait forever. The sockets are the parent's; the child makes its own
+    client."""
+    _INHERITED.append(client)

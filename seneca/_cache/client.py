@@ -22,6 +22,7 @@ from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
 
+from ods.redis_internals import disown
 from seneca import defaults
 from seneca_base.errors import CacheUnavailableError, ConfigError
 
@@ -137,6 +138,8 @@ class CacheClient:
         """The redis-py client of this process (re-created after a fork): a ``RedisCluster``
         when the server is a node of a Redis Cluster (asked once, with ``INFO cluster``)."""
         if self._redis is None or self._pid != os.getpid():
+            if self._redis is not None:  # the parent's, inherited over a fork
+                disown(self._redis)
             self._redis = redis.Redis.from_url(self.url, **_options(self.timeout))
             self._pid = os.getpid()
             if self._cluster is None:
@@ -237,4 +240,6 @@ class CacheClient:
     def close(self) -> None:
         if self._redis is not None and self._pid == os.getpid():
             self._redis.close()
+        elif self._redis is not None:  # the parent's, inherited over a fork
+            disown(self._redis)
         self._redis = None
