@@ -350,6 +350,12 @@ class TorchRanks:
     """The ranks of a torch.distributed job (:class:`ods.sampler.Ranks`): gloo/NCCL
     collectives over the default group."""
 
+    def __init__(self) -> None:
+        #: the latest reduced tensor, held: torch 2.6's gloo frees a finished reduce's tensors
+        #: in its own thread, which needs the GIL for the last reference, and
+        #: ``destroy_process_group`` joins that thread holding the GIL
+        self.reduced: Any = None
+
     def union(self, bitmap: bytes) -> bytes:
         """The bitwise OR of every rank's ``bitmap`` (equal lengths)."""
         import numpy as np
@@ -358,6 +364,7 @@ class TorchRanks:
         bits = torch.from_numpy(np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8)).copy())
         bits = bits.to(group_device())
         dist.all_reduce(bits, op=dist.ReduceOp.MAX)
+        self.reduced = bits
         return np.packbits(bits.cpu().numpy()).tobytes()
 
     def barrier(self) -> None:

@@ -12,10 +12,16 @@ from indexed import indexed  # this script's own folder is on sys.path
 
 from seneca import SenecaLoader
 
+#: every all-reduced tensor, held until the process group is gone: torch 2.6's gloo frees a
+#: finished reduce's tensors in its own thread, which needs the GIL for the last reference;
+#: destroy_process_group joins that thread holding the GIL (both waited forever)
+_REDUCED: list = []
+
 
 def _lockstep() -> None:
     step = torch.ones(1)
     dist.all_reduce(step)  # as DDP's gradient all-reduce keeps the ranks together
+    _REDUCED.append(step)
 
 
 def main(data: str, url: str, out: str, mode: str = "epochs") -> None:
