@@ -53,10 +53,10 @@ EDITS = {
 DOCS = ("docs/guide.md", "docs/mdp.md")
 
 CHECK = r"""
-import shutil, subprocess, sys, tempfile, time
+import shutil, sys, tempfile
 from pathlib import Path
 
-import redis, torch
+import torch
 from torch.utils.data import DataLoader
 from torchvision import transforms
 from torchvision.datasets import ImageFolder
@@ -75,26 +75,19 @@ best = mdp.plan(spec)
 print("mdp plan:", best.split_text(), f"{best.throughput:,.0f} samples/s")
 assert len(best.split.percent) == 4 and Split.parse("40-30-20-10").resized == 0.2
 
+sys.path.insert(0, "tests")
+from conftest import RedisProcess  # the tests' redis-server on a unix socket
+
 tmp = Path(tempfile.mkdtemp())
-sock = tmp / "redis.sock"
-server = subprocess.Popen(
-    ["redis-server", "--port", "0", "--unixsocket", str(sock), "--save", "", "--dir", str(tmp)],
-    stdout=subprocess.DEVNULL,
-)
+server = RedisProcess()
+url = server.url
 try:
-    client = redis.Redis(unix_socket_path=str(sock))
-    for _ in range(200):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.02)
     make_dataset(tmp / "data", 40, 2, size=(64, 48), progress=False)
     tf = transforms.Compose([transforms.Resize((32, 32)), transforms.PILToTensor()])
     ds = ImageFolder(str(tmp / "data"), transform=tf)
     split = {"resized": 0.6, "decoded": 0.2, "encoded": 0.2}
     loader = SenecaLoader(
-        ds, batch_size=8, cache=f"unix://{sock}", cache_size="20MB", split=split, ods=False
+        ds, batch_size=8, cache=url, cache_size="20MB", split=split, ods=False
     )
     want = [b for b in DataLoader(ds, batch_size=8)]
     for epoch in range(2):
@@ -105,7 +98,7 @@ try:
     assert stats["resized"]["hits"] == 40, stats
     print("batches equal DataLoader's; the second epoch read every sample from the new tier")
     ods = SenecaLoader(
-        ds, batch_size=8, shuffle=True, cache=f"unix://{sock}", cache_size="20MB", split=split,
+        ds, batch_size=8, shuffle=True, cache=url, cache_size="20MB", split=split,
         job="ods",
     )
     sizes = [sum(len(y) for _, y in ods) for _ in range(2)]
@@ -113,8 +106,7 @@ try:
     print("with ODS:", sizes, "samples per epoch,", {t: stats[t]["hits"] for t in TIERS}, "hits")
     assert sizes == [40, 40] and stats["resized"]["hits"] >= 40, stats
 finally:
-    server.terminate()
-    server.wait()
+    server.stop()
     shutil.rmtree(tmp, ignore_errors=True)
 """
 

@@ -11,7 +11,7 @@ import importlib.util
 import inspect
 
 import pytest
-from test_layout import MODULES, ROOT
+from test_layout import MODULES, ROOT, findings
 
 #: module -> the library whose internals it adapts
 ADAPTERS = {"seneca._torch_internals": "torch", "ods.redis_internals": "redis"}
@@ -55,13 +55,7 @@ def _foreign_private_reads(tree: ast.AST) -> list[str]:
 
 
 def test_only_the_adapters_read_internals():
-    scripts = {str(p.relative_to(ROOT)): p for p in (ROOT / "scripts").rglob("*.py")}
-    found = {
-        name: reads
-        for name, path in {**MODULES, **scripts}.items()
-        if name not in ADAPTERS and (reads := _foreign_private_reads(ast.parse(path.read_text())))
-    }
-    assert found == {}
+    assert findings(_foreign_private_reads, skip=ADAPTERS) == {}
 
 
 def test_the_private_read_check_finds_foreign_reads():

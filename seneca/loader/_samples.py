@@ -25,6 +25,11 @@ from seneca_base.tiers import SPLIT_ORDER, TIERS
 
 log = logging.getLogger("seneca")
 
+#: the forms made for a sample found in a tier (None: read from storage), in making order
+_AFTER = {
+    tier: SPLIT_ORDER[SPLIT_ORDER.index(tier) + 1 if tier else 0 :] for tier in (None, *TIERS)
+}
+
 __all__ = ["Offers", "SampleWork", "count_lookup"]
 
 
@@ -157,7 +162,7 @@ class SampleWork:
             count["bytes_encoded"] += len(obj)
         if tier != "augmented":
             made: dict[str, Any] = {}
-            for form in SPLIT_ORDER[SPLIT_ORDER.index(tier) + 1 if tier else 0 :]:
+            for form in _AFTER[tier]:
                 if form == "augmented":
                     obj, as_tensor = self._augmented(index, obj, count, offers, aug_ok)
                 else:
