@@ -4,7 +4,6 @@ reported before a server is started or a dataset scanned."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import warnings
@@ -27,7 +26,7 @@ from seneca.loader._link import CACHE_FAILURES
 from seneca.loader._options import group_device, parse_split
 from seneca.loader.source import NotCacheable, Resolved, members
 from seneca_base.backoff import Backoff
-from seneca_base.errors import CacheUnavailableError, ConfigError, SenecaError
+from seneca_base.errors import CacheUnavailableError, ConfigError
 from seneca_base.split import Split
 from seneca_base.units import parse_size
 
@@ -43,7 +42,6 @@ __all__ = [
     "cache_options",
     "cache_store",
     "connect",
-    "leave_job",
     "ods_members",
     "ods_sampler",
     "seeds_from",
@@ -327,13 +325,6 @@ def ods_sampler(
         backoff=backoff,
         ranks=TorchRanks() if replicas > 1 else None,
     )
-
-
-def leave_job(store: OdsStore, job: str, pid: int) -> None:
-    """Remove ``job`` from the cache, in the process that made its loader only."""
-    if os.getpid() == pid:
-        with contextlib.suppress(redis.RedisError, OSError, SenecaError):
-            store.leave(job)
 
 
 def seeds_from(generator: torch.Generator | None) -> Callable[[], int]:

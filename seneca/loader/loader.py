@@ -36,7 +36,6 @@ from seneca.loader._setup import (
     cache_options,
     cache_store,
     connect,
-    leave_job,
     ods_members,
     ods_sampler,
     seeds_from,
@@ -198,11 +197,10 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         use_ods, samples = ods_members(dataset, resolved, use_ods, ods)
         self._wire(dataset, resolved, args, options, use_ods, samples, batch_tail)
         # the job stays live while this loader exists, however long a step takes
-        handle = keeper().keep(self.store, self.job)
-        self._lease = weakref.finalize(self, keeper().drop, handle)
-        if job is None and not self.job.startswith("ddp:"):
-            # a job of its own: its state goes with the loader (a named job may be resumed)
-            self._leave = weakref.finalize(self, leave_job, self.store, self.job, os.getpid())
+        # a job of its own leaves with the loader (a named job may be resumed)
+        own = job is None and not self.job.startswith("ddp:")
+        self._lease = keeper().keep(self.store, self.job, leave=own)
+        weakref.finalize(self, keeper().collected, self._lease)
 
     def _step_aside(
         self, dataset: Any, args: dict[str, Any], why: str, ods: Any, batch_tail: Any
@@ -367,12 +365,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         itself when it is garbage-collected or the interpreter exits."""
         lease = getattr(self, "_lease", None)
         if lease is not None:
-            lease()
-        finalizer = getattr(self, "_leave", None)
-        if finalizer is not None:
-            finalizer()
-        elif self.store is not None:
-            leave_job(self.store, self.job, os.getpid())
+            keeper().close(lease)
         self._path.stop()
         self._iterator = None  # persistent workers stop with their iterator
         if self._cached is not None:

@@ -4,11 +4,14 @@ dies."""
 
 import gc
 import time
+import weakref
 
+import redis
 from helpers.indexed import indexed
 
+from ods.store import OdsStore
 from seneca import SenecaLoader
-from seneca.loader._lease import keeper
+from seneca.loader._lease import LeaseKeeper, keeper
 
 
 def _live(store):
@@ -55,3 +58,51 @@ def test_a_collected_loader_stops_renewing_and_lapses(tiny_dataset, redis_url, m
     time.sleep(1.2)  # a named job keeps its state to resume, but no longer counts as live
     assert name not in _live(store)
     assert store.client.exists(store.keys.jobs)  # its entry stays, lapsed
+
+
+class _Cyclic:
+    """Garbage only the cycle collector frees, as a loader can be."""
+
+    def __init__(self):
+        self.me = self
+
+
+class _CollectingStore(OdsStore):
+    """A store whose lease, when the keeper's thread reads it (holding the keeper's lock),
+    sets off a collection: a finalizer then runs in that thread, under that lock, as one ran
+    when a collection happened to start there."""
+
+    @property
+    def lease_ms(self):
+        gc.collect()
+        return self._lease_ms
+
+    @lease_ms.setter
+    def lease_ms(self, value):
+        self._lease_ms = value
+
+
+def test_a_loader_collected_inside_the_keepers_own_work_leaves_without_hanging_it(redis_proc):
+    client = redis.Redis.from_url(redis_proc.url)
+    store = _CollectingStore(client, "busy", 64, lease=2.0)
+    keeper_ = LeaseKeeper()
+    alive = keeper_.keep(store, "alive", leave=True)
+    store.join("alive")
+    owner = _Cyclic()
+    store.join("collected")
+    weakref.finalize(owner, keeper_.collected, keeper_.keep(store, "collected", leave=True))
+    before = keeper_.renewals
+    gc.disable()  # no collection in this thread: the keeper's thread collects the loader,
+    try:  # on its next look at the lease
+        del owner
+        deadline = time.monotonic() + 5
+        while store.keys.job_name("collected") in _live(store) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        gc.enable()
+    assert store.keys.job_name("collected") not in _live(store)  # it left
+    time.sleep(1.5)
+    assert keeper_.renewals - before >= 2  # measured: the keeper's thread goes on renewing
+    assert store.keys.job_name("alive") in _live(store)
+    keeper_.close(alive)
+    assert keeper_.held() == [] and _live(store) == []
