@@ -90,7 +90,8 @@ class LeaseKeeper:
         self._inbox.put(handle)
 
     def held(self) -> list[str]:
-        """The jobs renewed now."""
+        """The jobs renewed now (collected loaders' jobs gone first)."""
+        self._take_collected()
         with self._lock:
             return [held.job for held in self._jobs.values()]
 
