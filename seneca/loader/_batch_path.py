@@ -3,12 +3,13 @@
 A batch of a SenecaLoader that caches goes through these stages, in this order:
 
 1. **decide**: ODS picks the batch's samples and the tier to read each one from
-   (``ods.sampler.OdsBatchSampler``, in the loader process). In a loader's own order (no ODS)
-   the tiers are looked up when the batch is fetched (``_link.CacheLink.lookup``).
-2. **fetch hits**: with workers, the batch's augmented hits are read in the loader process,
-   as soon as the batch is decided, into the rows of the batch tensor
-   (``_bypass.HitSplitter``, through ``_fetch.Fetcher``); only the other samples go to a
-   worker.
+   (``ods.sampler.OdsBatchSampler``, in the loader process). With workers, when the worker
+   that got the batch's ticket starts it (``_desk.Desk``, ``_bypass.HitSplitter.decide``);
+   without, when the loop asks for the batch. In a loader's own order (no ODS) the tiers are
+   looked up when the batch is fetched (``_link.CacheLink.lookup``).
+2. **fetch hits**: with workers, the batch's augmented hits are read in the loader process
+   once it is decided, into the rows of the batch tensor, while the worker makes the other
+   samples (``_bypass.HitSplitter``, through ``_fetch.Fetcher``).
 3. **workers' rows**: a DataLoader worker (or the loader process, without workers) fetches
    its samples (``_fetch.Fetcher``: the values in one round trip, misses read from storage,
    each sample's remaining work by ``_samples.SampleWork``, the new values offered to the cache)

@@ -1,22 +1,23 @@
 """Cache hits that never cross a process boundary: with workers, only misses go to them.
 
 ODS decides each batch in the loader process, so the loader knows which samples are augmented
-hits before any worker sees the batch. An augmented hit needs no CPU work: its bytes go from
-the cache into the batch's rows. :class:`HitSplitter`, the DataLoader's batch sampler, hands
-the workers each batch's other samples (misses, and hits that still need a decode or a
-transform) behind a :class:`Tag` naming the batch, and keeps the hits. Each worker's part
-comes back tagged (:func:`collate_part`). The batch's hits are read in the loader process as
-soon as the batch is decided, when DataLoader hands its part to a worker, straight into the
-rows of the batch tensor (``Fetcher.fetch``: the zero-copy reader, pins released, stats
-counted, a hit found gone read from storage). A decided hit is pinned in the cache until it
-is read, and DataLoader decides up to ``prefetch_factor`` x ``num_workers`` batches before
-the loop takes them: read when the batch was merged, the pins of that many batches' hits
-kept their copies from being evicted, and a small cache then had no room left for the copies
-other jobs made. Read at once, the hits of the batches in flight wait in the loader process's
-memory instead (uint8 rows, at most one batch tensor per batch in flight).
-:meth:`HitSplitter.merged` copies the workers' rows into the rest of each batch and yields
-the batches in the decided order, ready for the batch tail. Exactly-once, admissions,
-``state_dict`` and the batch tail are as without the bypass; tags match parts to batches
+hits before any worker sees them. An augmented hit needs no CPU work: its bytes go from the
+cache into the batch's rows. :class:`HitSplitter`, the DataLoader's batch sampler, hands the
+workers a ticket per batch (a :class:`Tag` naming it); a worker that starts a ticket asks the
+loader process's desk for its samples (``seneca.loader._desk``), and the batch is decided then,
+as late as the pipeline allows: its misses can still become hits on copies other jobs made
+while the ticket waited. The worker gets the batch's other samples (misses, and hits that
+still need a decode or a transform); the augmented hits are read in the loader process while
+the worker makes them, straight into the rows of the batch tensor (``Fetcher.fetch``: the
+zero-copy reader, pins released, stats counted, a hit found gone read from storage). A decided
+hit is pinned in the cache until it is read, so it is read at once rather than when the batch
+is merged: the hits of the batches in flight wait in the loader process's memory (uint8 rows,
+at most one batch tensor per batch in flight). Each worker's part comes back tagged
+(:func:`collate_part`); :meth:`HitSplitter.merged` copies the workers' rows into the rest of
+each batch and yields the batches in the decided order, ready for the batch tail. Batches are
+decided in ticket order (a worker that starts a ticket before an earlier one has been started
+decides the earlier one first), so exactly-once, admissions, ``state_dict`` and the batch tail
+are as with decisions made when DataLoader hands out the batch; tags match parts to batches
 whatever order the workers finish in (``in_order=False``).
 
 Used with workers, ODS, and the default collate with the batch tail deferred (what lets a hit
@@ -25,6 +26,8 @@ be a row of the batch tensor); otherwise every sample goes to the workers as bef
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +36,7 @@ import torch
 from torch.utils.data import default_collate
 
 from ods.decision import Pick
+from seneca.loader._desk import Desk
 from seneca.loader._fetch import Fetcher
 from seneca.loader._part_buffers import PartReader, PartRef
 from seneca.loader._rows import BatchRows, collate_rows
@@ -101,19 +105,30 @@ def _hit_slots(picks: Sequence[Pick]) -> list[int]:
 
 
 class HitSplitter:
-    """The batch sampler that runs: ``sampler``'s batches (``ods.sampler.OdsBatchSampler``),
-    each as a tagged part for the workers; the hits stay here until :meth:`merged`."""
+    """The batch sampler that runs: a ticket per batch of ``sampler``
+    (``ods.sampler.OdsBatchSampler``) for the workers, each decided when its worker starts it
+    (:meth:`decide`, through the :class:`~seneca.loader._desk.Desk`); the hits stay here
+    until :meth:`merged`."""
 
     def __init__(self, sampler: Any, fetcher: Fetcher, timeline: Timeline | None = None) -> None:
         self.sampler = sampler
         self.fetcher = fetcher  # the dataset's, which reads the hits in the loader process
         self.timeline = timeline  # the batches' stage times (None: not recorded)
         self._mark = timeline.mark if timeline is not None else _unmarked
+        self._lock = threading.Lock()  # the desk's thread decides, DataLoader's merges
         self._pending: dict[int, list[Pick]] = {}
-        self._ready: dict[int, tuple[BatchRows, list[Any]]] = {}
-        self._next = 0
+        self._ready: dict[int, tuple[BatchRows, list[Any]] | Exception] = {}
+        self._unread: list[tuple[int, list[Pick]]] = []  # decided batches, hits not yet read
+        self._hits_read = threading.Condition(self._lock)
+        self._next = 0  # the next ticket's tag
         self._iteration = 0
+        self._source: Iterator[list[Pick]] | None = None  # the iteration's batches to decide
+        self._decided = 0  # the tag the next decision is for
+        self._failure: BaseException | None = None  # why deciding stopped, raised by merged
         self._parts = PartReader()  # the workers' buffers their parts' rows are in
+        #: where workers ask for their tickets' samples; it goes with this splitter
+        self.desk = Desk(self.decide, self.read_hits)
+        weakref.finalize(self, self.desk.close)
         #: batches made of hits read here and samples from a worker
         self.mixed = 0
         #: batches whose hits were read before their workers' part came (when decided)
@@ -121,41 +136,112 @@ class HitSplitter:
         #: workers' parts with samples, and those whose rows came in a reused shared buffer
         self.parts = 0
         self.buffered = 0
+        #: the most batches decided and not yet merged at once (what deciding late bounds)
+        self.most_decided = 0
 
     def __len__(self) -> int:
         return len(self.sampler)
 
     def __iter__(self) -> Iterator[list[Any]]:
-        self._pending.clear()  # an abandoned iteration's batches are not coming back
-        self._ready.clear()
-        self._iteration += 1
+        with self._lock:
+            self._stop_source()
+            self._pending.clear()  # an abandoned iteration's batches are not coming back
+            self._ready.clear()
+            self._unread.clear()
+            self._iteration += 1
+            self._failure = None
+            self._source = iter(self.sampler)
+            self._decided = first = self._next
+            iteration = self._iteration
         mark = self._mark
-        batches = iter(self.sampler)
-        while True:
-            tag = self._next
+        for k in range(len(self.sampler)):
+            tag = first + k
+            with self._lock:
+                if self._source is None and self._decided <= tag:
+                    return  # the epoch was served (or deciding failed) before this ticket
             mark(tag, "asked")
-            picks = next(batches, None)
-            if picks is None:
-                return
-            mark(tag, "decided")
-            self._next += 1
-            self._pending[tag] = picks
-            slots = _hit_slots(picks)
-            if slots:  # read now: the pins go at once, not when the batch is merged
-                self._ready[tag] = self._read(picks, slots)
-            mark(tag, "hits read")
-            yield [Tag(tag, self._iteration, len(picks)), *(p for p in picks if not _bypassed(p))]
+            self._next = tag + 1
+            yield [Tag(tag, iteration, self.sampler.batch_size)]
+
+    def decide(self, iteration: int, tag: int) -> list[Pick] | None:
+        """The samples a worker makes for ticket ``tag`` of ``iteration``, decided now (and
+        every earlier ticket not yet decided first); None: it has no batch (another
+        iteration's, or the epoch was served before it, or deciding failed). The decided
+        batches' hits are read by :meth:`read_hits`, once the worker has its answer."""
+        with self._lock:
+            if iteration != self._iteration:
+                return None
+            while self._source is not None and self._decided <= tag:
+                self._decide_next()
+            picks = self._pending.get(tag)
+        return None if picks is None else [p for p in picks if not _bypassed(p)]
+
+    def read_hits(self) -> None:
+        """Read the hits of the batches decided since the last call, into their rows: the
+        pins go at once, not when the batch is merged."""
+        while True:
+            with self._lock:
+                if not self._unread:
+                    return
+                tag, picks = self._unread.pop(0)
+            try:
+                read: Any = self._read(picks, _hit_slots(picks))
+            except Exception as err:  # raised in the loop, where the batch is merged
+                read = err
+            self._mark(tag, "hits read")
+            with self._hits_read:
+                self._ready[tag] = read
+                self._hits_read.notify_all()
+
+    def close(self) -> None:
+        """Stop deciding the latest iteration's batches (a closed loader)."""
+        with self._lock:
+            self._stop_source()
+
+    def _decide_next(self) -> None:
+        """Decide the next ticket's batch (holding the lock); its hits are read later."""
+        tag = self._decided
+        try:
+            picks = next(self._source, None)  # type: ignore[arg-type]
+        except Exception as err:  # raised in the loop, where the batch is merged
+            self._failure, picks = err, None
+        if picks is None:
+            self._source = None
+            return
+        self._mark(tag, "decided")
+        self._pending[tag] = picks
+        if _hit_slots(picks):
+            self._unread.append((tag, picks))
+        self._decided += 1
+        self.most_decided = max(self.most_decided, len(self._pending))
+
+    def _stop_source(self) -> None:
+        source, self._source = self._source, None
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()
 
     def merged(self, it: Iterator[Any]) -> Iterator[Any]:
         """The batches of ``it`` (the workers' tagged parts) with their hits (read here when
         the batch was decided) put in place, in the order each batch was decided."""
         self._parts.clear()  # workers send their buffers again in a new iteration
         mark = self._mark
+        iteration = self._iteration
+        try:
+            yield from self._merging(it, mark)
+        finally:  # ended or cut short: nothing more of this iteration is decided
+            with self._lock:
+                if self._iteration == iteration:
+                    self._stop_source()
+
+    def _merging(self, it: Iterator[Any], mark: Any) -> Iterator[Any]:
         while True:
             try:
                 tag, images, targets = next(it)
             except StopIteration:
                 return
+            if self._undecided(tag):
+                continue  # a ticket with no batch
             mark(tag, "part")
             if isinstance(targets, list):  # numbers (see collate_part)
                 targets = default_collate(targets)
@@ -168,11 +254,26 @@ class HitSplitter:
             mark(tag, "merged")
             yield batch
 
+    def _undecided(self, tag: int) -> bool:
+        """Whether ticket ``tag`` has no batch (raising why, when deciding failed)."""
+        with self._lock:
+            if tag in self._pending:
+                return False
+            failure = self._failure
+        if failure is not None:
+            raise failure
+        return True
+
     def _batch(self, tag: int, images: Any, targets: Any, ref: PartRef | None) -> list[Any]:
         """Batch ``tag`` from its workers' part and its hits (read when it was decided); the
         worker's buffer of ``ref`` goes back once its rows are copied."""
-        picks = self._pending.pop(tag)
-        read = self._ready.pop(tag, None)  # None: the batch has no hits read here
+        with self._hits_read:
+            picks = self._pending.pop(tag)
+            if _hit_slots(picks):  # read by the desk's thread once the worker had its answer
+                self._hits_read.wait_for(lambda: tag in self._ready)
+            read = self._ready.pop(tag, None)  # None: the batch has no hits read here
+        if isinstance(read, Exception):
+            raise read
         if read is None:
             batch = [images if ref is None else images.clone(), targets]
         else:

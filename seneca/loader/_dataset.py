@@ -18,6 +18,7 @@ import torch.utils.data
 from ods.decision import Pick
 from ods.store import OdsStore
 from seneca.loader._bypass import Tag, Tagged
+from seneca.loader._desk import DeskClient
 from seneca.loader._fetch import Fetcher
 from seneca.loader._link import CacheLink
 from seneca.loader._part_buffers import part_buffers
@@ -30,6 +31,7 @@ from seneca.loader._worker_exit import guard_exit
 from seneca.loader.source import Resolved
 from seneca.pipeline.malloc import tune_malloc
 from seneca.pipeline.transforms import SplitTransform, split_transform
+from seneca_base.errors import ConfigError
 
 __all__ = ["CachedDataset"]
 
@@ -68,6 +70,9 @@ class CachedDataset(torch.utils.data.Dataset):
         #: (``seneca.loader._part_buffers``; 0: none). A hook: the loader sets it once
         #: DataLoader has settled its ``prefetch_factor``
         self.part_buffers = 0
+        #: with the bypass: where a worker asks for the samples of the batch it starts
+        #: (``seneca.loader._desk``; None: parts come with their samples). A hook, as above
+        self.desk: DeskClient | None = None
         self._building = False
 
     @property
@@ -130,19 +135,23 @@ class CachedDataset(torch.utils.data.Dataset):
         if role.worker:
             guard_exit()  # once per worker: its exit waits for the results it is sending
         if indices and isinstance(indices[0], Tag):  # a worker's part of a batch (bypass)
-            return self._part(indices[0], indices[1:], role)
+            return self._part(indices[0], role)
         if indices and isinstance(indices[0], Pick):  # decided by ODS
             return self.fetcher.fetch(indices, evict=True, role=role)
         where = self.positions
         wanted = [int(i) for i in indices] if where is None else [where[int(i)] for i in indices]
         return self.fetcher.fetch(self.link.lookup(wanted, role), evict=False, role=role)
 
-    def _part(self, tag: Tag, picks: Sequence[Pick], role: Role) -> Tagged:
-        """A worker's part of batch ``tag``: its ``picks`` made here, their images in rows of a
-        reused shared buffer where they can be (``seneca.loader._part_buffers``)."""
+    def _part(self, tag: Tag, role: Role) -> Tagged:
+        """A worker's part of batch ``tag``: its samples, decided now (``seneca.loader._desk``),
+        made here, their images in rows of a reused shared buffer where they can be
+        (``seneca.loader._part_buffers``)."""
         part = Tagged()
         part.tag = tag.batch
-        if not picks:
+        if self.desk is None:
+            raise ConfigError("a batch's ticket reached a dataset with no desk to decide it")
+        picks = self.desk.ask(tag.iteration, tag.batch)
+        if not picks:  # all hits, read in the loader process; or no batch
             return part
         if self.part_buffers and role.worker:
             buffers = part_buffers(self.part_buffers)

@@ -318,6 +318,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         )
         if self._splitter is not None:  # a worker's parts in flight, and the one it makes
             wrapped.part_buffers = self.prefetch_factor + 1
+            wrapped.desk = self._splitter.desk.client()
         # iterators read through the cache; the loader shows the user's dataset, and with ODS
         # the batch size, drop_last and sampler the user asked for, as DataLoader's would
         shown = {}
@@ -368,6 +369,8 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             keeper().close(lease)
         self._path.stop()
         self._iterator = None  # persistent workers stop with their iterator
+        if self._splitter is not None:
+            self._splitter.close()
         if self._cached is not None:
             self._cached.fetcher.reads_ahead.drop()
 

@@ -25,28 +25,39 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENV", "INTERVALS", "STAGES", "Timeline", "from_environment", "intervals", "summary"]
+__all__ = [
+    "BESIDE",
+    "ENV",
+    "INTERVALS",
+    "STAGES",
+    "Timeline",
+    "from_environment",
+    "intervals",
+    "summary",
+]
 
 #: the environment variable that turns the timeline on (a directory)
 ENV = "SENECA_TIMELINE"
 
 #: the stages a batch passes in the training process, in order
 STAGES = (
-    "asked",  # the batch sampler is asked for the batch (DataLoader dispatches ahead)
-    "decided",  # ODS has decided it
-    "hits read",  # its augmented hits are read; DataLoader then hands its part to a worker
+    "asked",  # DataLoader hands the batch's ticket to a worker (it dispatches ahead)
+    "decided",  # the worker started the ticket, and ODS has decided the batch
     "part",  # the worker's part (its misses, made) has arrived
     "merged",  # the part's rows are beside the hits
     "made",  # the batch tail has run (or the device copy is queued)
     "taken",  # the training loop has it
     "returned",  # the loop asks for the next one (its step is over)
 )
+#: a stage beside the others: the batch's augmented hits are read in the training process
+#: while its worker makes the rest (a batch with no such hits has none)
+BESIDE = "hits read"
 
 #: the waits between stages: (name, from, to), ``from`` of the batch before for "loop waited"
 INTERVALS = (
-    ("decide", "asked", "decided"),
-    ("hit read (dispatch waits)", "decided", "hits read"),
-    ("worker part (queue + work)", "hits read", "part"),
+    ("ticket queued + decide", "asked", "decided"),
+    ("worker part (answer + work)", "decided", "part"),
+    ("hit read (beside the part)", "decided", BESIDE),
     ("merge", "part", "merged"),
     ("tail or device copy", "merged", "made"),
     ("ready, waiting for the loop", "made", "taken"),

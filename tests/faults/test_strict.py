@@ -19,14 +19,16 @@ def test_an_unreachable_cache_is_an_error_when_strict(tiny_dataset, free_port, m
     assert sum(len(y) for _, y in loader) == 48  # not strict: reads from storage
 
 
-@pytest.mark.parametrize("shuffle", [True, False])
-def test_a_cache_lost_mid_epoch_is_an_error_when_strict(tiny_dataset, shuffle):
+@pytest.mark.parametrize(("shuffle", "workers"), [(True, 0), (False, 0), (True, 2)])
+def test_a_cache_lost_mid_epoch_is_an_error_when_strict(tiny_dataset, shuffle, workers):
+    """With workers the error comes from a batch's late decision (or a worker's read)."""
     from conftest import RedisProcess
 
     server = RedisProcess()
     loader = SenecaLoader(
-        indexed(tiny_dataset), batch_size=8, shuffle=shuffle, cache=server.url, strict=True
-    )
+        indexed(tiny_dataset), batch_size=4, shuffle=shuffle, cache=server.url, strict=True,
+        num_workers=workers,
+    )  # fmt: skip
     it = iter(loader)
     next(it)
     server.stop()

@@ -1,0 +1,101 @@
+"""With workers, a batch is decided when its worker starts it (``seneca.loader._desk``), not
+when DataLoader hands the worker its ticket ``prefetch_factor`` batches ahead."""
+
+import collections
+import itertools
+import json
+import multiprocessing
+import os
+import signal
+import time
+
+import pytest
+import torch
+from helpers.indexed import indexed
+from torchvision.transforms import v2
+
+from ods.decision import Pick
+from seneca import SenecaLoader
+from seneca.loader._desk import Desk
+from seneca.pipeline.transforms import default_train_transform
+from seneca_base.errors import SenecaError
+
+_SAMPLE_S = 0.03
+
+
+class _Slow(torch.nn.Module):
+    """A transform step that takes a while per sample: a part of 4 takes 0.12 s."""
+
+    def forward(self, x):
+        time.sleep(_SAMPLE_S)
+        return x
+
+
+def test_a_batch_is_decided_when_its_worker_starts_it(tiny_dataset, redis_url, tmp_path):
+    os.environ["SENECA_TIMELINE"] = str(tmp_path)
+    try:
+        ds = indexed(tiny_dataset)
+        ds.transform = v2.Compose([_Slow(), *default_train_transform(16).transforms])
+        loader = SenecaLoader(
+            ds, batch_size=4, shuffle=True, num_workers=1, prefetch_factor=4,
+            cache=redis_url, cache_size="20MB", job="late",
+        )  # fmt: skip
+        seen = collections.Counter(i for _, y in loader for i in y.tolist())
+    finally:
+        del os.environ["SENECA_TIMELINE"]
+    assert seen == collections.Counter(range(48))  # every sample once
+    (path,) = tmp_path.glob("late-*.jsonl")
+    decided = [b["decided"] for b in json.loads(path.read_text())["batches"]]
+    gaps = [b - a for a, b in itertools.pairwise(decided)]
+    # its one worker asks for the next batch once it made the one before (4 slow samples);
+    # decided when handed out, the first 4 would have been decided at once
+    assert min(gaps) >= 0.6 * 4 * _SAMPLE_S, gaps
+    assert loader._splitter.most_decided <= 2  # one made, one being merged
+
+
+def _answers(desk_answer):
+    desk = Desk(desk_answer, lambda: None)
+    return desk, desk.client()
+
+
+def test_the_desk_answers_picks_of_every_tier_and_no_batch():
+    picks = [Pick(7, None, 0), Pick(2**40, "augmented", 3), Pick(0, "encoded", -1)]
+    calls = []
+
+    def decide(iteration, tag):
+        calls.append((iteration, tag))
+        return picks if tag < 2 else None
+
+    desk, client = _answers(decide)
+    try:
+        assert client.ask(5, 1) == picks
+        assert client.ask(5, 2) is None  # no batch
+        assert client.ask(6, 0) == picks
+        assert calls == [(5, 1), (5, 2), (6, 0)] and desk.answered == 3
+    finally:
+        desk.close()
+    with pytest.raises(SenecaError, match="stopped answering"):
+        for _ in range(50):  # the thread closes the connection a moment after
+            client.ask(5, 0)
+            time.sleep(0.02)
+
+
+def test_a_killed_worker_is_an_error_and_the_next_epoch_serves_every_sample(
+    tiny_dataset, redis_url
+):
+    ds = indexed(tiny_dataset)
+    ds.transform = v2.Compose([_Slow(), *default_train_transform(16).transforms])
+    loader = SenecaLoader(
+        ds, batch_size=4, shuffle=True, num_workers=2, cache=redis_url, cache_size="20MB"
+    )
+    it = iter(loader)
+    next(it)
+    workers = multiprocessing.active_children()
+    assert workers
+    os.kill(workers[0].pid, signal.SIGKILL)  # with a ticket, or about to ask for one
+    with pytest.raises(RuntimeError, match="worker"):
+        for _ in it:
+            pass
+    del it
+    seen = collections.Counter(i for _, y in loader for i in y.tolist())
+    assert seen == collections.Counter(range(48))
