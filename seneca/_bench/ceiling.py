@@ -12,6 +12,12 @@ decoded tier's budget over a decoded image's bytes and the augmented tier's over
 for nothing here. The bound lets any cached sample serve any job, while Seneca's crops serve
 only the jobs that did not make them: the ceiling is one no policy passes, not always one a
 policy reaches.
+
+When crops are the only copies that save a decode (no decoded tier), a second bound holds: a
+job reads each crop at most once and never one it made, so each sample a job is served is a
+decode of its own or a crop it never read, a different decode each time. The run then decodes
+at least as many samples as its busiest job is served (1.0 per sample-epoch when every job
+runs every epoch), whatever the cache holds; the ceiling is the larger of the two bounds.
 """
 
 from __future__ import annotations
@@ -63,18 +69,24 @@ def capacity(cache_bytes: int, split: dict[str, float], value_bytes: dict[str, f
 
 
 def decode_ceiling(
-    folder: Path, samples: int, batch: int, epochs: int, copies: int
+    folder: Path, samples: int, batch: int, epochs: int, copies: int, crops_only: bool = False
 ) -> dict[str, Any] | None:
     """The fewest decodes per sample-epoch of the run whose timeline is in ``folder``, with a
-    cache of ``copies`` samples (None: no timeline)."""
+    cache of ``copies`` samples, all of them crops when ``crops_only`` (None: no
+    timeline)."""
     steps = run_steps(folder, samples, batch)
     if not steps:
         return None
-    jobs = len({s.job for s in steps})
-    bound = ceiling(steps, copies)
+    served: dict[int, int] = {}
+    for s in steps:
+        served[s.job] = served.get(s.job, 0) + s.served
+    loads = ceiling(steps, copies).loads
+    if crops_only:  # each sample a job is served: its own decode or a crop new to it
+        loads = max(loads, max(served.values()))
     return {
-        "decodes_per_sample_epoch": bound.loads / (samples * epochs),
+        "decodes_per_sample_epoch": loads / (samples * epochs),
         "copies": copies,
-        "jobs": jobs,
+        "crops_only": crops_only,
+        "jobs": len(served),
         "calls": len(steps),
     }

@@ -383,7 +383,8 @@ def _ceiling(
         if not split:
             return None
         copies = capacity(cache_size, split, value_bytes(cfg.data, cfg.crop))
-        return decode_ceiling(folder, n, cfg.batch_size, cfg.epochs, copies)
+        crops_only = not split.get("decoded") and bool(split.get("augmented"))
+        return decode_ceiling(folder, n, cfg.batch_size, cfg.epochs, copies, crops_only)
     finally:
         if not os.environ.get(TIMELINE_ENV):
             shutil.rmtree(folder, ignore_errors=True)

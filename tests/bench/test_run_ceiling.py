@@ -36,6 +36,19 @@ def test_the_jobs_calls_in_the_order_they_were_decided(tmp_path):
     assert decode_ceiling(tmp_path / "none", 10, 4, 2, 4) is None
 
 
+def test_with_crops_only_the_busiest_job_decodes_what_it_is_served(tmp_path):
+    """A crop serves a job once and never its maker: however large the cache, the run decodes
+    at least what one job is served (here 2 epochs of 10: 1.0 per sample-epoch)."""
+    _job(tmp_path / "a-1.jsonl", [[1.0, 2.0, 3.0], [7.0, 8.0, 9.0]])
+    _job(tmp_path / "b-2.jsonl", [[1.5, 2.5, 3.5], [4.0, 5.0, 6.0]])
+    steps = run_steps(tmp_path, samples=10, batch=4)
+    assert ceiling(steps, 10).loads / 20 < 1  # any copy for any job: below one decode
+    got = decode_ceiling(tmp_path, 10, 4, 2, 10, crops_only=True)
+    assert got["decodes_per_sample_epoch"] == 1.0 and got["crops_only"]
+    few = decode_ceiling(tmp_path, 10, 4, 2, 0, crops_only=True)  # no room: the larger bound
+    assert few["decodes_per_sample_epoch"] == ceiling(steps, 0).loads / 20 > 1.0
+
+
 def test_the_copies_that_save_a_decode(tiny_dataset):
     sizes = value_bytes(str(tiny_dataset), 16)
     assert sizes == {"decoded": 64 * 48 * 3, "augmented": 16 * 16 * 3}
