@@ -19,7 +19,7 @@ import random
 import statistics
 import time
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -53,6 +53,9 @@ class SimConfig:
     policy: str = "seneca"
     seed: int = 0
     max_batches: int | None = None
+    #: batches a job has in the making: a batch's misses are admitted only after the job's
+    #: next ``in_making`` calls (a loader's workers each make one; 0: at once)
+    in_making: int = 0
 
     def __post_init__(self) -> None:
         checks = [
@@ -61,6 +64,7 @@ class SimConfig:
             ("--batch", self.batch, self.batch >= 1),
             ("--epochs", self.epochs, self.epochs >= 1),
             ("--cache-frac", self.cache_frac, 0 <= self.cache_frac <= 1),
+            ("--in-making", self.in_making, self.in_making >= 0),
         ]
         for name, value, ok in checks:
             if not ok:
@@ -173,6 +177,15 @@ def _run(
     rng = random.Random(cfg.seed)
     memory = None
     joined: set[int] = set()
+    making: dict[int, deque[list[int]]] = {}  # per job, its batches' misses in the making
+
+    def admit(k: int, keep: int) -> None:
+        """Admit job ``k``'s oldest misses in the making until ``keep`` batches are left."""
+        while len(making.get(k, ())) > keep:
+            made = making[k].popleft()
+            store.admit(jobs[k].name, [(i, _TIER, 1, b"") for i in made])
+            trace.cache_is(client.get(store.tier_key(_TIER)) or b"", made)
+
     for count, step in enumerate(cfg.steps()):
         job = jobs[step.job]
         if step.job not in joined:  # a job joins at its first call (late joiners: later)
@@ -189,6 +202,7 @@ def _run(
         if len(d.indices) != step.served:
             raise AssertionError(f"{job.name}: served {len(d.indices)}, expected {step.served}")
         if not d.indices:
+            admit(step.job, 0)  # the epoch's last batches are made before the next starts
             if step.epoch + 1 < cfg.epochs:
                 store.start_epoch(job.name, step.epoch + 1)
                 trace.start(step.job, step.epoch + 1)
@@ -205,13 +219,13 @@ def _run(
         trace.served(step.job, d.indices)
         misses = [i for i, t in zip(d.indices, d.tiers, strict=True) if not t]
         trace.loaded(step.job, misses)
-        store.admit(job.name, [(i, _TIER, 1, b"") for i in misses])
-        refill: list[int] = []
+        making.setdefault(step.job, deque()).append(misses)
+        admit(step.job, cfg.in_making)
         if evicted:  # 'paper' policy: refill the room with random samples from storage
             refill = _uncached(client, store, rng, len(evicted), cfg.samples)
             trace.loaded(None, refill)
             store.admit(job.name, [(i, _TIER, 1, b"") for i in refill])
-        trace.cache_is(client.get(store.tier_key(_TIER)) or b"", misses + refill)
+            trace.cache_is(client.get(store.tier_key(_TIER)) or b"", refill)
     if memory is None:
         memory = store.memory()
     return memory

@@ -54,6 +54,13 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--cache", help="Redis URL (default: a private embedded server)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--max-batches", type=int, default=None, help="stop after this many batches")
+    s.add_argument(
+        "--in-making",
+        type=int,
+        default=0,
+        help="batches each job has in the making: a batch's misses are admitted after the "
+        "job's next K calls, as a loader's workers make them (default 0: at once)",
+    )
     s.add_argument("--json", action="store_true", help="print JSON")
     return p
 
@@ -111,6 +118,7 @@ def _simulate(args: argparse.Namespace) -> None:
         policy=args.policy,
         seed=args.seed,
         max_batches=args.max_batches,
+        in_making=args.in_making,
     )
     client = _client(args.cache)
     result = simulate_ods(client, cfg)
@@ -124,6 +132,7 @@ def _simulate(args: argparse.Namespace) -> None:
         return
     speeds = ",".join(f"{s:g}" for s in cfg.job_speeds())
     starts = f", starts {','.join(f'{s:g}' for s in cfg.starts)}" if cfg.starts else ""
+    starts += f", {cfg.in_making} batches in the making" if cfg.in_making else ""
     print(
         f"ods simulate: N={cfg.samples:,}, {cfg.jobs} jobs (speeds {speeds}{starts}), batch "
         f"{cfg.batch}, {cfg.epochs} epochs, cache {cfg.cache_frac:.0%} ({cfg.capacity:,} samples)"
