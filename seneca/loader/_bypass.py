@@ -41,6 +41,7 @@ from seneca.loader._fetch import Fetcher
 from seneca.loader._part_buffers import PartReader, PartRef
 from seneca.loader._rows import BatchRows, collate_rows
 from seneca.loader.timeline import Timeline
+from seneca_base.errors import SenecaError
 
 __all__ = ["HitSplitter", "Tag", "Tagged", "collate_part"]
 
@@ -274,6 +275,8 @@ class HitSplitter:
             read = self._ready.pop(tag, None)  # None: the batch has no hits read here
         if isinstance(read, Exception):
             raise read
+        if images is None and len(picks) > len(_hit_slots(picks)):  # its worker got no samples
+            raise self._failure or SenecaError(f"batch {tag}'s samples never reached its worker")
         if read is None:
             batch = [images if ref is None else images.clone(), targets]
         else:

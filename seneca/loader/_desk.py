@@ -141,14 +141,12 @@ class Desk:
 
     def _answer(self, conn: socket.socket, iteration: int, tag: int) -> None:
         decide = self._decide()
-        picks = None if decide is None else decide(iteration, tag)
-        if picks is None:
+        try:
+            picks = None if decide is None else decide(iteration, tag)
+            reply = _encoded(picks)
+        except Exception:  # a worker must not wait forever: it gets no batch, the loop raises
+            log.exception("deciding ticket %d failed", tag)
             reply = _COUNT.pack(NO_BATCH)
-        else:
-            codes = [_CODES.index(p.tier) for p in picks]
-            reply = _COUNT.pack(len(picks)) + b"".join(
-                _PICK.pack(p.index, code, p.bucket) for p, code in zip(picks, codes, strict=True)
-            )
         self.answered += 1
         try:
             conn.sendall(reply)
@@ -194,6 +192,14 @@ class DeskClient:
             sock.connect(self.address)
             self._sock, self._pid = sock, os.getpid()
         return self._sock
+
+
+def _encoded(picks: Sequence[Pick] | None) -> bytes:
+    """The answer for a ticket with ``picks`` (None: no batch)."""
+    if picks is None:
+        return _COUNT.pack(NO_BATCH)
+    head = _COUNT.pack(len(picks))
+    return head + b"".join(_PICK.pack(p.index, _CODES.index(p.tier), p.bucket) for p in picks)
 
 
 def _weakly(fn: Callable[..., Any]) -> Callable[[], Callable[..., Any] | None]:

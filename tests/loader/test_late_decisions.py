@@ -99,3 +99,23 @@ def test_a_killed_worker_is_an_error_and_the_next_epoch_serves_every_sample(
     del it
     seen = collections.Counter(i for _, y in loader for i in y.tolist())
     assert seen == collections.Counter(range(48))
+
+
+def test_a_failing_decision_answers_no_batch_and_the_desk_goes_on(caplog):
+    """A worker never waits forever on a decision that raised: it gets no batch (the loop
+    then raises, as a batch's samples that never reached its worker), and the next ticket is
+    answered."""
+
+    def decide(iteration, tag):
+        if tag == 0:
+            raise ValueError("boom")
+        return [Pick(tag, None, 0)]
+
+    desk, client = _answers(decide)
+    try:
+        with caplog.at_level("ERROR", logger="seneca"):
+            assert client.ask(1, 0) is None
+        assert "deciding ticket 0 failed" in caplog.text
+        assert client.ask(1, 1) == [Pick(1, None, 0)]
+    finally:
+        desk.close()
