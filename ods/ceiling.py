@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from ods.timeline import Step
 
-__all__ = ["Ceiling", "ceiling"]
+__all__ = ["Ceiling", "ceiling", "crop_ceiling"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,18 @@ def ceiling(steps: list[Step], capacity: int) -> Ceiling:
                 stretches.append((where[k], where[-1], _need(where[k], rest, capacity)))
     served = sum(s.served for s in steps)
     return Ceiling(loads=_heaviest_disjoint(stretches), served=served)
+
+
+def crop_ceiling(steps: list[Step], capacity: int) -> Ceiling:
+    """The fewest loads of the run ``steps`` when the cache holds crops only (a job reads each
+    copy at most once and never one it made): :func:`ceiling`, or, when larger, what the
+    busiest job is served (each sample it is served is a load of its own or a copy new to it,
+    a different load each time)."""
+    best = ceiling(steps, capacity)
+    served: dict[int, int] = {}
+    for s in steps:
+        served[s.job] = served.get(s.job, 0) + s.served
+    return Ceiling(loads=max(best.loads, max(served.values(), default=0)), served=best.served)
 
 
 def _need(first: int, served: int, capacity: int) -> int:

@@ -25,17 +25,19 @@ from dataclasses import dataclass, field
 
 import redis
 
-from ods.ceiling import ceiling
+from ods.ceiling import ceiling, crop_ceiling
 from ods.losses import LossTrace
 from ods.servertime import NOISE_NAME, ServerTimes, summarize
 from ods.store import OdsStore
 from ods.timeline import Step, timeline
 from seneca_base.errors import ConfigError
 
-__all__ = ["BASELINES", "SimConfig", "simulate_baseline", "simulate_ods"]
+__all__ = ["BASELINES", "SIM_TIERS", "SimConfig", "simulate_baseline", "simulate_ods"]
 
 BASELINES = ("random", "minio", "quiver")
-_TIER = "encoded"
+#: the tiers a run's cache may be: one any job may read again, or crops (a job reads each once,
+#: never its own)
+SIM_TIERS = ("encoded", "augmented")
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ class SimConfig:
     #: batches a job has in the making: a batch's misses are admitted only after the job's
     #: next ``in_making`` calls (a loader's workers each make one; 0: at once)
     in_making: int = 0
+    #: the cache's tier (see SIM_TIERS)
+    tier: str = "encoded"
 
     def __post_init__(self) -> None:
         checks = [
@@ -65,6 +69,7 @@ class SimConfig:
             ("--epochs", self.epochs, self.epochs >= 1),
             ("--cache-frac", self.cache_frac, 0 <= self.cache_frac <= 1),
             ("--in-making", self.in_making, self.in_making >= 0),
+            ("--tier", self.tier, self.tier in SIM_TIERS),
         ]
         for name, value, ok in checks:
             if not ok:
@@ -106,7 +111,7 @@ class _Job:
 def _report(name: str, cfg: SimConfig, jobs: list[_Job], loads: int) -> dict:
     served = sum(j.served for j in jobs)
     hits = sum(j.hits for j in jobs)
-    best = ceiling(cfg.steps(), cfg.capacity)
+    best = (crop_ceiling if cfg.tier == "augmented" else ceiling)(cfg.steps(), cfg.capacity)
     return {
         "loader": name,
         "hit_rate": hits / served if served else 0.0,
@@ -135,7 +140,7 @@ def simulate_ods(client: redis.Redis, cfg: SimConfig) -> dict:
         f"simulate-{uuid.uuid4().hex[:8]}",
         cfg.samples,
         policy=cfg.policy,
-        capacity={_TIER: cfg.capacity},
+        capacity={cfg.tier: cfg.capacity},
         lease=3600,
         seed=cfg.seed,
     )
@@ -183,8 +188,8 @@ def _run(
         """Admit job ``k``'s oldest misses in the making until ``keep`` batches are left."""
         while len(making.get(k, ())) > keep:
             made = making[k].popleft()
-            store.admit(jobs[k].name, [(i, _TIER, 1, b"") for i in made])
-            trace.cache_is(client.get(store.tier_key(_TIER)) or b"", made)
+            store.admit(jobs[k].name, [(i, cfg.tier, 1, b"") for i in made])
+            trace.cache_is(client.get(store.tier_key(cfg.tier)) or b"", made)
 
     for count, step in enumerate(cfg.steps()):
         job = jobs[step.job]
@@ -221,20 +226,20 @@ def _run(
         trace.loaded(step.job, misses)
         making.setdefault(step.job, deque()).append(misses)
         admit(step.job, cfg.in_making)
-        if evicted:  # 'paper' policy: refill the room with random samples from storage
-            refill = _uncached(client, store, rng, len(evicted), cfg.samples)
+        if evicted and cfg.policy == "paper":  # refill the room with samples from storage
+            refill = _uncached(client, store, rng, len(evicted), cfg.samples, cfg.tier)
             trace.loaded(None, refill)
-            store.admit(job.name, [(i, _TIER, 1, b"") for i in refill])
-            trace.cache_is(client.get(store.tier_key(_TIER)) or b"", refill)
+            store.admit(job.name, [(i, cfg.tier, 1, b"") for i in refill])
+            trace.cache_is(client.get(store.tier_key(cfg.tier)) or b"", refill)
     if memory is None:
         memory = store.memory()
     return memory
 
 
 def _uncached(
-    client: redis.Redis, store: OdsStore, rng: random.Random, count: int, n: int
+    client: redis.Redis, store: OdsStore, rng: random.Random, count: int, n: int, tier: str
 ) -> list[int]:
-    key = store.tier_key(_TIER)
+    key = store.tier_key(tier)
     out: set[int] = set()
     for _ in range(count * 20):
         if len(out) >= count:
@@ -252,6 +257,8 @@ def simulate_baseline(kind: str, cfg: SimConfig) -> dict:
     """Run a baseline (``random``, ``minio``, ``quiver``) on the same setup, in Python."""
     if kind not in BASELINES:
         raise ConfigError(f"baseline: expected one of {', '.join(BASELINES)}, got {kind!r}")
+    if cfg.tier != "encoded":
+        raise ConfigError(f"baseline {kind}: its cache is one any job reads again, not {cfg.tier}")
     rng = random.Random(cfg.seed)
     jobs = [_Job(f"job{k}", s) for k, s in enumerate(cfg.job_speeds())]
     cache: OrderedDict[int, None] = OrderedDict()

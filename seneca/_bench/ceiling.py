@@ -27,7 +27,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ods.ceiling import ceiling
+from ods.ceiling import ceiling, crop_ceiling
 from ods.timeline import Step
 
 __all__ = ["capacity", "decode_ceiling", "run_steps", "value_bytes"]
@@ -77,16 +77,11 @@ def decode_ceiling(
     steps = run_steps(folder, samples, batch)
     if not steps:
         return None
-    served: dict[int, int] = {}
-    for s in steps:
-        served[s.job] = served.get(s.job, 0) + s.served
-    loads = ceiling(steps, copies).loads
-    if crops_only:  # each sample a job is served: its own decode or a crop new to it
-        loads = max(loads, max(served.values()))
+    loads = (crop_ceiling if crops_only else ceiling)(steps, copies).loads
     return {
         "decodes_per_sample_epoch": loads / (samples * epochs),
         "copies": copies,
         "crops_only": crops_only,
-        "jobs": len(served),
+        "jobs": len({s.job for s in steps}),
         "calls": len(steps),
     }

@@ -13,7 +13,7 @@ import sys
 import redis
 
 from ods.servertime import THRESHOLD_US
-from ods.simulate import BASELINES, SimConfig, simulate_baseline, simulate_ods
+from ods.simulate import BASELINES, SIM_TIERS, SimConfig, simulate_baseline, simulate_ods
 from ods.store import POLICIES
 from seneca import defaults
 from seneca._cli._run import run_command
@@ -54,6 +54,13 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--cache", help="Redis URL (default: a private embedded server)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--max-batches", type=int, default=None, help="stop after this many batches")
+    s.add_argument(
+        "--tier",
+        choices=SIM_TIERS,
+        default="encoded",
+        help="the cache's tier: encoded (any job reads a copy again) or augmented (crops: a job "
+        "reads each once, never its own; no baselines)",
+    )
     s.add_argument(
         "--in-making",
         type=int,
@@ -119,6 +126,7 @@ def _simulate(args: argparse.Namespace) -> None:
         seed=args.seed,
         max_batches=args.max_batches,
         in_making=args.in_making,
+        tier=args.tier,
     )
     client = _client(args.cache)
     result = simulate_ods(client, cfg)
@@ -126,7 +134,8 @@ def _simulate(args: argparse.Namespace) -> None:
     if args.compare:
         for policy in (p for p in POLICIES if p != cfg.policy):
             others.append(simulate_ods(client, dataclasses.replace(cfg, policy=policy)))
-        others += [simulate_baseline(b, cfg) for b in BASELINES]
+        if cfg.tier == "encoded":
+            others += [simulate_baseline(b, cfg) for b in BASELINES]
     if args.json:
         print(json.dumps({**result, "config": cfg.__dict__, "compare": others}, indent=2))
         return

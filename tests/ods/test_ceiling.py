@@ -107,3 +107,17 @@ def test_batches_in_the_making_cost_loads_and_keep_every_epoch_whole(redis_proc)
     assert making["storage_loads"] > at_once["storage_loads"]  # measured: 1,730 against 1,080
     with pytest.raises(ConfigError, match="--in-making"):
         SimConfig(samples=600, jobs=3, cache_frac=0.2, in_making=-1)
+
+
+def test_with_crops_no_run_loads_less_than_its_busiest_job_is_served(redis_proc):
+    """A crop serves a job once and never its maker: every sample a job is served is a load
+    of its own or a copy new to it, so 2 epochs of 600 cost 1,200 loads at least, whatever the
+    cache; batches in the making cost more, as with any tier."""
+    cfg = SimConfig(samples=600, jobs=3, cache_frac=0.2, batch=32, epochs=2, tier="augmented")
+    at_once = simulate_ods(redis_proc.client, cfg)
+    making = simulate_ods(redis_proc.client, SimConfig(**{**cfg.__dict__, "in_making": 6}))
+    assert at_once["ceiling"]["storage_loads"] == 1200 > ceiling(cfg.steps(), cfg.capacity).loads
+    assert 1200 <= at_once["storage_loads"] < making["storage_loads"]  # measured: 1,232, 1,737
+    assert at_once["served"] == making["served"] == 3 * 2 * 600
+    with pytest.raises(ConfigError, match="any job reads again"):
+        simulate_baseline("random", cfg)
