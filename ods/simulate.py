@@ -60,6 +60,9 @@ class SimConfig:
     in_making: int = 0
     #: the cache's tier (see SIM_TIERS)
     tier: str = "encoded"
+    #: a what-if: a miss another job is making is taken as a promised hit, read from the
+    #: maker's copy when the batch is made (a load if the copy is not cached then)
+    promise: bool = False
 
     def __post_init__(self) -> None:
         checks = [
@@ -154,6 +157,11 @@ def simulate_ods(client: redis.Redis, cfg: SimConfig) -> dict:
             store.clear()
     out = _report(f"ods-{cfg.policy}", cfg, jobs, trace.loads)
     out["loads_by_cause"] = dict(trace.counts)
+    if cfg.promise:
+        out["promised"] = {
+            "taken": sum(j.extra.get("promised", 0) for j in jobs),
+            "kept": sum(j.extra.get("kept", 0) for j in jobs),
+        }
     ms = sorted(x * 1e3 for x in latencies)
     out["decision_ms"] = {
         "p50": statistics.median(ms) if ms else 0.0,
@@ -182,12 +190,23 @@ def _run(
     rng = random.Random(cfg.seed)
     memory = None
     joined: set[int] = set()
-    making: dict[int, deque[list[int]]] = {}  # per job, its batches' misses in the making
+    making: dict[int, deque[_Making]] = {}  # per job, its batches in the making
 
     def admit(k: int, keep: int) -> None:
-        """Admit job ``k``'s oldest misses in the making until ``keep`` batches are left."""
+        """Make job ``k``'s oldest batches in the making until ``keep`` are left: its promised
+        samples read from their makers' copies (a load where one is not cached), its loads
+        admitted."""
         while len(making.get(k, ())) > keep:
-            made = making[k].popleft()
+            batch = making[k].popleft()
+            made = batch.misses
+            if batch.promised:
+                cached = client.get(store.tier_key(cfg.tier)) or b""
+                gone = [i for i in batch.promised if not _has(cached, i)]
+                jobs[k].hits += len(batch.promised) - len(gone)
+                jobs[k].extra["kept"] = jobs[k].extra.get("kept", 0) + len(batch.promised)
+                jobs[k].extra["kept"] -= len(gone)
+                trace.loaded(k, gone)
+                made = made + gone
             store.admit(jobs[k].name, [(i, cfg.tier, 1, b"") for i in made])
             trace.cache_is(client.get(store.tier_key(cfg.tier)) or b"", made)
 
@@ -223,8 +242,14 @@ def _run(
         evicted = store.release(job.name, d)
         trace.served(step.job, d.indices)
         misses = [i for i, t in zip(d.indices, d.tiers, strict=True) if not t]
+        promised: list[int] = []
+        if cfg.promise:  # the misses other jobs are making now
+            others = {i for k, q in making.items() if k != step.job for b in q for i in b.misses}
+            promised = [i for i in misses if i in others]
+            misses = [i for i in misses if i not in others]
+            job.extra["promised"] = job.extra.get("promised", 0) + len(promised)
         trace.loaded(step.job, misses)
-        making.setdefault(step.job, deque()).append(misses)
+        making.setdefault(step.job, deque()).append(_Making(misses, promised))
         admit(step.job, cfg.in_making)
         if evicted and cfg.policy == "paper":  # refill the room with samples from storage
             refill = _uncached(client, store, rng, len(evicted), cfg.samples, cfg.tier)
@@ -234,6 +259,19 @@ def _run(
     if memory is None:
         memory = store.memory()
     return memory
+
+
+@dataclass
+class _Making:
+    """A batch in the making: its misses (loaded) and its promised samples."""
+
+    misses: list[int]
+    promised: list[int]
+
+
+def _has(bitmap: bytes, i: int) -> bool:
+    """Whether bit ``i`` (Redis order) of ``bitmap`` is set."""
+    return (i >> 3) < len(bitmap) and bool(bitmap[i >> 3] >> (7 - (i & 7)) & 1)
 
 
 def _uncached(

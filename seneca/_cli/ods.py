@@ -62,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
         "reads each once, never its own; no baselines)",
     )
     s.add_argument(
+        "--promise",
+        action="store_true",
+        help="what-if: a miss another job is making is a promised hit, read from its copy once "
+        "the batch is made (a load if it is not cached then)",
+    )
+    s.add_argument(
         "--in-making",
         type=int,
         default=0,
@@ -127,6 +133,7 @@ def _simulate(args: argparse.Namespace) -> None:
         max_batches=args.max_batches,
         in_making=args.in_making,
         tier=args.tier,
+        promise=args.promise,
     )
     client = _client(args.cache)
     result = simulate_ods(client, cfg)
@@ -156,6 +163,9 @@ def _simulate(args: argparse.Namespace) -> None:
     for r in [result, *others]:
         if "loads_by_cause" in r:
             print(_causes(r))
+    if "promised" in result:
+        got = result["promised"]
+        print(f"promised: {got['taken']:,} misses other jobs were making, {got['kept']:,} read")
     _server_rows(result)
 
 
