@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import redis
 
+from ods.bitmaps import test_bit
 from ods.ceiling import ceiling, crop_ceiling
 from ods.losses import LossTrace
 from ods.servertime import NOISE_NAME, ServerTimes, summarize
@@ -108,6 +109,8 @@ class _Job:
     served: int = 0
     hits: int = 0
     substitutions: int = 0
+    promised: int = 0  # misses taken as promised hits (--promise), and those read as hits
+    kept: int = 0
     extra: dict = field(default_factory=dict)
 
 
@@ -159,8 +162,8 @@ def simulate_ods(client: redis.Redis, cfg: SimConfig) -> dict:
     out["loads_by_cause"] = dict(trace.counts)
     if cfg.promise:
         out["promised"] = {
-            "taken": sum(j.extra.get("promised", 0) for j in jobs),
-            "kept": sum(j.extra.get("kept", 0) for j in jobs),
+            "taken": sum(j.promised for j in jobs),
+            "kept": sum(j.kept for j in jobs),
         }
     ms = sorted(x * 1e3 for x in latencies)
     out["decision_ms"] = {
@@ -191,6 +194,7 @@ def _run(
     memory = None
     joined: set[int] = set()
     making: dict[int, deque[_Making]] = {}  # per job, its batches in the making
+    width = (cfg.samples + 7) // 8  # a tier bitmap's bytes (Redis keeps it only as long as set)
 
     def admit(k: int, keep: int) -> None:
         """Make job ``k``'s oldest batches in the making until ``keep`` are left: its promised
@@ -200,11 +204,10 @@ def _run(
             batch = making[k].popleft()
             made = batch.misses
             if batch.promised:
-                cached = client.get(store.tier_key(cfg.tier)) or b""
-                gone = [i for i in batch.promised if not _has(cached, i)]
+                cached = (client.get(store.tier_key(cfg.tier)) or b"").ljust(width, b"\0")
+                gone = [i for i in batch.promised if not test_bit(cached, i)]
                 jobs[k].hits += len(batch.promised) - len(gone)
-                jobs[k].extra["kept"] = jobs[k].extra.get("kept", 0) + len(batch.promised)
-                jobs[k].extra["kept"] -= len(gone)
+                jobs[k].kept += len(batch.promised) - len(gone)
                 trace.loaded(k, gone)
                 made = made + gone
             store.admit(jobs[k].name, [(i, cfg.tier, 1, b"") for i in made])
@@ -247,7 +250,7 @@ def _run(
             others = {i for k, q in making.items() if k != step.job for b in q for i in b.misses}
             promised = [i for i in misses if i in others]
             misses = [i for i in misses if i not in others]
-            job.extra["promised"] = job.extra.get("promised", 0) + len(promised)
+            job.promised += len(promised)
         trace.loaded(step.job, misses)
         making.setdefault(step.job, deque()).append(_Making(misses, promised))
         admit(step.job, cfg.in_making)
@@ -267,11 +270,6 @@ class _Making:
 
     misses: list[int]
     promised: list[int]
-
-
-def _has(bitmap: bytes, i: int) -> bool:
-    """Whether bit ``i`` (Redis order) of ``bitmap`` is set."""
-    return (i >> 3) < len(bitmap) and bool(bitmap[i >> 3] >> (7 - (i & 7)) & 1)
 
 
 def _uncached(

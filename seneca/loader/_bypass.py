@@ -119,7 +119,8 @@ class HitSplitter:
         self._lock = threading.Lock()  # the desk's thread decides, DataLoader's merges
         self._pending: dict[int, list[Pick]] = {}
         self._ready: dict[int, tuple[BatchRows, list[Any]] | Exception] = {}
-        self._unread: list[tuple[int, list[Pick]]] = []  # decided batches, hits not yet read
+        #: decided batches whose hits are not read yet: (tag, picks, the hits' slots)
+        self._unread: list[tuple[int, list[Pick], list[int]]] = []
         self._hits_read = threading.Condition(self._lock)
         self._next = 0  # the next ticket's tag
         self._iteration = 0
@@ -184,9 +185,9 @@ class HitSplitter:
             with self._lock:
                 if not self._unread:
                     return
-                tag, picks = self._unread.pop(0)
+                tag, picks, slots = self._unread.pop(0)
             try:
-                read: Any = self._read(picks, _hit_slots(picks))
+                read: Any = self._read(picks, slots)
             except Exception as err:  # raised in the loop, where the batch is merged
                 read = err
             self._mark(tag, "hits read")
@@ -211,8 +212,9 @@ class HitSplitter:
             return
         self._mark(tag, "decided")
         self._pending[tag] = picks
-        if _hit_slots(picks):
-            self._unread.append((tag, picks))
+        slots = _hit_slots(picks)
+        if slots:
+            self._unread.append((tag, picks, slots))
         self._decided += 1
         self.most_decided = max(self.most_decided, len(self._pending))
 
@@ -270,19 +272,20 @@ class HitSplitter:
         worker's buffer of ``ref`` goes back once its rows are copied."""
         with self._hits_read:
             picks = self._pending.pop(tag)
-            if _hit_slots(picks):  # read by the desk's thread once the worker had its answer
+            slots = _hit_slots(picks)
+            if slots:  # read by the desk's thread once the worker had its answer
                 self._hits_read.wait_for(lambda: tag in self._ready)
             read = self._ready.pop(tag, None)  # None: the batch has no hits read here
         if isinstance(read, Exception):
             raise read
-        if images is None and len(picks) > len(_hit_slots(picks)):  # its worker got no samples
+        if images is None and len(picks) > len(slots):  # its worker got no samples
             raise self._failure or SenecaError(f"batch {tag}'s samples never reached its worker")
         if read is None:
             batch = [images if ref is None else images.clone(), targets]
         else:
             self.mixed += images is not None
             self.read_ahead += 1
-            batch = self._assemble(picks, _hit_slots(picks), read, images, targets)
+            batch = self._assemble(picks, slots, read, images, targets)
         if ref is not None:
             self._parts.release(ref)
         return batch
