@@ -13,8 +13,8 @@ mapped by every process that holds a copy of the object.
   (each process opens a descriptor of its own, so a lock is never shared by a fork);
   plain reads and writes of the mapping take no lock.
 
-The workers' batch rows are shared another way (torch's shared memory, reused buffers:
-``seneca.loader._part_buffers``), owned there.
+The batch slots the training process and its workers make batches in are such a file too
+(``seneca.loader._slots``), mapped by a worker when the desk first names it.
 """
 
 from __future__ import annotations
@@ -48,15 +48,31 @@ def _remove(path: str, owner: int) -> None:
 
 class SharedFile:
     """``size`` bytes shared by the processes of a job (see the module docstring); ``name``
-    prefixes the file's name (``seneca-<name>-``)."""
+    prefixes the file's name (``seneca-<name>-``). ``reserve``: take the memory now (an
+    OSError when there is not enough of it), not at the first write of each page."""
 
-    def __init__(self, name: str, size: int) -> None:
+    def __init__(self, name: str, size: int, reserve: bool = False) -> None:
         fd, self.path = tempfile.mkstemp(prefix=f"seneca-{name}-", dir=_folder())
-        os.ftruncate(fd, size)
+        try:
+            if reserve:  # the memory taken now: an OSError here, not a SIGBUS at a write later
+                os.posix_fallocate(fd, 0, size)
+            else:
+                os.ftruncate(fd, size)
+        except OSError:
+            os.close(fd)
+            os.unlink(self.path)
+            raise
         os.close(fd)
         self.size = size
         self._owner: Any = weakref.finalize(self, _remove, self.path, os.getpid())
         self._map()
+
+    @classmethod
+    def attach(cls, path: str, size: int) -> SharedFile:
+        """The file at ``path`` another process made (and owns), mapped here."""
+        shared = cls.__new__(cls)
+        shared.__setstate__({"path": path, "size": size})
+        return shared
 
     def _map(self) -> None:
         self._fd = os.open(self.path, os.O_RDWR)

@@ -8,22 +8,26 @@ A batch of a SenecaLoader that caches goes through these stages, in this order:
    without, when the loop asks for the batch. In a loader's own order (no ODS) the tiers are
    looked up when the batch is fetched (``_link.CacheLink.lookup``).
 2. **fetch hits**: with workers, the batch's augmented hits are read in the loader process
-   once it is decided, into the rows of the batch tensor, while the worker makes the other
-   samples (``_bypass.HitSplitter``, through ``_fetch.Fetcher``).
+   once it is decided, into the rows of the batch's slot (``_slots``: memory the loader
+   process and its workers share, lent to the batch when it is decided), while the worker
+   makes the other samples (``_bypass.HitSplitter``, through ``_fetch.Fetcher``).
 3. **workers' rows**: a DataLoader worker (or the loader process, without workers) fetches
    its samples (``_fetch.Fetcher``: the values in one round trip, misses read from storage,
    each sample's remaining work by ``_samples.SampleWork``, the new values offered to the cache)
-   and collates them (``_rows.collate_rows``, ``_bypass.collate_part``).
+   and collates them (``_rows.collate_rows``, ``_bypass.collate_part``): with a slot, into
+   their rows of it.
 
 Then, per batch in the loader process, the stages of :meth:`BatchPath.stages`, each an
 iterator over the one before (:data:`Stage`):
 
-4. **merge**: the workers' rows put next to the hits (``HitSplitter.merged``);
+4. **merge**: the workers' rows next to the hits (``HitSplitter.merged``: with a slot they
+   are there already, else copied);
 5. **tail**: the transform's batch tail (``ToDtype``/``Normalize``) run once per batch, then
    pinned with ``pin_memory`` (``pipeline.batch_tail.finished_batches``); or, with
    ``device=``, **device copy**: the batch copied to the device and the tail run there
-   (``_device.staged``); then, with ``SENECA_TIMELINE`` set, **made**: the time recorded
-   (``timeline.Timeline``);
+   (``_device.staged``); then **release**: the batch's slot free again, at once or once the
+   copy is done (``_slots.released``); then, with ``SENECA_TIMELINE`` set, **made**: the time
+   recorded (``timeline.Timeline``);
 6. **ahead**: with workers, the stages above run one batch ahead in a thread
    (``_ahead.made_ahead``);
 7. **device hand-over**: the loop's stream waits for the copy (``_device.handed_over``);
@@ -48,6 +52,7 @@ import torch
 from seneca import defaults
 from seneca.loader._ahead import closing, made_ahead
 from seneca.loader._device import DeviceFeed, handed_over, staged
+from seneca.loader._slots import released
 from seneca.loader._stats import Counters, summarised
 from seneca.loader.timeline import Timeline
 from seneca.pipeline.batch_tail import BatchTail, finished_batches
@@ -110,6 +115,9 @@ class BatchPath:
                 tail = self.tail
                 out.append(("tail", lambda it: finished_batches(it, tail, pin)))
             cuda = torch.cuda.current_device() if pin else None
+        slots = self.splitter.slots if self.cached and self.splitter is not None else None
+        if slots is not None:
+            out.append(("release", lambda it: released(it, slots)))
         timeline = self.timeline if self.cached and self.splitter is not None else None
         if timeline is not None:
             out.append(("made", lambda it: timeline.passed(it, "made")))

@@ -36,14 +36,14 @@ import torch
 from torch.utils.data import default_collate
 
 from ods.decision import Pick
-from seneca.loader._desk import Desk
+from seneca.loader._desk import Desk, Share
 from seneca.loader._fetch import Fetcher
-from seneca.loader._part_buffers import PartReader, PartRef
 from seneca.loader._rows import BatchRows, collate_rows
+from seneca.loader._slots import BatchSlots, Lent
 from seneca.loader.timeline import Timeline
 from seneca_base.errors import SenecaError
 
-__all__ = ["HitSplitter", "Tag", "Tagged", "collate_part"]
+__all__ = ["HitSplitter", "InSlot", "SlotBatch", "Tag", "Tagged", "collate_part"]
 
 
 @dataclass(frozen=True)
@@ -58,10 +58,28 @@ class Tag:
 
 class Tagged(list):
     """A worker's samples of batch :attr:`tag` (what ``CachedDataset.__getitems__`` returns for
-    a tagged part), and the rows their images were made in (None: no rows)."""
+    a tagged part), and the rows their images were made in (None: no rows): the batch slot's
+    :attr:`slot` (None: none), their rows :attr:`at`."""
 
     tag: int = -1
     rows: BatchRows | None = None
+    slot: Lent | None = None
+    at: Sequence[int] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class InSlot:
+    """What crosses for a worker's part whose images were made in its batch's slot: nothing but
+    the slot's number (a plain object: DataLoader's pin-memory thread leaves it as it is)."""
+
+    index: int
+
+
+class SlotBatch(list):
+    """A merged ``[images, targets]`` whose images are the batch slot :attr:`slot`
+    (``seneca.loader._slots.released`` frees it)."""
+
+    slot: Lent | None = None
 
 
 def collate_part(data: Any) -> Any:
@@ -74,22 +92,26 @@ def collate_part(data: Any) -> Any:
     if isinstance(data, Tagged):
         if not data:
             return (data.tag, None, None)
+        numbers = all(
+            isinstance(s, tuple) and len(s) == 2 and type(s[1]) in (int, float) for s in data
+        )
+        rows = data.rows
+        if data.slot is not None and rows is not None and _all_in(rows, data.at, data):
+            targets = [s[1] for s in data] if numbers else default_collate([s[1] for s in data])
+            return (data.tag, InSlot(data.slot.index), targets)
         images, targets = collate_rows(data)
-        if all(isinstance(s, tuple) and len(s) == 2 and type(s[1]) in (int, float) for s in data):
+        if numbers:
             targets = [s[1] for s in data]
-        return (data.tag, _shared(data.rows, images), targets)
+        return (data.tag, images, targets)
     return collate_rows(data)
 
 
-def _shared(rows: BatchRows | None, images: Any) -> Any:
-    """What crosses for a part's ``images``: a :class:`PartRef` when they are ``rows`` made in
-    a reused buffer (whose buffer goes back unsent when they are not)."""
-    if rows is None or rows.slot is None or rows.buffers is None:
-        return images
-    if images is rows.rows:
-        return rows.buffers.ref(rows.slot, images)
-    rows.buffers.free(rows.slot)
-    return images
+def _all_in(rows: BatchRows, at: Sequence[int], samples: Sequence[Any]) -> bool:
+    """Whether every sample's image is its row ``at[k]`` of ``rows``."""
+    return all(
+        isinstance(s, tuple) and len(s) == 2 and rows.holds(at[k], s[0])
+        for k, s in enumerate(samples)
+    )
 
 
 def _unmarked(tag: int, stage: str) -> None:
@@ -100,7 +122,7 @@ def _bypassed(pick: Pick) -> bool:
     return pick.tier == "augmented"
 
 
-def _hit_slots(picks: Sequence[Pick]) -> list[int]:
+def _hit_rows(picks: Sequence[Pick]) -> list[int]:
     """Where a batch's hits read in the loader process go."""
     return [k for k, p in enumerate(picks) if _bypassed(p)]
 
@@ -111,23 +133,30 @@ class HitSplitter:
     (:meth:`decide`, through the :class:`~seneca.loader._desk.Desk`); the hits stay here
     until :meth:`merged`."""
 
-    def __init__(self, sampler: Any, fetcher: Fetcher, timeline: Timeline | None = None) -> None:
+    def __init__(
+        self,
+        sampler: Any,
+        fetcher: Fetcher,
+        slots: BatchSlots | None = None,
+        timeline: Timeline | None = None,
+    ) -> None:
         self.sampler = sampler
         self.fetcher = fetcher  # the dataset's, which reads the hits in the loader process
+        #: the batch slots batches are made in (None: none; ``seneca.loader._slots``)
+        self.slots = slots
         self.timeline = timeline  # the batches' stage times (None: not recorded)
         self._mark = timeline.mark if timeline is not None else _unmarked
         self._lock = threading.Lock()  # the desk's thread decides, DataLoader's merges
-        self._pending: dict[int, list[Pick]] = {}
+        self._pending: dict[int, tuple[list[Pick], Lent | None]] = {}
         self._ready: dict[int, tuple[BatchRows, list[Any]] | Exception] = {}
-        #: decided batches whose hits are not read yet: (tag, picks, the hits' slots)
-        self._unread: list[tuple[int, list[Pick], list[int]]] = []
+        #: decided batches whose hits are not read yet: (tag, picks, the hits' rows, the slot)
+        self._unread: list[tuple[int, list[Pick], list[int], Lent | None]] = []
         self._hits_read = threading.Condition(self._lock)
         self._next = 0  # the next ticket's tag
         self._iteration = 0
         self._source: Iterator[list[Pick]] | None = None  # the iteration's batches to decide
         self._decided = 0  # the tag the next decision is for
         self._failure: BaseException | None = None  # why deciding stopped, raised by merged
-        self._parts = PartReader()  # the workers' buffers their parts' rows are in
         #: where workers ask for their tickets' samples; it goes with this splitter
         self.desk = Desk(self.decide, self.read_hits)
         weakref.finalize(self, self.desk.close)
@@ -135,9 +164,9 @@ class HitSplitter:
         self.mixed = 0
         #: batches whose hits were read before their workers' part came (when decided)
         self.read_ahead = 0
-        #: workers' parts with samples, and those whose rows came in a reused shared buffer
+        #: workers' parts with samples, and those whose rows were made in their batch's slot
         self.parts = 0
-        self.buffered = 0
+        self.in_slots = 0
         #: the most batches decided and not yet merged at once (what deciding late bounds)
         self.most_decided = 0
 
@@ -152,6 +181,8 @@ class HitSplitter:
             self._unread.clear()
             self._iteration += 1
             self._failure = None
+            if self.slots is not None:  # slots lent to a loop cut short are not reused
+                self.slots.renew()
             self._source = iter(self.sampler)
             self._decided = first = self._next
             iteration = self._iteration
@@ -165,18 +196,22 @@ class HitSplitter:
             self._next = tag + 1
             yield [Tag(tag, iteration, self.sampler.batch_size)]
 
-    def decide(self, iteration: int, tag: int) -> list[Pick] | None:
-        """The samples a worker makes for ticket ``tag`` of ``iteration``, decided now (and
-        every earlier ticket not yet decided first); None: it has no batch (another
-        iteration's, or the epoch was served before it, or deciding failed). The decided
-        batches' hits are read by :meth:`read_hits`, once the worker has its answer."""
+    def decide(self, iteration: int, tag: int) -> Share | None:
+        """What a worker makes of ticket ``tag`` of ``iteration``, decided now (and every
+        earlier ticket not yet decided first); None: it has no batch (another iteration's, or
+        the epoch was served before it, or deciding failed). The decided batches' hits are
+        read by :meth:`read_hits`, once the worker has its answer."""
         with self._lock:
             if iteration != self._iteration:
                 return None
             while self._source is not None and self._decided <= tag:
                 self._decide_next()
-            picks = self._pending.get(tag)
-        return None if picks is None else [p for p in picks if not _bypassed(p)]
+            pending = self._pending.get(tag)
+        if pending is None:
+            return None
+        picks, lent = pending
+        mine = [k for k, p in enumerate(picks) if not _bypassed(p)]
+        return Share([picks[k] for k in mine], mine, lent)
 
     def read_hits(self) -> None:
         """Read the hits of the batches decided since the last call, into their rows: the
@@ -185,9 +220,9 @@ class HitSplitter:
             with self._lock:
                 if not self._unread:
                     return
-                tag, picks, slots = self._unread.pop(0)
+                tag, picks, hits_at, lent = self._unread.pop(0)
             try:
-                read: Any = self._read(picks, slots)
+                read: Any = self._read(picks, hits_at, lent)
             except Exception as err:  # raised in the loop, where the batch is merged
                 read = err
             self._mark(tag, "hits read")
@@ -211,10 +246,11 @@ class HitSplitter:
             self._source = None
             return
         self._mark(tag, "decided")
-        self._pending[tag] = picks
-        slots = _hit_slots(picks)
-        if slots:
-            self._unread.append((tag, picks, slots))
+        lent = self.slots.take() if self.slots is not None else None
+        self._pending[tag] = (picks, lent)
+        hits_at = _hit_rows(picks)
+        if hits_at:
+            self._unread.append((tag, picks, hits_at, lent))
         self._decided += 1
         self.most_decided = max(self.most_decided, len(self._pending))
 
@@ -227,7 +263,6 @@ class HitSplitter:
     def merged(self, it: Iterator[Any]) -> Iterator[Any]:
         """The batches of ``it`` (the workers' tagged parts) with their hits (read here when
         the batch was decided) put in place, in the order each batch was decided."""
-        self._parts.clear()  # workers send their buffers again in a new iteration
         mark = self._mark
         iteration = self._iteration
         try:
@@ -248,12 +283,9 @@ class HitSplitter:
             mark(tag, "part")
             if isinstance(targets, list):  # numbers (see collate_part)
                 targets = default_collate(targets)
-            ref = images if isinstance(images, PartRef) else None
-            if ref is not None:  # rows in a worker's buffer: copied here, then handed back
-                images = self._parts.rows(ref)
-                self.buffered += 1
             self.parts += images is not None
-            batch = self._batch(tag, images, targets, ref)
+            self.in_slots += isinstance(images, InSlot)
+            batch = self._batch(tag, images, targets)
             mark(tag, "merged")
             yield batch
 
@@ -267,66 +299,108 @@ class HitSplitter:
             raise failure
         return True
 
-    def _batch(self, tag: int, images: Any, targets: Any, ref: PartRef | None) -> list[Any]:
-        """Batch ``tag`` from its workers' part and its hits (read when it was decided); the
-        worker's buffer of ``ref`` goes back once its rows are copied."""
+    def _batch(self, tag: int, images: Any, targets: Any) -> list[Any]:
+        """Batch ``tag`` from its workers' part (``images``: a tensor, :class:`InSlot` when
+        made in the batch's slot, None when it had no samples) and its hits (read when it was
+        decided)."""
         with self._hits_read:
-            picks = self._pending.pop(tag)
-            slots = _hit_slots(picks)
-            if slots:  # read by the desk's thread once the worker had its answer
+            picks, lent = self._pending.pop(tag)
+            hits_at = _hit_rows(picks)
+            if hits_at:  # read by the desk's thread once the worker had its answer
                 self._hits_read.wait_for(lambda: tag in self._ready)
             read = self._ready.pop(tag, None)  # None: the batch has no hits read here
-        if isinstance(read, Exception):
-            raise read
-        if images is None and len(picks) > len(slots):  # its worker got no samples
-            raise self._failure or SenecaError(f"batch {tag}'s samples never reached its worker")
-        if read is None:
-            batch = [images if ref is None else images.clone(), targets]
-        else:
-            self.mixed += images is not None
-            self.read_ahead += 1
-            batch = self._assemble(picks, slots, read, images, targets)
-        if ref is not None:
-            self._parts.release(ref)
-        return batch
+        try:
+            if isinstance(read, Exception):
+                raise read
+            if images is None and len(picks) > len(hits_at):  # its worker got no samples
+                raise self._failure or SenecaError(
+                    f"batch {tag}'s samples never reached its worker"
+                )
+            if isinstance(images, InSlot) and (lent is None or images.index != lent.index):
+                raise SenecaError(f"batch {tag}'s part came in a slot not lent to it")
+            if isinstance(images, torch.Tensor) and self.slots is not None:
+                self.slots.fit(images.dtype, tuple(images.shape[1:]))
+            if read is None:
+                batch = [lent.tensor[: len(picks)] if isinstance(images, InSlot) else images]
+                batch.append(targets)
+            else:
+                self.mixed += images is not None
+                self.read_ahead += 1
+                batch = self._assemble(picks, hits_at, read, images, targets, lent)
+        except BaseException:
+            self._give_back(lent)
+            raise
+        return self._lent(batch, lent)
 
-    def _read(self, picks: Sequence[Pick], slots: list[int]) -> tuple[BatchRows, list[Any]]:
-        """Batch ``picks``' hits (at ``slots``) read into the rows of a new batch."""
-        rows = BatchRows(len(picks))
-        return rows, self.fetcher.fetch([picks[k] for k in slots], True, rows, slots)
+    def _lent(self, batch: list[Any], lent: Lent | None) -> list[Any]:
+        """``batch``, a :class:`SlotBatch` when its images are ``lent``'s slot (the slot given
+        back when they are not)."""
+        if lent is None:
+            return batch
+        images = batch[0] if isinstance(batch, list) and batch else None
+        if not isinstance(images, torch.Tensor) or images.data_ptr() != lent.tensor.data_ptr():
+            self._give_back(lent)
+            return batch
+        out = SlotBatch(batch)
+        out.slot = lent
+        return out
+
+    def _give_back(self, lent: Lent | None) -> None:
+        if lent is not None and self.slots is not None:
+            self.slots.release(lent)
+
+    def _read(
+        self, picks: Sequence[Pick], hits_at: list[int], lent: Lent | None
+    ) -> tuple[BatchRows, list[Any]]:
+        """Batch ``picks``' hits (at ``hits_at``) read into the rows of the batch: ``lent``'s
+        slot, else a new tensor."""
+        n = len(picks)
+        rows = BatchRows(n) if lent is None else BatchRows.over(lent.tensor[:n])
+        hits = self.fetcher.fetch([picks[k] for k in hits_at], True, rows, hits_at)
+        if rows.rows is not None and self.slots is not None:
+            self.slots.fit(rows.rows.dtype, tuple(rows.rows.shape[1:]))
+        return rows, hits
 
     def _assemble(
         self,
         picks: Sequence[Pick],
-        slots: list[int],
+        hits_at: list[int],
         read: tuple[BatchRows, list[Any]],
         images: Any,
         targets: Any,
+        lent: Lent | None,
     ) -> list[Any]:
-        """Batch ``picks``: the hits at ``slots`` (``read`` into their rows), the workers'
-        ``images`` and ``targets`` (the other samples, in order) copied into the rest."""
+        """Batch ``picks``: the hits at ``hits_at`` (``read`` into their rows), the workers'
+        ``images`` and ``targets`` (the other samples, in order) in the rest: copied there, or
+        made there already (:class:`InSlot`: the rows of ``lent``'s slot)."""
         rows, hits = read
-        hit = set(slots)
+        hit = set(hits_at)
         others = [k for k in range(len(picks)) if k not in hit]
         batch = rows.rows
         fast = batch is not None and all(
-            rows.holds(k, s[0]) for k, s in zip(slots, hits, strict=True)
+            rows.holds(k, s[0]) for k, s in zip(hits_at, hits, strict=True)
         )
-        if batch is not None and fast and images is not None:
+        in_slot = isinstance(images, InSlot)
+        if batch is not None and fast and images is not None and not in_slot:
             fast = isinstance(images, torch.Tensor) and images.shape[1:] == batch.shape[1:]
-            fast = fast and images.dtype == batch.dtype and isinstance(targets, torch.Tensor)
+            fast = fast and images.dtype == batch.dtype
+        fast = fast and (images is None or isinstance(targets, torch.Tensor))
         if batch is not None and fast:
             labels = default_collate([s[1] for s in hits])
             out = torch.empty((len(picks), *labels.shape[1:]), dtype=labels.dtype)
-            out[slots] = labels
+            out[hits_at] = labels
             if images is not None:
-                _copy_rows(batch, others, images)
+                if not in_slot:
+                    _copy_rows(batch, others, images)
                 out[others] = targets.to(labels.dtype)
             return [batch, out]
         # anything else (samples of other shapes, hits found gone and made here): collate the
         # samples in their decided order
+        if in_slot:
+            assert lent is not None
+            images = lent.tensor[others]
         samples: list[Any] = [None] * len(picks)
-        for k, s in zip(slots, hits, strict=True):
+        for k, s in zip(hits_at, hits, strict=True):
             samples[k] = s
         if images is not None:
             for k, image, target in zip(others, images, _per_sample(targets, hits), strict=True):

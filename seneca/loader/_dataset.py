@@ -21,7 +21,6 @@ from seneca.loader._bypass import Tag, Tagged
 from seneca.loader._desk import DeskClient
 from seneca.loader._fetch import Fetcher
 from seneca.loader._link import CacheLink
-from seneca.loader._part_buffers import part_buffers
 from seneca.loader._roles import Role
 from seneca.loader._roles import current as current_role
 from seneca.loader._rows import BatchRows
@@ -66,12 +65,9 @@ class CachedDataset(torch.utils.data.Dataset):
         #: the cache this dataset is read through (none until ``link.attach``)
         self.link = CacheLink(counters)
         self.fetcher = Fetcher(self.link, self.work, counters)
-        #: in a worker with the bypass: how many shared buffers its parts' rows may reuse
-        #: (``seneca.loader._part_buffers``; 0: none). A hook: the loader sets it once
-        #: DataLoader has settled its ``prefetch_factor``
-        self.part_buffers = 0
         #: with the bypass: where a worker asks for the samples of the batch it starts
-        #: (``seneca.loader._desk``; None: parts come with their samples). A hook, as above
+        #: (``seneca.loader._desk``; None: parts come with their samples). A hook: the loader
+        #: sets it once its hit splitter (and desk) is made, which needs this dataset
         self.desk: DeskClient | None = None
         self._building = False
 
@@ -144,18 +140,20 @@ class CachedDataset(torch.utils.data.Dataset):
 
     def _part(self, tag: Tag, role: Role) -> Tagged:
         """A worker's part of batch ``tag``: its samples, decided now (``seneca.loader._desk``),
-        made here, their images in rows of a reused shared buffer where they can be
-        (``seneca.loader._part_buffers``)."""
+        made here, their images in their rows of the batch's slot where it has one
+        (``seneca.loader._slots``)."""
         part = Tagged()
         part.tag = tag.batch
         if self.desk is None:
             raise ConfigError("a batch's ticket reached a dataset with no desk to decide it")
-        picks = self.desk.ask(tag.iteration, tag.batch)
-        if not picks:  # all hits, read in the loader process; or no batch
+        share = self.desk.ask(tag.iteration, tag.batch)
+        if share is None or not share.picks:  # all hits, read in the loader process; or none
             return part
-        if self.part_buffers and role.worker:
-            buffers = part_buffers(self.part_buffers)
-            buffers.begin(tag.iteration)
-            part.rows = BatchRows(len(picks), buffers, tag.size, shared=True)
-        part.extend(self.fetcher.fetch(picks, evict=True, rows=part.rows, role=role))
+        at = None
+        if share.slot is not None:
+            at = part.at = share.rows
+            part.slot = share.slot
+            part.rows = BatchRows.over(share.slot.tensor)
+        rows = part.rows
+        part.extend(self.fetcher.fetch(share.picks, evict=True, rows=rows, at=at, role=role))
         return part

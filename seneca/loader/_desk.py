@@ -10,10 +10,13 @@ ticket order: a ticket asked for before an earlier one decides the earlier one f
 its augmented hits in the loader process, and answers with the samples the worker makes.
 
 The wire, on a Unix socket the desk listens on (each worker process connects once): a request
-is the ticket's iteration and tag (12 bytes); the answer is a count, then that many picks
-(index, tier code, pin bucket: 17 bytes each). A count of :data:`NO_BATCH` means the ticket has
-no batch (the epoch was served before it, or deciding failed: the loop then raises the error).
-No pickle crosses.
+is the ticket's iteration and tag (12 bytes); the answer is a head (a count, the batch slot the
+batch is made in or -1, and the length of a slot file's description: 12 bytes), the
+description when the slot is in a file this worker has not been named yet (JSON,
+``seneca.loader._slots.SlotFile``), then the count's picks (index, tier code, pin bucket, the
+batch row it goes to: 21 bytes each). A count of :data:`NO_BATCH` means the ticket has no batch
+(the epoch was served before it, or deciding failed: the loop then raises the error). No pickle
+crosses.
 """
 
 from __future__ import annotations
@@ -28,27 +31,40 @@ import struct
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ods.decision import Pick
+from seneca.loader._slots import Lent, SlotFile, SlotMaps
 from seneca_base.errors import SenecaError
 from seneca_base.tiers import TIERS
 
-__all__ = ["NO_BATCH", "Desk", "DeskClient"]
+__all__ = ["NO_BATCH", "Desk", "DeskClient", "Share"]
 
 log = logging.getLogger("seneca")
 
 _REQUEST = struct.Struct("<IQ")  # iteration, tag
-_COUNT = struct.Struct("<i")
-_PICK = struct.Struct("<qbq")  # index, tier code, pin bucket
+_HEAD = struct.Struct("<iiI")  # count, slot (-1: none), length of a slot file's description
+_PICK = struct.Struct("<qbqi")  # index, tier code, pin bucket, row in the batch
 #: a tier's code on the wire: its position here (None: read from storage)
 _CODES: tuple[str | None, ...] = (None, *TIERS)
 #: the count of an answer for a ticket with no batch
 NO_BATCH = -1
 
-#: what the desk calls for a ticket: (iteration, tag) -> the worker's picks (None: no batch)
-Decide = Callable[[int, int], Sequence[Pick] | None]
+
+@dataclass
+class Share:
+    """A worker's share of a decided batch: its ``picks``, the batch row of each (``rows``),
+    and the slot the batch is made in (None: none; ``seneca.loader._slots``)."""
+
+    picks: list[Pick]
+    rows: list[int]
+    slot: Lent | None = None
+
+
+#: what the desk calls for a ticket: (iteration, tag) -> the worker's share (None: no batch)
+Decide = Callable[[int, int], Share | None]
 
 _DESKS: weakref.WeakSet[Desk] = weakref.WeakSet()
 
@@ -74,6 +90,8 @@ class Desk:
         self._selector.register(self._listener, selectors.EVENT_READ)
         self._selector.register(self._woken, selectors.EVENT_READ)
         self._conns: dict[socket.socket, bytearray] = {}
+        #: the slot file each connection's worker was named last
+        self._named: dict[socket.socket, SlotFile] = {}
         self._closed = False
         #: tickets answered
         self.answered = 0
@@ -131,6 +149,7 @@ class Desk:
         if not data:  # the worker went
             self._selector.unregister(conn)
             del self._conns[conn]
+            self._named.pop(conn, None)
             conn.close()
             return
         buffer += data
@@ -142,11 +161,13 @@ class Desk:
     def _answer(self, conn: socket.socket, iteration: int, tag: int) -> None:
         decide = self._decide()
         try:
-            picks = None if decide is None else decide(iteration, tag)
-            reply = _encoded(picks)
+            share = None if decide is None else decide(iteration, tag)
+            reply = _encoded(share, self._named.get(conn))
         except Exception:  # a worker must not wait forever: it gets no batch, the loop raises
             log.exception("deciding ticket %d failed", tag)
-            reply = _COUNT.pack(NO_BATCH)
+            share, reply = None, _HEAD.pack(NO_BATCH, -1, 0)
+        if share is not None and share.slot is not None:
+            self._named[conn] = share.slot.file
         self.answered += 1
         try:
             conn.sendall(reply)
@@ -165,6 +186,8 @@ class DeskClient:
         self.address = address
         self._sock: socket.socket | None = None
         self._pid = 0
+        self._maps = SlotMaps()
+        self._named: SlotFile | None = None  # the slot file the desk named last
 
     def __getstate__(self) -> dict[str, Any]:
         return {"address": self.address}
@@ -172,34 +195,52 @@ class DeskClient:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["address"])  # type: ignore[misc]
 
-    def ask(self, iteration: int, tag: int) -> list[Pick] | None:
-        """The picks of ticket ``tag`` of ``iteration`` for this worker (None: no batch)."""
+    def ask(self, iteration: int, tag: int) -> Share | None:
+        """This worker's share of ticket ``tag`` of ``iteration`` (None: no batch), its slot
+        mapped here."""
         sock = self._connected()
         try:
             sock.sendall(_REQUEST.pack(iteration, tag))
-            (count,) = _COUNT.unpack(_received(sock, _COUNT.size))
+            count, slot, named = _HEAD.unpack(_received(sock, _HEAD.size))
             if count == NO_BATCH:
                 return None
+            if named:
+                self._named = SlotFile.decode(_received(sock, named))
             data = _received(sock, count * _PICK.size)
         except OSError as err:
             self._sock = None
             raise SenecaError(f"the loader process stopped answering its workers: {err}") from err
-        return [Pick(i, _CODES[code], bucket) for i, code, bucket in _PICK.iter_unpack(data)]
+        unpacked = list(_PICK.iter_unpack(data))
+        picks = [Pick(i, _CODES[code], bucket) for i, code, bucket, _ in unpacked]
+        lent = None
+        if slot >= 0 and self._named is not None:
+            lent = Lent(self._named, slot, self._maps.tensor(self._named, slot))
+        return Share(picks, [row for *_, row in unpacked], lent)
 
     def _connected(self) -> socket.socket:
         if self._sock is None or self._pid != os.getpid():
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.connect(self.address)
             self._sock, self._pid = sock, os.getpid()
+            self._named = None  # a new connection is named its slot file again
         return self._sock
 
 
-def _encoded(picks: Sequence[Pick] | None) -> bytes:
-    """The answer for a ticket with ``picks`` (None: no batch)."""
-    if picks is None:
-        return _COUNT.pack(NO_BATCH)
-    head = _COUNT.pack(len(picks))
-    return head + b"".join(_PICK.pack(p.index, _CODES.index(p.tier), p.bucket) for p in picks)
+def _encoded(share: Share | None, named: SlotFile | None) -> bytes:
+    """The answer for a ticket with ``share`` (None: no batch) to a worker last named the slot
+    file ``named``."""
+    if share is None:
+        return _HEAD.pack(NO_BATCH, -1, 0)
+    lent, slot, described = share.slot, -1, b""
+    if lent is not None:
+        slot = lent.index
+        described = lent.file.encode() if lent.file != named else b""
+    head = _HEAD.pack(len(share.picks), slot, len(described))
+    picks = b"".join(
+        _PICK.pack(p.index, _CODES.index(p.tier), p.bucket, row)
+        for p, row in zip(share.picks, share.rows, strict=True)
+    )
+    return head + described + picks
 
 
 def _weakly(fn: Callable[..., Any]) -> Callable[[], Callable[..., Any] | None]:

@@ -37,7 +37,7 @@ from seneca import defaults
 from seneca.loader._ahead import closing
 from seneca_base.errors import ConfigError
 
-__all__ = ["DeviceFeed", "HostBuffers", "handed_over", "resolve_device", "staged"]
+__all__ = ["DeviceFeed", "HostBuffers", "handed_over", "pin_host", "resolve_device", "staged"]
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device | None:
@@ -62,6 +62,19 @@ def resolve_device(device: str | torch.device | None) -> torch.device | None:
     if resolved.index is not None and not 0 <= resolved.index < count:
         raise ConfigError(f"device={device!r}: this process sees {count} CUDA device(s)")
     return resolved
+
+
+def pin_host(t: torch.Tensor) -> Callable[[], None]:
+    """Pin the memory of ``t`` (a CPU tensor over memory of its own, such as a shared file
+    mapped here) for copies to CUDA devices, once for its life (registering is slow; only
+    long-lived memory pays); returns what unpins it. torch: ``torch.cuda.cudart()``'s
+    ``cudaHostRegister``, as pytorch#32167 shows."""
+    cudart = torch.cuda.cudart()
+    pointer, size = t.data_ptr(), t.numel() * t.element_size()
+    failed = int(cudart.cudaHostRegister(pointer, size, 0))
+    if failed:
+        raise RuntimeError(f"cudaHostRegister of {size} bytes failed: CUDA error {failed}")
+    return lambda: cudart.cudaHostUnregister(pointer)
 
 
 class HostBuffers:

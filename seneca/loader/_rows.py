@@ -13,15 +13,12 @@ structure) is collated by ``default_collate``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch.utils.data import default_collate
 
 from seneca._torch_internals import shared_empty, view_base
-
-if TYPE_CHECKING:
-    from seneca.loader._part_buffers import PartBuffers
 
 __all__ = ["BatchRows", "RowBatch", "collate_rows"]
 
@@ -29,43 +26,39 @@ _MARK = "_seneca_rows"
 
 
 class BatchRows:
-    """Rows for ``n`` samples, made at the first tensor placed (its dtype and shape). In a
-    worker they are shared memory: in one of ``buffers`` when it has one free (buffers made
-    for ``capacity`` rows), else in memory of their own."""
+    """Rows for ``n`` samples, made at the first tensor placed (its dtype and shape), in shared
+    memory when ``shared`` (a worker's, sent to the training process); or rows that exist
+    already (:meth:`over`)."""
 
-    def __init__(
-        self, n: int, buffers: PartBuffers | None = None, capacity: int = 0, shared: bool = False
-    ) -> None:
+    def __init__(self, n: int, shared: bool = False) -> None:
         self.n = n
-        #: rows outside ``buffers`` go to shared memory (a worker's, sent to the training process)
         self.shared = shared
-        self.buffers = buffers
-        self.capacity = max(n, capacity)
-        #: the buffer of ``buffers`` the rows are in (None: not in one)
-        self.slot: int | None = None
         self.rows: torch.Tensor | None = None
         self._bytes: memoryview | None = None
         self._layout: tuple[torch.dtype, tuple[int, ...]] | None = None
         self._row_bytes = 0
 
     def _make(self, dtype: torch.dtype, shape: tuple[int, ...]) -> None:
-        row_numel = int(torch.Size(shape).numel())
-        row_bytes = row_numel * dtype.itemsize
-        taken = None
-        if self.buffers is not None:
-            taken = self.buffers.take(self.n * row_bytes, self.capacity * row_bytes)
-        if taken is not None:  # a part's rows in a reused buffer (seneca.loader._part_buffers)
-            self.slot, buffer = taken
-            rows = torch.empty(0, dtype=dtype).set_(buffer.untyped_storage(), 0, (self.n, *shape))
-        elif self.shared:  # shared memory, as default_collate does in workers
+        if self.shared:  # shared memory, as default_collate does in workers
             rows = shared_empty((self.n, *shape), dtype)
         else:
             rows = torch.empty((self.n, *shape), dtype=dtype)
         setattr(rows, _MARK, True)
+        self._use(rows)
+
+    @classmethod
+    def over(cls, rows: torch.Tensor) -> BatchRows:
+        """Rows that are ``rows`` (a batch slot's, ``seneca.loader._slots``): what does not
+        fit their dtype and shape is not placed."""
+        out = cls(rows.shape[0])
+        out._use(rows)
+        return out
+
+    def _use(self, rows: torch.Tensor) -> None:
         self.rows = rows
         self._bytes = memoryview(rows.view(-1).view(torch.uint8).numpy())
-        self._layout = (dtype, tuple(shape))
-        self._row_bytes = row_bytes
+        self._layout = (rows.dtype, tuple(rows.shape[1:]))
+        self._row_bytes = int(torch.Size(rows.shape[1:]).numel()) * rows.dtype.itemsize
 
     def place(self, row: int, dtype: torch.dtype, shape: tuple[int, ...]) -> memoryview | None:
         """The bytes of ``row`` for a tensor of ``dtype`` and ``shape`` (None: it does not fit)."""
@@ -82,20 +75,19 @@ class BatchRows:
         return (
             rows is not None
             and isinstance(image, torch.Tensor)
-            and view_base(image) is rows
-            and image.storage_offset() == k * rows.stride(0)
+            and image.dtype == rows.dtype
+            and image.shape == rows.shape[1:]
+            and image.data_ptr() == rows.data_ptr() + k * self._row_bytes
         )
 
     def settle(self, k: int, sample: Any) -> Any:
         """``sample`` (an ``(image, target)`` pair) with its image moved into row ``k`` when it
-        fits; otherwise as it is. With ``buffers``, the first such image makes the rows."""
+        fits; otherwise as it is."""
         if not isinstance(sample, tuple) or len(sample) != 2:
             return sample
         image = sample[0]
         if not isinstance(image, torch.Tensor):
             return sample
-        if self.rows is None and self.buffers is not None:
-            self._make(image.dtype, tuple(image.shape))
         rows = self.rows
         if rows is None or self.holds(k, image):
             return sample

@@ -19,7 +19,7 @@ from seneca._torch_internals import ReadThroughLoader
 from seneca.loader._batch_path import BatchPath
 from seneca.loader._bypass import HitSplitter, collate_part
 from seneca.loader._dataset import CachedDataset
-from seneca.loader._device import DeviceFeed, resolve_device
+from seneca.loader._device import DeviceFeed, pin_host, resolve_device
 from seneca.loader._lease import keeper
 from seneca.loader._link import job_backoff
 from seneca.loader._options import (
@@ -41,6 +41,7 @@ from seneca.loader._setup import (
     seeds_from,
     warn_unread,
 )
+from seneca.loader._slots import BatchSlots, slot_count
 from seneca.loader._stats import Counters, job_stats
 from seneca.loader.source import NotCacheable, Resolved, resolve
 from seneca.loader.timeline import from_environment as timeline_from_environment
@@ -288,8 +289,18 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
                 and args["collate_fn"] is collate_rows
                 and wrapped.work.tensor_hits
             ):
+                slots = BatchSlots(
+                    slot_count(args["num_workers"], args["prefetch_factor"]),
+                    batch_size,
+                    pin=pin_host
+                    if self.device is not None and self.device.type == "cuda"
+                    else None,
+                )
                 self._splitter = HitSplitter(
-                    self._ods_sampler, wrapped.fetcher, timeline_from_environment(self.job)
+                    self._ods_sampler,
+                    wrapped.fetcher,
+                    slots,
+                    timeline_from_environment(self.job),
                 )
                 args.update(batch_sampler=self._splitter, collate_fn=collate_part)
         elif args["sampler"] is None and args["batch_sampler"] is None:  # over the user's dataset
@@ -316,8 +327,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             budgets=self.budgets,
             every=self.progress_every,
         )
-        if self._splitter is not None:  # a worker's parts in flight, and the one it makes
-            wrapped.part_buffers = self.prefetch_factor + 1
+        if self._splitter is not None:
             wrapped.desk = self._splitter.desk.client()
         # iterators read through the cache; the loader shows the user's dataset, and with ODS
         # the batch size, drop_last and sampler the user asked for, as DataLoader's would

@@ -84,20 +84,21 @@ def test_batches_mixing_hits_and_misses(tiny_dataset, redis_proc, workers):
         # in order, each batch's hits (2 batches of 8, then 4) were read while its workers'
         # part was being made
         assert c._splitter.read_ahead == 3
-        # every part's rows were made in a worker's reused buffer
-        assert c._splitter.parts >= 1 and c._splitter.buffered == c._splitter.parts
+        # the parts decided once the hits of the first batch gave the slots their layout
+        # were made in their batch's slot
+        assert c._splitter.parts >= 1 and c._splitter.in_slots >= 1
     c.close()
     del keep
 
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
 @pytest.mark.slow
-def test_persistent_workers_reuse_their_buffers_after_an_epoch_cut_short(
+def test_persistent_workers_make_batches_in_slots_after_an_epoch_cut_short(
     tiny_dataset, redis_proc, context
 ):
-    """An epoch cut short leaves parts in flight, dropped with their buffers busy; the next
-    iterations free them: every batch as read, every sample once, every part in a buffer, and
-    no more buffers than each worker's prefetch_factor + 1."""
+    """An epoch cut short leaves parts in flight, dropped with their slots lent; the next
+    iteration makes new slots, and whole epochs keep them: every batch as read, every sample
+    once, every part made in its batch's slot."""
     ds = _indexed(tiny_dataset)
     keep = _with_copies(ds, redis_proc.url)
     c = _reader(
@@ -107,13 +108,14 @@ def test_persistent_workers_reuse_their_buffers_after_an_epoch_cut_short(
         if k == 1:
             break
     for _ in range(2):
-        parts, buffered = c._splitter.parts, c._splitter.buffered
+        parts, in_slots = c._splitter.parts, c._splitter.in_slots
         c.reset_stats()
         _check_epoch(ds, c)
         assert c.stats()["augmented"]["hits"] == 0  # this job has used the copies made for it
         assert c._splitter.parts - parts == len(ds) // 8
-        assert c._splitter.buffered - buffered == c._splitter.parts - parts
-    assert len(c._splitter._parts._buffers) <= 2 * 3
+        assert c._splitter.in_slots - in_slots == c._splitter.parts - parts
+    slots = c._splitter.slots
+    assert slots.files == 2 and slots.missed == 0  # one file more after the cut, none after
     c.close()
     del keep
 

@@ -16,7 +16,8 @@ from torchvision.transforms import v2
 
 from ods.decision import Pick
 from seneca import SenecaLoader
-from seneca.loader._desk import Desk
+from seneca.loader._desk import Desk, Share
+from seneca.loader._slots import BatchSlots
 from seneca.pipeline.transforms import default_train_transform
 from seneca_base.errors import SenecaError
 
@@ -58,20 +59,31 @@ def _answers(desk_answer):
     return desk, desk.client()
 
 
-def test_the_desk_answers_picks_of_every_tier_and_no_batch():
+def test_the_desk_answers_picks_of_every_tier_their_rows_and_slot_and_no_batch():
     picks = [Pick(7, None, 0), Pick(2**40, "augmented", 3), Pick(0, "encoded", -1)]
+    slots = BatchSlots(2, rows=8)
+    slots.fit(torch.uint8, (4,))
+    lent = slots.take()
     calls = []
 
     def decide(iteration, tag):
         calls.append((iteration, tag))
-        return picks if tag < 2 else None
+        if tag >= 2:
+            return None
+        return Share(picks, [0, 5, 7], lent if tag == 1 else None)
 
     desk, client = _answers(decide)
     try:
-        assert client.ask(5, 1) == picks
+        share = client.ask(5, 1)
+        assert share.picks == picks and share.rows == [0, 5, 7]
+        assert share.slot.index == lent.index and share.slot.file == lent.file
+        share.slot.tensor[5] = 9  # the slot itself, mapped in the worker
+        assert lent.tensor[5].tolist() == [9, 9, 9, 9]
         assert client.ask(5, 2) is None  # no batch
-        assert client.ask(6, 0) == picks
-        assert calls == [(5, 1), (5, 2), (6, 0)] and desk.answered == 3
+        share = client.ask(6, 0)
+        assert share.picks == picks and share.slot is None
+        assert client.ask(6, 1).slot.file == lent.file  # named once, known after
+        assert calls == [(5, 1), (5, 2), (6, 0), (6, 1)] and desk.answered == 4
     finally:
         desk.close()
     with pytest.raises(SenecaError, match="stopped answering"):
@@ -109,13 +121,13 @@ def test_a_failing_decision_answers_no_batch_and_the_desk_goes_on(caplog):
     def decide(iteration, tag):
         if tag == 0:
             raise ValueError("boom")
-        return [Pick(tag, None, 0)]
+        return Share([Pick(tag, None, 0)], [0])
 
     desk, client = _answers(decide)
     try:
         with caplog.at_level("ERROR", logger="seneca"):
             assert client.ask(1, 0) is None
         assert "deciding ticket 0 failed" in caplog.text
-        assert client.ask(1, 1) == [Pick(1, None, 0)]
+        assert client.ask(1, 1).picks == [Pick(1, None, 0)]
     finally:
         desk.close()

@@ -1,0 +1,254 @@
+"""Batch slots: the memory a batch is made in, shared by the training process and its workers.
+
+With workers and the bypass (``seneca.loader._bypass``) a batch's rows come from two places:
+its augmented hits, read from the cache in the training process, and its other samples, made
+by a worker. Both are written into one *slot*: the rows of one batch in a file under
+``/dev/shm`` that the job's processes map (a :class:`~seneca_base.shared.SharedFile`, owned by
+the training process's :class:`BatchSlots`). The training process lends a slot when it
+decides a batch; the desk's answer names it to the worker, with the row of each of its
+samples (``seneca.loader._desk``); the hits are read into their rows, the worker makes its
+samples in theirs, and the merged batch *is* the slot: the worker's rows are not copied, and
+with ``device=`` the copy to the device reads straight from the slot, the slots having been
+pinned once (``cudaHostRegister``). A slot is free again once the batch tail has made a new
+tensor of it, or once its copy to the device has completed (the copy's event): the reused,
+pinned output slots of FFCV and DALI.
+
+The slots are made when the first batch's layout (dtype, a row's shape) is known. When every
+slot is lent, a batch is made without one: the worker's rows cross in memory of their own and
+are copied into the batch, as those of a batch of another shape are. A new iteration keeps the
+slots unless one is still lent to a batch of the iteration before (a loop cut short: a worker
+may still be writing into it): the slots then go with their file (unlinked; the processes that
+map it keep their mapping) and new ones are made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from seneca_base.shared import SharedFile
+
+__all__ = ["BatchSlots", "Lent", "SlotFile", "SlotMaps", "released", "slot_count"]
+
+log = logging.getLogger("seneca")
+
+_FREE = None  # a slot's state: free, lent (_LENT) or the event its copy completes
+
+
+def slot_count(workers: int, prefetch_factor: int | None) -> int:
+    """Slots for a loader with ``workers`` and ``prefetch_factor`` (None: DataLoader's default
+    with workers, 2): a batch for each ticket the workers hold (each may be decided before the
+    loop takes the batch before it), one being merged and made ahead, one made and waiting, and
+    the one the loop has or whose copy to the device is under way."""
+    return workers * (2 if prefetch_factor is None else prefetch_factor) + 3
+
+
+class _Lent:
+    pass
+
+
+_LENT = _Lent()
+
+
+@dataclass(frozen=True)
+class SlotFile:
+    """What a worker needs to map the slots (JSON on the desk's wire): the file, its slots'
+    count, rows per slot, and a row's dtype and shape."""
+
+    path: str
+    count: int
+    rows: int
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def row_bytes(self) -> int:
+        return int(torch.Size(self.shape).numel()) * _dtype(self.dtype).itemsize
+
+    @property
+    def size(self) -> int:
+        return self.count * self.rows * self.row_bytes
+
+    def encode(self) -> bytes:
+        return json.dumps({**dataclasses.asdict(self), "shape": list(self.shape)}).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> SlotFile:
+        d = json.loads(data)
+        return cls(d["path"], d["count"], d["rows"], d["dtype"], tuple(d["shape"]))
+
+
+def _dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"not a torch dtype: {name!r}")
+    return dtype
+
+
+def _tensors(memory: Any, described: SlotFile) -> list[torch.Tensor]:
+    """The slots of a mapped file: one ``(rows, *shape)`` tensor each."""
+    whole = torch.frombuffer(memory, dtype=torch.uint8, count=described.size)
+    typed = whole.view(_dtype(described.dtype))
+    return list(typed.view(described.count, described.rows, *described.shape).unbind(0))
+
+
+@dataclass(frozen=True, eq=False)
+class Lent:
+    """Slot :attr:`index` of :attr:`file`, lent to a batch: its rows are :attr:`tensor`."""
+
+    file: SlotFile
+    index: int
+    tensor: torch.Tensor
+
+
+class BatchSlots:
+    """The training process's slots (see the module docstring): ``count`` of them, each
+    ``rows`` rows (the batch size); ``pin``: called once with each new file's whole tensor,
+    pins it for copies to a device and returns what unpins it (None: not pinned)."""
+
+    def __init__(
+        self,
+        count: int,
+        rows: int,
+        pin: Callable[[torch.Tensor], Callable[[], Any]] | None = None,
+    ) -> None:
+        self.count = count
+        self.rows = rows
+        self.pin = pin
+        self._lock = threading.Lock()
+        self._layout: tuple[torch.dtype, tuple[int, ...]] | None = None
+        self._file: SharedFile | None = None
+        self._described: SlotFile | None = None
+        self._tensors: list[torch.Tensor] = []
+        self._state: list[Any] = []
+        self._unpin: Callable[[], Any] | None = None
+        self._failed = False
+        #: files made, slots lent, and batches decided while every slot was lent
+        self.files = self.lent = self.missed = 0
+
+    def fit(self, dtype: torch.dtype, shape: tuple[int, ...]) -> None:
+        """A batch's rows are ``dtype`` in ``shape`` each: the slots' layout, if none yet."""
+        with self._lock:
+            if self._layout is None:
+                self._layout = (dtype, tuple(shape))
+
+    def take(self) -> Lent | None:
+        """A free slot, now lent (None: no layout yet, or every slot is lent)."""
+        with self._lock:
+            if self._file is None and not self._make():
+                return None
+            for k, state in enumerate(self._state):
+                if state is _FREE or (state is not _LENT and state.query()):
+                    self._state[k] = _LENT
+                    self.lent += 1
+                    assert self._described is not None
+                    return Lent(self._described, k, self._tensors[k])
+            self.missed += 1
+            return None
+
+    def release(self, lent: Lent, done: Any = None) -> None:
+        """``lent``'s slot is free once ``done`` (an event; None: now) has completed."""
+        with self._lock:
+            if self._described is lent.file:  # else its file went with an iteration before
+                self._state[lent.index] = done
+
+    def renew(self) -> None:
+        """A new iteration: slots still lent go with their file (new ones are made)."""
+        with self._lock:
+            if any(state is _LENT for state in self._state):
+                self._drop()
+
+    def close(self) -> None:
+        """Drop the slots (their file goes when no process maps it any more)."""
+        with self._lock:
+            self._drop()
+
+    def _drop(self) -> None:
+        for state in self._state:
+            if state is not _FREE and state is not _LENT:
+                state.synchronize()  # a copy out of the slot is not cut short
+        if self._unpin is not None:
+            self._unpin()
+        self._file, self._described, self._tensors, self._state = None, None, [], []
+        self._unpin = None
+
+    def _make(self) -> bool:
+        if self._layout is None or self._failed:
+            return False
+        dtype, shape = self._layout
+        described = SlotFile("", self.count, self.rows, str(dtype).removeprefix("torch."), shape)
+        try:
+            shared = SharedFile("slots", described.size, reserve=True)
+        except OSError as err:  # no room under /dev/shm: batches are made as without slots
+            self._failed = True
+            log.warning(
+                "no shared memory for %d batch slots of %.0f MB (%s): batches are copied "
+                "together instead",
+                self.count,
+                described.size / self.count / 1e6,
+                err,
+            )
+            return False
+        described = dataclasses.replace(described, path=shared.path)
+        whole = torch.frombuffer(shared.memory, dtype=torch.uint8, count=described.size)
+        if self.pin is not None:
+            self._unpin = self.pin(whole)
+        self._file, self._described = shared, described
+        self._tensors = _tensors(shared.memory, described)
+        self._state = [_FREE] * self.count
+        self.files += 1
+        return True
+
+
+class SlotMaps:
+    """A worker's side: the slot files the desk has named to it, mapped (the latest only; a
+    new file replaces the one before)."""
+
+    def __init__(self) -> None:
+        self._described: SlotFile | None = None
+        self._file: SharedFile | None = None
+        self._tensors: list[torch.Tensor] = []
+
+    def tensor(self, described: SlotFile, index: int) -> torch.Tensor:
+        """Slot ``index`` of the file ``described``, mapped at its first use."""
+        if described != self._described:
+            self._file = SharedFile.attach(described.path, described.size)
+            self._tensors = _tensors(self._file.memory, described)
+            self._described = described
+        return self._tensors[index]
+
+
+def released(it: Iterator[Any], slots: BatchSlots) -> Iterator[Any]:
+    """The batches of ``it`` (after the batch tail or the copy to the device), each one's slot
+    released: at once for a batch on the CPU (its images copied out first if the tail left
+    them in the slot), once its copy has completed for one staged for a device."""
+    for item in it:
+        staged = getattr(item, "done", _NOT_STAGED)
+        batch = item if staged is _NOT_STAGED else item.batch
+        lent = getattr(batch, "slot", None)
+        if lent is not None:
+            if staged is _NOT_STAGED or staged is None:
+                images = batch[0]
+                if isinstance(images, torch.Tensor) and _in(images, lent):
+                    batch[0] = images.clone()  # the loop may keep it; the slot is reused
+                slots.release(lent)
+            else:
+                slots.release(lent, staged)
+        yield item
+
+
+_NOT_STAGED = object()
+
+
+def _in(t: torch.Tensor, lent: Lent) -> bool:
+    """Whether ``t`` is memory of ``lent``'s file."""
+    if t.device.type != "cpu":
+        return False
+    return t.untyped_storage().data_ptr() == lent.tensor.untyped_storage().data_ptr()
