@@ -13,8 +13,9 @@ mapped by every process that holds a copy of the object.
   (each process opens a descriptor of its own, so a lock is never shared by a fork);
   plain reads and writes of the mapping take no lock.
 
-The batch slots the training process and its workers make batches in are such a file too
-(``seneca.loader._slots``), mapped by a worker when the desk first names it.
+Larger memory a process hands to others itself is a :class:`HandedMemory`: no name, so nothing
+is left behind by a process that is killed. The batch slots the training process and its
+workers make batches in are one (``seneca.loader._slots``), handed to a worker by the desk.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["SharedFile"]
+__all__ = ["HandedMemory", "SharedFile"]
 
 
 def _folder() -> str | None:
@@ -46,33 +47,57 @@ def _remove(path: str, owner: int) -> None:
                 os.unlink(name)
 
 
+def _made(name: str, size: int, reserve: bool) -> tuple[int, str]:
+    """A new file of ``size`` bytes: (its open descriptor, its path)."""
+    fd, path = tempfile.mkstemp(prefix=f"seneca-{name}-", dir=_folder())
+    try:
+        if reserve:  # the memory taken now: an OSError here, not a SIGBUS at a write later
+            os.posix_fallocate(fd, 0, size)
+        else:
+            os.ftruncate(fd, size)
+    except OSError:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    return fd, path
+
+
+class HandedMemory:
+    """``size`` bytes with no name: a file removed as soon as it is made, so nothing is left
+    behind however its processes end (a killed one included). Another process gets it by being
+    handed :attr:`fd` (``socket.send_fds``) and maps it with :meth:`from_fd`; ``reserve`` as
+    :class:`SharedFile`'s."""
+
+    def __init__(self, name: str, size: int, reserve: bool = False) -> None:
+        fd, path = _made(name, size, reserve)
+        os.unlink(path)
+        self._take(fd, size)
+
+    @classmethod
+    def from_fd(cls, fd: int, size: int) -> HandedMemory:
+        """The memory of ``fd`` (handed over by another process; this object closes it)."""
+        memory = cls.__new__(cls)
+        memory._take(fd, size)
+        return memory
+
+    def _take(self, fd: int, size: int) -> None:
+        self.fd, self.size = fd, size
+        #: the bytes every process that holds the memory sees
+        self.memory = mmap.mmap(fd, size)
+        weakref.finalize(self, os.close, fd)
+
+
 class SharedFile:
     """``size`` bytes shared by the processes of a job (see the module docstring); ``name``
     prefixes the file's name (``seneca-<name>-``). ``reserve``: take the memory now (an
     OSError when there is not enough of it), not at the first write of each page."""
 
     def __init__(self, name: str, size: int, reserve: bool = False) -> None:
-        fd, self.path = tempfile.mkstemp(prefix=f"seneca-{name}-", dir=_folder())
-        try:
-            if reserve:  # the memory taken now: an OSError here, not a SIGBUS at a write later
-                os.posix_fallocate(fd, 0, size)
-            else:
-                os.ftruncate(fd, size)
-        except OSError:
-            os.close(fd)
-            os.unlink(self.path)
-            raise
+        fd, self.path = _made(name, size, reserve)
         os.close(fd)
         self.size = size
         self._owner: Any = weakref.finalize(self, _remove, self.path, os.getpid())
         self._map()
-
-    @classmethod
-    def attach(cls, path: str, size: int) -> SharedFile:
-        """The file at ``path`` another process made (and owns), mapped here."""
-        shared = cls.__new__(cls)
-        shared.__setstate__({"path": path, "size": size})
-        return shared
 
     def _map(self) -> None:
         self._fd = os.open(self.path, os.O_RDWR)

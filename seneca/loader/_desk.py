@@ -11,9 +11,10 @@ its augmented hits in the loader process, and answers with the samples the worke
 
 The wire, on a Unix socket the desk listens on (each worker process connects once): a request
 is the ticket's iteration and tag (12 bytes); the answer is a head (a count, the batch slot the
-batch is made in or -1, and the length of a slot file's description: 12 bytes), the
-description when the slot is in a file this worker has not been named yet (JSON,
-``seneca.loader._slots.SlotFile``), then the count's picks (index, tier code, pin bucket, the
+batch is made in or -1, and the length of a description of the slots: 12 bytes), the
+description when the slot is one of slots this worker has not been handed yet (JSON,
+``seneca.loader._slots.SlotFile``; the slots' memory rides with the answer as a file
+descriptor, ``SCM_RIGHTS``), then the count's picks (index, tier code, pin bucket, the
 batch row it goes to: 21 bytes each). A count of :data:`NO_BATCH` means the ticket has no batch
 (the epoch was served before it, or deciding failed: the loop then raises the error). No pickle
 crosses.
@@ -162,15 +163,15 @@ class Desk:
         decide = self._decide()
         try:
             share = None if decide is None else decide(iteration, tag)
-            reply = _encoded(share, self._named.get(conn))
+            reply, fd = _encoded(share, self._named.get(conn))
         except Exception:  # a worker must not wait forever: it gets no batch, the loop raises
             log.exception("deciding ticket %d failed", tag)
-            share, reply = None, _HEAD.pack(NO_BATCH, -1, 0)
+            share, reply, fd = None, _HEAD.pack(NO_BATCH, -1, 0), None
         if share is not None and share.slot is not None:
             self._named[conn] = share.slot.file
         self.answered += 1
         try:
-            conn.sendall(reply)
+            _send(conn, reply, fd)
         except OSError as err:  # the worker went; its part is not coming
             log.debug("a worker went before its ticket %d was answered: %s", tag, err)
         answered = self._answered()
@@ -187,7 +188,6 @@ class DeskClient:
         self._sock: socket.socket | None = None
         self._pid = 0
         self._maps = SlotMaps()
-        self._named: SlotFile | None = None  # the slot file the desk named last
 
     def __getstate__(self) -> dict[str, Any]:
         return {"address": self.address}
@@ -199,22 +199,32 @@ class DeskClient:
         """This worker's share of ticket ``tag`` of ``iteration`` (None: no batch), its slot
         mapped here."""
         sock = self._connected()
+        fds: list[int] = []
         try:
             sock.sendall(_REQUEST.pack(iteration, tag))
-            count, slot, named = _HEAD.unpack(_received(sock, _HEAD.size))
+            head, fds, _, _ = socket.recv_fds(sock, _HEAD.size, 1)
+            if not head:
+                raise ConnectionError("the desk closed the connection")
+            count, slot, named = _HEAD.unpack(head + _received(sock, _HEAD.size - len(head)))
             if count == NO_BATCH:
                 return None
             if named:
-                self._named = SlotFile.decode(_received(sock, named))
+                described = SlotFile.decode(_received(sock, named))
+                if not fds:
+                    raise ConnectionError("the desk named slots without handing them over")
+                self._maps.take(described, fds.pop())
             data = _received(sock, count * _PICK.size)
         except OSError as err:
             self._sock = None
             raise SenecaError(f"the loader process stopped answering its workers: {err}") from err
+        finally:
+            for fd in fds:
+                os.close(fd)  # a descriptor handed over and not taken
         unpacked = list(_PICK.iter_unpack(data))
         picks = [Pick(i, _CODES[code], bucket) for i, code, bucket, _ in unpacked]
-        lent = None
-        if slot >= 0 and self._named is not None:
-            lent = Lent(self._named, slot, self._maps.tensor(self._named, slot))
+        lent, described = None, self._maps.described
+        if slot >= 0 and described is not None:
+            lent = Lent(described, slot, self._maps.tensor(slot))
         return Share(picks, [row for *_, row in unpacked], lent)
 
     def _connected(self) -> socket.socket:
@@ -222,25 +232,32 @@ class DeskClient:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.connect(self.address)
             self._sock, self._pid = sock, os.getpid()
-            self._named = None  # a new connection is named its slot file again
+            self._maps = SlotMaps()  # a new connection is handed its slots again
         return self._sock
 
 
-def _encoded(share: Share | None, named: SlotFile | None) -> bytes:
-    """The answer for a ticket with ``share`` (None: no batch) to a worker last named the slot
-    file ``named``."""
+def _encoded(share: Share | None, named: SlotFile | None) -> tuple[bytes, int | None]:
+    """The answer for a ticket with ``share`` (None: no batch) to a worker handed the slots
+    ``named`` last, and the descriptor to hand it with the answer (None: none)."""
     if share is None:
-        return _HEAD.pack(NO_BATCH, -1, 0)
-    lent, slot, described = share.slot, -1, b""
+        return _HEAD.pack(NO_BATCH, -1, 0), None
+    lent, slot, described, fd = share.slot, -1, b"", None
     if lent is not None:
         slot = lent.index
-        described = lent.file.encode() if lent.file != named else b""
+        if lent.file != named:
+            described, fd = lent.file.encode(), lent.fd
     head = _HEAD.pack(len(share.picks), slot, len(described))
     picks = b"".join(
         _PICK.pack(p.index, _CODES.index(p.tier), p.bucket, row)
         for p, row in zip(share.picks, share.rows, strict=True)
     )
-    return head + described + picks
+    return head + described + picks, fd
+
+
+def _send(conn: socket.socket, reply: bytes, fd: int | None) -> None:
+    """``reply`` on ``conn``, ``fd`` handed over with its first bytes."""
+    sent = 0 if fd is None else socket.send_fds(conn, [reply], [fd])
+    conn.sendall(reply[sent:])
 
 
 def _weakly(fn: Callable[..., Any]) -> Callable[[], Callable[..., Any] | None]:

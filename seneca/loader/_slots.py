@@ -2,11 +2,12 @@
 
 With workers and the bypass (``seneca.loader._bypass``) a batch's rows come from two places:
 its augmented hits, read from the cache in the training process, and its other samples, made
-by a worker. Both are written into one *slot*: the rows of one batch in a file under
-``/dev/shm`` that the job's processes map (a :class:`~seneca_base.shared.SharedFile`, owned by
-the training process's :class:`BatchSlots`). The training process lends a slot when it
-decides a batch; the desk's answer names it to the worker, with the row of each of its
-samples (``seneca.loader._desk``); the hits are read into their rows, the worker makes its
+by a worker. Both are written into one *slot*: the rows of one batch in memory that the job's
+processes map (a :class:`~seneca_base.shared.HandedMemory`: a file with no name, so a killed
+job leaves nothing under ``/dev/shm``; owned by the training process's :class:`BatchSlots`).
+The training process lends a slot when it decides a batch; the desk's answer names it to the
+worker, with the row of each of its samples, and hands the worker the memory the first time
+(``seneca.loader._desk``); the hits are read into their rows, the worker makes its
 samples in theirs, and the merged batch *is* the slot: the worker's rows are not copied, and
 with ``device=`` the copy to the device reads straight from the slot, the slots having been
 pinned once (``cudaHostRegister``). A slot is free again once the batch tail has made a new
@@ -17,8 +18,8 @@ The slots are made when the first batch's layout (dtype, a row's shape) is known
 slot is lent, a batch is made without one: the worker's rows cross in memory of their own and
 are copied into the batch, as those of a batch of another shape are. A new iteration keeps the
 slots unless one is still lent to a batch of the iteration before (a loop cut short: a worker
-may still be writing into it): the slots then go with their file (unlinked; the processes that
-map it keep their mapping) and new ones are made.
+may still be writing into it): the slots then go with their memory (the processes that map it
+keep their mapping) and new ones are made.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -33,7 +35,7 @@ from typing import Any
 
 import torch
 
-from seneca_base.shared import SharedFile
+from seneca_base.shared import HandedMemory
 
 __all__ = ["BatchSlots", "Lent", "SlotFile", "SlotMaps", "released", "slot_count"]
 
@@ -59,10 +61,11 @@ _LENT = _Lent()
 
 @dataclass(frozen=True)
 class SlotFile:
-    """What a worker needs to map the slots (JSON on the desk's wire): the file, its slots'
-    count, rows per slot, and a row's dtype and shape."""
+    """What a worker needs to map the slots, beside the memory's descriptor (JSON on the desk's
+    wire): which memory (a name of this set of slots), its slots' count, rows per slot, and a
+    row's dtype and shape."""
 
-    path: str
+    name: str
     count: int
     rows: int
     dtype: str
@@ -82,7 +85,7 @@ class SlotFile:
     @classmethod
     def decode(cls, data: bytes) -> SlotFile:
         d = json.loads(data)
-        return cls(d["path"], d["count"], d["rows"], d["dtype"], tuple(d["shape"]))
+        return cls(**{**d, "shape": tuple(d["shape"])})
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -101,11 +104,13 @@ def _tensors(memory: Any, described: SlotFile) -> list[torch.Tensor]:
 
 @dataclass(frozen=True, eq=False)
 class Lent:
-    """Slot :attr:`index` of :attr:`file`, lent to a batch: its rows are :attr:`tensor`."""
+    """Slot :attr:`index` of the slots :attr:`file`, lent to a batch: its rows are
+    :attr:`tensor`; :attr:`fd`: the slots' memory, in the process that lends them."""
 
     file: SlotFile
     index: int
     tensor: torch.Tensor
+    fd: int | None = None
 
 
 class BatchSlots:
@@ -124,7 +129,7 @@ class BatchSlots:
         self.pin = pin
         self._lock = threading.Lock()
         self._layout: tuple[torch.dtype, tuple[int, ...]] | None = None
-        self._file: SharedFile | None = None
+        self._file: HandedMemory | None = None
         self._described: SlotFile | None = None
         self._tensors: list[torch.Tensor] = []
         self._state: list[Any] = []
@@ -148,8 +153,8 @@ class BatchSlots:
                 if state is _FREE or (state is not _LENT and state.query()):
                     self._state[k] = _LENT
                     self.lent += 1
-                    assert self._described is not None
-                    return Lent(self._described, k, self._tensors[k])
+                    assert self._described is not None and self._file is not None
+                    return Lent(self._described, k, self._tensors[k], self._file.fd)
             self.missed += 1
             return None
 
@@ -166,7 +171,7 @@ class BatchSlots:
                 self._drop()
 
     def close(self) -> None:
-        """Drop the slots (their file goes when no process maps it any more)."""
+        """Drop the slots (their memory goes when no process maps it any more)."""
         with self._lock:
             self._drop()
 
@@ -183,9 +188,10 @@ class BatchSlots:
         if self._layout is None or self._failed:
             return False
         dtype, shape = self._layout
-        described = SlotFile("", self.count, self.rows, str(dtype).removeprefix("torch."), shape)
+        name = f"{os.getpid()}-{os.urandom(6).hex()}"
+        described = SlotFile(name, self.count, self.rows, str(dtype).removeprefix("torch."), shape)
         try:
-            shared = SharedFile("slots", described.size, reserve=True)
+            shared = HandedMemory("slots", described.size, reserve=True)
         except OSError as err:  # no room under /dev/shm: batches are made as without slots
             self._failed = True
             log.warning(
@@ -196,7 +202,6 @@ class BatchSlots:
                 err,
             )
             return False
-        described = dataclasses.replace(described, path=shared.path)
         whole = torch.frombuffer(shared.memory, dtype=torch.uint8, count=described.size)
         if self.pin is not None:
             self._unpin = self.pin(whole)
@@ -208,20 +213,22 @@ class BatchSlots:
 
 
 class SlotMaps:
-    """A worker's side: the slot files the desk has named to it, mapped (the latest only; a
-    new file replaces the one before)."""
+    """A worker's side: the slots the desk has handed it, mapped (the latest only: new ones
+    replace those before)."""
 
     def __init__(self) -> None:
-        self._described: SlotFile | None = None
-        self._file: SharedFile | None = None
+        self.described: SlotFile | None = None
+        self._file: HandedMemory | None = None
         self._tensors: list[torch.Tensor] = []
 
-    def tensor(self, described: SlotFile, index: int) -> torch.Tensor:
-        """Slot ``index`` of the file ``described``, mapped at its first use."""
-        if described != self._described:
-            self._file = SharedFile.attach(described.path, described.size)
-            self._tensors = _tensors(self._file.memory, described)
-            self._described = described
+    def take(self, described: SlotFile, fd: int) -> None:
+        """The slots ``described``, whose memory is ``fd`` (handed over; closed here)."""
+        self._file = HandedMemory.from_fd(fd, described.size)
+        self._tensors = _tensors(self._file.memory, described)
+        self.described = described
+
+    def tensor(self, index: int) -> torch.Tensor:
+        """Slot ``index`` of the slots taken last."""
         return self._tensors[index]
 
 

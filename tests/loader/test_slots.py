@@ -4,6 +4,7 @@ when a loop is cut short; a worker maps the file the desk names and makes its ro
 
 import logging
 import multiprocessing
+import os
 
 import pytest
 import torch
@@ -58,7 +59,7 @@ def test_a_loop_cut_short_drops_the_slots_still_lent():
     slots.renew()  # one lent (a worker may still write into it): the file goes
     assert copy.done  # the copy out of the other one was waited for
     fresh = slots.take()
-    assert fresh.file is not a.file and fresh.file.path != a.file.path and slots.files == 2
+    assert fresh.file is not a.file and fresh.file.name != a.file.name and slots.files == 2
     slots.release(kept)  # a slot of the file before: nothing to give back
     assert slots.take().index == 1 and slots.take() is None
 
@@ -71,12 +72,13 @@ def test_no_room_for_slots_warns_once_and_lends_none(caplog):
     assert caplog.text.count("no shared memory for 1 batch slots") == 1
 
 
-def _worker(described, index, at, out):
-    """A worker's part: its samples' rows made in slot ``index``, as the desk named it."""
-    named = SlotFile.decode(described)
+def _worker(described, fd, index, at, out):
+    """A worker's part: its samples' rows made in slot ``index`` of the slots handed to it."""
+    named, maps = SlotFile.decode(described), SlotMaps()
+    maps.take(named, os.dup(fd))  # what the desk hands over (here inherited: a fork)
     part = Tagged()
     part.tag = 3
-    part.slot = Lent(named, index, SlotMaps().tensor(named, index))
+    part.slot = Lent(named, index, maps.tensor(index))
     part.rows = BatchRows.over(part.slot.tensor)
     part.at = at
     samples = [(torch.full((2, 3), 10 + k, dtype=torch.uint8), k) for k in range(len(at))]
@@ -86,14 +88,17 @@ def _worker(described, index, at, out):
 
 
 def test_a_worker_makes_its_rows_in_the_slot_the_desk_named():
+    before = set(os.listdir("/dev/shm"))
     slots = BatchSlots(3, rows=4)
     slots.fit(torch.uint8, (2, 3))
     slots.take()
     lent = slots.take()
+    assert set(os.listdir("/dev/shm")) <= before  # no name: a killed job leaves nothing there
     lent.tensor.zero_()
-    ctx = multiprocessing.get_context("fork")  # the slot's file is mapped by its path
+    ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()
-    proc = ctx.Process(target=_worker, args=(lent.file.encode(), lent.index, [0, 3], out))
+    args = (lent.file.encode(), lent.fd, lent.index, [0, 3], out)
+    proc = ctx.Process(target=_worker, args=args)
     proc.start()
     assert out.get(timeout=60) == (3, 1, [0, 1])  # only the slot's number crossed
     proc.join(60)
