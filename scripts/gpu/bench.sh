@@ -5,8 +5,8 @@
 # tqdm and prometheus-client (pynvml for the GPU's busy time); redis-py, hiredis and
 # redis-server come from .carry/.
 #
-# It makes synthetic datasets, runs the CUDA tests of device=, starts a cache node on loopback
-# TCP and runs `seneca bench` twice, every job a fresh interpreter:
+# It makes synthetic datasets, runs the CUDA tests of device= and of the batch slots, starts a
+# cache node on loopback TCP and runs `seneca bench` twice, every job a fresh interpreter:
 #   model/     MODEL trained on the GPU by each job, the ceiling (loader none) beside the
 #              loaders, IMAGES images, WORKERS workers per job, batch BATCH;
 #   emulated/  a 10 ms sleep per batch, 1,500 images, 2 workers per job, batch 32, batches on
@@ -44,7 +44,7 @@ export PATH="$PWD/$CARRY/redis/bin:$PATH"
 [ "${EMULATED:-1}" = 0 ] || [ -d "$DATA-1500" ] || "$PYTHON" -m seneca make-dataset "$DATA-1500" --images 1500 --classes 10
 
 if [ "${TESTS:-1}" = 1 ]; then
-  "$PYTHON" -m pytest -q -p no:cacheprovider tests/loader/test_device.py 2>&1 | tee -a "$OUT/info.txt" || true
+  "$PYTHON" -m pytest -q -p no:cacheprovider tests/loader/test_device.py tests/loader/test_slots.py 2>&1 | tee -a "$OUT/info.txt" || true
 fi
 
 "$PYTHON" -m seneca cache-node --port "$PORT" --maxmemory 8GB >/tmp/seneca-node.log 2>&1 &

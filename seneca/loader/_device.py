@@ -71,7 +71,8 @@ def pin_host(t: torch.Tensor) -> Callable[[], None]:
     ``cudaHostRegister``, as pytorch#32167 shows."""
     cudart = torch.cuda.cudart()
     pointer, size = t.data_ptr(), t.numel() * t.element_size()
-    failed = int(cudart.cudaHostRegister(pointer, size, 0))
+    portable = 1  # cudaHostRegisterPortable: pinned for every device's context, not one
+    failed = int(cudart.cudaHostRegister(pointer, size, portable))
     if failed:
         raise RuntimeError(f"cudaHostRegister of {size} bytes failed: CUDA error {failed}")
     return lambda: cudart.cudaHostUnregister(pointer)
