@@ -8,13 +8,15 @@ loader process's desk for its samples (``seneca.loader._desk``), and the batch i
 as late as the pipeline allows: its misses can still become hits on copies other jobs made
 while the ticket waited. The worker gets the batch's other samples (misses, and hits that
 still need a decode or a transform); the augmented hits are read in the loader process while
-the worker makes them, straight into the rows of the batch tensor (``Fetcher.fetch``: the
-zero-copy reader, pins released, stats counted, a hit found gone read from storage). A decided
-hit is pinned in the cache until it is read, so it is read at once rather than when the batch
-is merged: the hits of the batches in flight wait in the loader process's memory (uint8 rows,
-at most one batch tensor per batch in flight). Each worker's part comes back tagged
-(:func:`collate_part`); :meth:`HitSplitter.merged` copies the workers' rows into the rest of
-each batch and yields the batches in the decided order, ready for the batch tail. Batches are
+the worker makes them, straight into their rows of the batch (``Fetcher.fetch``: the
+zero-copy reader, pins released, stats counted, a hit found gone read from storage). A batch
+is made in a slot lent to it when it is decided (``seneca.loader._slots``): the worker makes
+its samples in their rows of the same slot. A decided hit is pinned in the cache until it is
+read, so it is read at once rather than when the batch is merged: the hits of the batches in
+flight wait in their slots (uint8 rows). Each worker's part comes back tagged
+(:func:`collate_part`: with a slot, only the slot's number crosses); :meth:`HitSplitter.merged`
+puts each batch together (with a slot it is whole already; without, the worker's rows are
+copied into it) and yields the batches in the decided order, ready for the batch tail. Batches are
 decided in ticket order (a worker that starts a ticket before an earlier one has been started
 decides the earlier one first), so exactly-once, admissions, ``state_dict`` and the batch tail
 are as with decisions made when DataLoader hands out the batch; tags match parts to batches
