@@ -13,7 +13,7 @@ The wire, on a Unix socket the desk listens on (each worker process connects onc
 is the ticket's iteration and tag (12 bytes); the answer is a head (a count, the batch slot the
 batch is made in or -1, and the length of a description of the slots: 12 bytes), the
 description when the slot is one of slots this worker has not been handed yet (JSON,
-``seneca.loader._slots.SlotFile``; the slots' memory rides with the answer as a file
+``seneca.loader._slots.SlotLayout``; the slots' memory rides with the answer as a file
 descriptor, ``SCM_RIGHTS``), then the count's picks (index, tier code, pin bucket, the
 batch row it goes to: 21 bytes each). A count of :data:`NO_BATCH` means the ticket has no batch
 (the epoch was served before it, or deciding failed: the loop then raises the error). No pickle
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ods.decision import Pick
-from seneca.loader._slots import Lent, SlotFile, SlotMaps
+from seneca.loader._slots import Lent, SlotLayout, SlotMaps
 from seneca_base.errors import SenecaError
 from seneca_base.tiers import TIERS
 
@@ -46,7 +46,7 @@ __all__ = ["NO_BATCH", "Desk", "DeskClient", "Share"]
 log = logging.getLogger("seneca")
 
 _REQUEST = struct.Struct("<IQ")  # iteration, tag
-_HEAD = struct.Struct("<iiI")  # count, slot (-1: none), length of a slot file's description
+_HEAD = struct.Struct("<iiI")  # count, slot (-1: none), length of the slots' description
 _PICK = struct.Struct("<qbqi")  # index, tier code, pin bucket, row in the batch
 #: a tier's code on the wire: its position here (None: read from storage)
 _CODES: tuple[str | None, ...] = (None, *TIERS)
@@ -91,8 +91,8 @@ class Desk:
         self._selector.register(self._listener, selectors.EVENT_READ)
         self._selector.register(self._woken, selectors.EVENT_READ)
         self._conns: dict[socket.socket, bytearray] = {}
-        #: the slot file each connection's worker was named last
-        self._named: dict[socket.socket, SlotFile] = {}
+        #: the slots each connection's worker was handed last
+        self._named: dict[socket.socket, SlotLayout] = {}
         self._closed = False
         #: tickets answered
         self.answered = 0
@@ -168,7 +168,7 @@ class Desk:
             log.exception("deciding ticket %d failed", tag)
             share, reply, fd = None, _HEAD.pack(NO_BATCH, -1, 0), None
         if share is not None and share.slot is not None:
-            self._named[conn] = share.slot.file
+            self._named[conn] = share.slot.layout
         self.answered += 1
         try:
             _send(conn, reply, fd)
@@ -209,7 +209,7 @@ class DeskClient:
             if count == NO_BATCH:
                 return None
             if named:
-                described = SlotFile.decode(_received(sock, named))
+                described = SlotLayout.decode(_received(sock, named))
                 if not fds:
                     raise ConnectionError("the desk named slots without handing them over")
                 self._maps.take(described, fds.pop())
@@ -236,7 +236,7 @@ class DeskClient:
         return self._sock
 
 
-def _encoded(share: Share | None, named: SlotFile | None) -> tuple[bytes, int | None]:
+def _encoded(share: Share | None, named: SlotLayout | None) -> tuple[bytes, int | None]:
     """The answer for a ticket with ``share`` (None: no batch) to a worker handed the slots
     ``named`` last, and the descriptor to hand it with the answer (None: none)."""
     if share is None:
@@ -244,8 +244,8 @@ def _encoded(share: Share | None, named: SlotFile | None) -> tuple[bytes, int | 
     lent, slot, described, fd = share.slot, -1, b"", None
     if lent is not None:
         slot = lent.index
-        if lent.file != named:
-            described, fd = lent.file.encode(), lent.fd
+        if lent.layout != named:
+            described, fd = lent.layout.encode(), lent.fd
     head = _HEAD.pack(len(share.picks), slot, len(described))
     picks = b"".join(
         _PICK.pack(p.index, _CODES.index(p.tier), p.bucket, row)

@@ -37,7 +37,7 @@ import torch
 
 from seneca_base.shared import HandedMemory
 
-__all__ = ["BatchSlots", "Lent", "SlotFile", "SlotMaps", "released", "slot_count"]
+__all__ = ["BatchSlots", "Lent", "SlotLayout", "SlotMaps", "released", "slot_count"]
 
 log = logging.getLogger("seneca")
 
@@ -60,7 +60,7 @@ _LENT = _Lent()
 
 
 @dataclass(frozen=True)
-class SlotFile:
+class SlotLayout:
     """What a worker needs to map the slots, beside the memory's descriptor (JSON on the desk's
     wire): which memory (a name of this set of slots), its slots' count, rows per slot, and a
     row's dtype and shape."""
@@ -83,7 +83,7 @@ class SlotFile:
         return json.dumps({**dataclasses.asdict(self), "shape": list(self.shape)}).encode()
 
     @classmethod
-    def decode(cls, data: bytes) -> SlotFile:
+    def decode(cls, data: bytes) -> SlotLayout:
         d = json.loads(data)
         return cls(**{**d, "shape": tuple(d["shape"])})
 
@@ -95,8 +95,8 @@ def _dtype(name: str) -> torch.dtype:
     return dtype
 
 
-def _tensors(memory: Any, described: SlotFile) -> list[torch.Tensor]:
-    """The slots of a mapped file: one ``(rows, *shape)`` tensor each."""
+def _tensors(memory: Any, described: SlotLayout) -> list[torch.Tensor]:
+    """The slots in mapped ``memory``: one ``(rows, *shape)`` tensor each."""
     whole = torch.frombuffer(memory, dtype=torch.uint8, count=described.size)
     typed = whole.view(_dtype(described.dtype))
     return list(typed.view(described.count, described.rows, *described.shape).unbind(0))
@@ -104,10 +104,10 @@ def _tensors(memory: Any, described: SlotFile) -> list[torch.Tensor]:
 
 @dataclass(frozen=True, eq=False)
 class Lent:
-    """Slot :attr:`index` of the slots :attr:`file`, lent to a batch: its rows are
+    """Slot :attr:`index` of the slots :attr:`layout`, lent to a batch: its rows are
     :attr:`tensor`; :attr:`fd`: the slots' memory, in the process that lends them."""
 
-    file: SlotFile
+    layout: SlotLayout
     index: int
     tensor: torch.Tensor
     fd: int | None = None
@@ -115,7 +115,7 @@ class Lent:
 
 class BatchSlots:
     """The training process's slots (see the module docstring): ``count`` of them, each
-    ``rows`` rows (the batch size); ``pin``: called once with each new file's whole tensor,
+    ``rows`` rows (the batch size); ``pin``: called once with each new set of slots' whole tensor,
     pins it for copies to a device and returns what unpins it (None: not pinned)."""
 
     def __init__(
@@ -128,21 +128,22 @@ class BatchSlots:
         self.rows = rows
         self.pin = pin
         self._lock = threading.Lock()
-        self._layout: tuple[torch.dtype, tuple[int, ...]] | None = None
+        self._row: tuple[torch.dtype, tuple[int, ...]] | None = None
         self._file: HandedMemory | None = None
-        self._described: SlotFile | None = None
+        self._described: SlotLayout | None = None
         self._tensors: list[torch.Tensor] = []
         self._state: list[Any] = []
         self._unpin: Callable[[], Any] | None = None
         self._failed = False
-        #: files made, slots lent, and batches decided while every slot was lent
+        #: sets of slots made (each in memory of its own), slots lent, and batches decided while
+        #: every slot was lent
         self.files = self.lent = self.missed = 0
 
     def fit(self, dtype: torch.dtype, shape: tuple[int, ...]) -> None:
         """A batch's rows are ``dtype`` in ``shape`` each: the slots' layout, if none yet."""
         with self._lock:
-            if self._layout is None:
-                self._layout = (dtype, tuple(shape))
+            if self._row is None:
+                self._row = (dtype, tuple(shape))
 
     def take(self) -> Lent | None:
         """A free slot, now lent (None: no layout yet, or every slot is lent)."""
@@ -161,11 +162,11 @@ class BatchSlots:
     def release(self, lent: Lent, done: Any = None) -> None:
         """``lent``'s slot is free once ``done`` (an event; None: now) has completed."""
         with self._lock:
-            if self._described is lent.file:  # else its file went with an iteration before
+            if self._described is lent.layout:  # else its memory went with an iteration before
                 self._state[lent.index] = done
 
     def renew(self) -> None:
-        """A new iteration: slots still lent go with their file (new ones are made)."""
+        """A new iteration: slots still lent go with their memory (new ones are made)."""
         with self._lock:
             if any(state is _LENT for state in self._state):
                 self._drop()
@@ -185,11 +186,12 @@ class BatchSlots:
         self._unpin = None
 
     def _make(self) -> bool:
-        if self._layout is None or self._failed:
+        if self._row is None or self._failed:
             return False
-        dtype, shape = self._layout
+        dtype, shape = self._row
         name = f"{os.getpid()}-{os.urandom(6).hex()}"
-        described = SlotFile(name, self.count, self.rows, str(dtype).removeprefix("torch."), shape)
+        dtype_name = str(dtype).removeprefix("torch.")
+        described = SlotLayout(name, self.count, self.rows, dtype_name, shape)
         try:
             shared = HandedMemory("slots", described.size, reserve=True)
         except OSError as err:  # no room under /dev/shm: batches are made as without slots
@@ -217,11 +219,11 @@ class SlotMaps:
     replace those before)."""
 
     def __init__(self) -> None:
-        self.described: SlotFile | None = None
+        self.described: SlotLayout | None = None
         self._file: HandedMemory | None = None
         self._tensors: list[torch.Tensor] = []
 
-    def take(self, described: SlotFile, fd: int) -> None:
+    def take(self, described: SlotLayout, fd: int) -> None:
         """The slots ``described``, whose memory is ``fd`` (handed over; closed here)."""
         self._file = HandedMemory.from_fd(fd, described.size)
         self._tensors = _tensors(self._file.memory, described)
@@ -255,7 +257,7 @@ _NOT_STAGED = object()
 
 
 def _in(t: torch.Tensor, lent: Lent) -> bool:
-    """Whether ``t`` is memory of ``lent``'s file."""
+    """Whether ``t`` is memory of ``lent``'s slots."""
     if t.device.type != "cpu":
         return False
     return t.untyped_storage().data_ptr() == lent.tensor.untyped_storage().data_ptr()

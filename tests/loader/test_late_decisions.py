@@ -76,13 +76,13 @@ def test_the_desk_answers_picks_of_every_tier_their_rows_and_slot_and_no_batch()
     try:
         share = client.ask(5, 1)
         assert share.picks == picks and share.rows == [0, 5, 7]
-        assert share.slot.index == lent.index and share.slot.file == lent.file
+        assert share.slot.index == lent.index and share.slot.layout == lent.layout
         share.slot.tensor[5] = 9  # the slot itself, mapped in the worker
         assert lent.tensor[5].tolist() == [9, 9, 9, 9]
         assert client.ask(5, 2) is None  # no batch
         share = client.ask(6, 0)
         assert share.picks == picks and share.slot is None
-        assert client.ask(6, 1).slot.file == lent.file  # named once, known after
+        assert client.ask(6, 1).slot.layout == lent.layout  # named once, known after
         assert calls == [(5, 1), (5, 2), (6, 0), (6, 1)] and desk.answered == 4
     finally:
         desk.close()

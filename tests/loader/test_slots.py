@@ -11,7 +11,7 @@ import torch
 
 from seneca.loader._bypass import InSlot, SlotBatch, Tagged, collate_part
 from seneca.loader._rows import BatchRows
-from seneca.loader._slots import BatchSlots, Lent, SlotFile, SlotMaps, released
+from seneca.loader._slots import BatchSlots, Lent, SlotLayout, SlotMaps, released
 
 
 class _Copy:
@@ -34,7 +34,7 @@ def test_slots_are_lent_while_free_and_given_back():
     slots.fit(torch.uint8, (2, 3))
     slots.fit(torch.float32, (9,))  # the first layout stays
     a, b = slots.take(), slots.take()
-    assert (a.index, b.index) == (0, 1) and a.file is b.file and slots.files == 1
+    assert (a.index, b.index) == (0, 1) and a.layout is b.layout and slots.files == 1
     assert a.tensor.shape == (4, 2, 3) and a.tensor.dtype == torch.uint8
     assert a.tensor.data_ptr() + 24 == b.tensor.data_ptr()  # one file, slot after slot
     assert slots.take() is None and slots.missed == 1  # every slot lent
@@ -55,11 +55,11 @@ def test_a_loop_cut_short_drops_the_slots_still_lent():
     slots.release(a, copy)
     slots.renew()  # nothing lent: the slots stay
     kept = slots.take()
-    assert kept.index == 1 and kept.file is a.file and not copy.done
+    assert kept.index == 1 and kept.layout is a.layout and not copy.done
     slots.renew()  # one lent (a worker may still write into it): the file goes
     assert copy.done  # the copy out of the other one was waited for
     fresh = slots.take()
-    assert fresh.file is not a.file and fresh.file.name != a.file.name and slots.files == 2
+    assert fresh.layout is not a.layout and fresh.layout.name != a.layout.name and slots.files == 2
     slots.release(kept)  # a slot of the file before: nothing to give back
     assert slots.take().index == 1 and slots.take() is None
 
@@ -74,7 +74,7 @@ def test_no_room_for_slots_warns_once_and_lends_none(caplog):
 
 def _worker(described, fd, index, at, out):
     """A worker's part: its samples' rows made in slot ``index`` of the slots handed to it."""
-    named, maps = SlotFile.decode(described), SlotMaps()
+    named, maps = SlotLayout.decode(described), SlotMaps()
     maps.take(named, os.dup(fd))  # what the desk hands over (here inherited: a fork)
     part = Tagged()
     part.tag = 3
@@ -97,7 +97,7 @@ def test_a_worker_makes_its_rows_in_the_slot_the_desk_named():
     lent.tensor.zero_()
     ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()
-    args = (lent.file.encode(), lent.fd, lent.index, [0, 3], out)
+    args = (lent.layout.encode(), lent.fd, lent.index, [0, 3], out)
     proc = ctx.Process(target=_worker, args=args)
     proc.start()
     assert out.get(timeout=60) == (3, 1, [0, 1])  # only the slot's number crossed
