@@ -223,3 +223,22 @@ def test_workers_rows_are_copied_where_indexed_assignment_puts_them(at):
     expected[at] = images
     _copy_rows(batch, at, images)
     assert torch.equal(batch, expected)
+
+
+def test_a_last_smaller_batch_is_made_in_its_slot_too(tiny_dataset, redis_proc):
+    """Batches of 10 of 48 samples: the last has 8 rows of its slot; every batch as read, every
+    sample once, in both epochs (the second with the slots made in the first)."""
+    ds = _indexed(tiny_dataset)
+    keep = _with_copies(ds, redis_proc.url)
+    c = SenecaLoader(
+        ds, batch_size=10, shuffle=True, job="c", cache=redis_proc.url, split=(0, 0, 1),
+        num_workers=2, persistent_workers=True,
+    )  # fmt: skip
+    for _ in range(2):
+        sizes = [len(y) for _, y in c]
+        assert sorted(sizes) == [8, 10, 10, 10, 10]
+    for _ in range(2):
+        _check_epoch(ds, c)
+    assert c._splitter.in_slots >= 1 and c._splitter.slots.files == 1
+    c.close()
+    del keep
