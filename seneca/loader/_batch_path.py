@@ -4,24 +4,23 @@ A batch of a SenecaLoader that caches goes through these stages, in this order:
 
 1. **decide**: ODS picks the batch's samples and the tier to read each one from
    (``ods.sampler.OdsBatchSampler``, in the loader process). With workers, when the worker
-   that got the batch's ticket starts it (``_desk.Desk``, ``_bypass.HitSplitter.decide``);
+   that got the batch's ticket starts it (``_desk.Desk``, ``_tickets.TicketSampler.decide``);
    without, when the loop asks for the batch. In a loader's own order (no ODS) the tiers are
    looked up when the batch is fetched (``_link.CacheLink.lookup``).
-2. **fetch hits**: with workers, the batch's augmented hits are read in the loader process
-   once it is decided, into the rows of the batch's slot (``_slots``: memory the loader
-   process and its workers share, lent to the batch when it is decided), while the worker
-   makes the other samples (``_bypass.HitSplitter``, through ``_fetch.Fetcher``).
-3. **workers' rows**: a DataLoader worker (or the loader process, without workers) fetches
-   its samples (``_fetch.Fetcher``: the values in one round trip, misses read from storage,
-   each sample's remaining work by ``_samples.SampleWork``, the new values offered to the cache)
-   and collates them (``_rows.collate_rows``, ``_bypass.collate_part``): with a slot, into
-   their rows of it.
+2. **slot**: with workers, the batch is lent a slot when it is decided (``_slots``: memory
+   the loader process and its workers share), and the worker makes the batch in it.
+3. **fetch**: a DataLoader worker (or the loader process, without workers) fetches the
+   batch's samples (``_fetch.Fetcher``: the values in one round trip, augmented hits read
+   straight into their rows, misses read from storage, each sample's remaining work by
+   ``_samples.SampleWork``, the new values offered to the cache) and collates them
+   (``_rows.collate_rows``, ``_tickets.collate_part``): with a slot, in its rows, so that only
+   the slot's number and the targets cross to the loader process.
 
 Then, per batch in the loader process, the stages of :meth:`BatchPath.stages`, each an
 iterator over the one before (:data:`Stage`):
 
-4. **merge**: the workers' rows next to the hits (``HitSplitter.merged``: with a slot they
-   are there already, else copied);
+4. **merge**: the workers' batches in the decided order, their targets collated
+   (``TicketSampler.merged``);
 5. **tail**: the transform's batch tail (``ToDtype``/``Normalize``) run once per batch, then
    pinned with ``pin_memory`` (``pipeline.batch_tail.finished_batches``); or, with
    ``device=``, **device copy**: the batch copied to the device and the tail run there
@@ -60,7 +59,7 @@ from seneca.pipeline.batch_tail import BatchTail, finished_batches
 if TYPE_CHECKING:
     from ods.sampler import OdsBatchSampler
     from seneca.loader._budgets import Budgets
-    from seneca.loader._bypass import HitSplitter
+    from seneca.loader._tickets import TicketSampler
 
 __all__ = ["BatchPath", "Stage"]
 
@@ -76,7 +75,7 @@ class BatchPath:
     ``feed``: the device feed (None: batches stay on the CPU); ``tail``: the batch tail run in
     this process (None: none, or the feed runs it); ``pin``: pin batches (``pin_memory``);
     ``ahead``: make batches a batch ahead in a thread (with workers); ``sampler``,
-    ``splitter``: ODS's sampler and the hit splitter, when used; ``budgets``: the budgets in
+    ``tickets``: ODS's sampler and the ticket sampler, when used; ``budgets``: the budgets in
     force (and the plan); ``every``: seconds between progress lines (None: none)."""
 
     job: str
@@ -87,10 +86,10 @@ class BatchPath:
     pin: bool = False
     ahead: bool = False
     sampler: OdsBatchSampler | None = None
-    splitter: HitSplitter | None = None
+    tickets: TicketSampler | None = None
     budgets: Budgets | None = None
     every: float | None = None
-    #: the batches' stage times (with the splitter; None: not recorded)
+    #: the batches' stage times (with the ticket sampler; None: not recorded)
     timeline: Timeline | None = None
     #: iterations started (an epoch each; named in the summaries of loaders without ODS)
     iterations: int = 0
@@ -103,8 +102,8 @@ class BatchPath:
         its start (for the summary); ``token``: the iteration's :class:`EpochProgress` token
         (with ODS)."""
         out: list[tuple[str, Stage]] = []
-        if self.cached and self.splitter is not None:
-            out.append(("merge", self.splitter.merged))
+        if self.cached and self.tickets is not None:
+            out.append(("merge", self.tickets.merged))
         feed, cuda = self.feed, None
         if feed is not None:
             out.append(("device copy", lambda it: staged(it, feed)))
@@ -115,10 +114,10 @@ class BatchPath:
                 tail = self.tail
                 out.append(("tail", lambda it: finished_batches(it, tail, pin)))
             cuda = torch.cuda.current_device() if pin else None
-        slots = self.splitter.slots if self.cached and self.splitter is not None else None
+        slots = self.tickets.slots if self.cached and self.tickets is not None else None
         if slots is not None:
             out.append(("release", lambda it: released(it, slots)))
-        timeline = self.timeline if self.cached and self.splitter is not None else None
+        timeline = self.timeline if self.cached and self.tickets is not None else None
         if timeline is not None:
             out.append(("made", lambda it: timeline.passed(it, "made")))
         if self.cached and self.ahead:

@@ -17,7 +17,6 @@ import torch.utils.data
 
 from ods.decision import Pick
 from ods.store import OdsStore
-from seneca.loader._bypass import Tag, Tagged
 from seneca.loader._desk import DeskClient
 from seneca.loader._fetch import Fetcher
 from seneca.loader._link import CacheLink
@@ -26,6 +25,7 @@ from seneca.loader._roles import current as current_role
 from seneca.loader._rows import BatchRows
 from seneca.loader._samples import SampleWork
 from seneca.loader._stats import Counters
+from seneca.loader._tickets import Tag, Tagged
 from seneca.loader._worker_exit import guard_exit
 from seneca.loader.source import Resolved
 from seneca.pipeline.malloc import tune_malloc
@@ -65,9 +65,9 @@ class CachedDataset(torch.utils.data.Dataset):
         #: the cache this dataset is read through (none until ``link.attach``)
         self.link = CacheLink(counters)
         self.fetcher = Fetcher(self.link, self.work, counters)
-        #: with the bypass: where a worker asks for the samples of the batch it starts
+        #: with tickets: where a worker asks for the samples of the batch it starts
         #: (``seneca.loader._desk``; None: parts come with their samples). A hook: the loader
-        #: sets it once its hit splitter (and desk) is made, which needs this dataset
+        #: sets it once its ticket sampler (and desk) is made, which needs this dataset
         self.desk: DeskClient | None = None
         self._building = False
 
@@ -130,7 +130,7 @@ class CachedDataset(torch.utils.data.Dataset):
         role = current_role()
         if role.worker:
             guard_exit()  # once per worker: its exit waits for the results it is sending
-        if indices and isinstance(indices[0], Tag):  # a worker's part of a batch (bypass)
+        if indices and isinstance(indices[0], Tag):  # a worker's ticket for a batch
             return self._part(indices[0], role)
         if indices and isinstance(indices[0], Pick):  # decided by ODS
             return self.fetcher.fetch(indices, evict=True, role=role)
@@ -139,21 +139,18 @@ class CachedDataset(torch.utils.data.Dataset):
         return self.fetcher.fetch(self.link.lookup(wanted, role), evict=False, role=role)
 
     def _part(self, tag: Tag, role: Role) -> Tagged:
-        """A worker's part of batch ``tag``: its samples, decided now (``seneca.loader._desk``),
-        made here, their images in their rows of the batch's slot where it has one
-        (``seneca.loader._slots``)."""
+        """Batch ``tag``, made by this worker: its samples, decided now
+        (``seneca.loader._desk``), the augmented hits read and the rest made here, their
+        images in the rows of the batch's slot where it has one (``seneca.loader._slots``)."""
         part = Tagged()
         part.tag = tag.batch
         if self.desk is None:
             raise ConfigError("a batch's ticket reached a dataset with no desk to decide it")
         share = self.desk.ask(tag.iteration, tag.batch)
-        if share is None or not share.picks:  # all hits, read in the loader process; or none
+        if share is None or not share.picks:  # no batch
             return part
-        at = None
         if share.slot is not None:
-            at = part.at = share.rows
             part.slot = share.slot
-            part.rows = BatchRows.over(share.slot.tensor)
-        rows = part.rows
-        part.extend(self.fetcher.fetch(share.picks, evict=True, rows=rows, at=at, role=role))
+            part.rows = BatchRows.over(share.slot.tensor[: len(share.picks)])
+        part.extend(self.fetcher.fetch(share.picks, evict=True, rows=part.rows, role=role))
         return part

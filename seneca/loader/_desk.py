@@ -3,19 +3,20 @@
 DataLoader hands a worker its part of a batch ``prefetch_factor`` x ``num_workers`` batches
 before the loop takes the batch. Decided then, the batch's misses could not become hits on the
 copies that other jobs make meanwhile: at an epoch's start every job's first batches were all
-misses, decoded once per job. So with the bypass (``seneca.loader._bypass``) a worker is handed
-a *ticket*, a :class:`~seneca.loader._bypass.Tag` with no samples, and when it starts the part
+misses, decoded once per job. So with tickets (``seneca.loader._tickets``) a worker is handed
+a *ticket*, a :class:`~seneca.loader._tickets.Tag` with no samples, and when it starts the part
 it asks the loader process's :class:`Desk` for them. The desk decides the batch then (ODS, in
-ticket order: a ticket asked for before an earlier one decides the earlier one first), reads
-its augmented hits in the loader process, and answers with the samples the worker makes.
+ticket order: a ticket asked for before an earlier one decides the earlier one first), lends
+it a batch slot (``seneca.loader._slots``), and answers with the batch's samples and the slot
+the worker makes it in.
 
 The wire, on a Unix socket the desk listens on (each worker process connects once): a request
 is the ticket's iteration and tag (12 bytes); the answer is a head (a count, the batch slot the
 batch is made in or -1, and the length of a description of the slots: 12 bytes), the
 description when the slot is one of slots this worker has not been handed yet (JSON,
 ``seneca.loader._slots.SlotLayout``; the slots' memory rides with the answer as a file
-descriptor, ``SCM_RIGHTS``), then the count's picks (index, tier code, pin bucket, the
-batch row it goes to: 21 bytes each). A count of :data:`NO_BATCH` means the ticket has no batch
+descriptor, ``SCM_RIGHTS``), then the count's picks (index, tier code, pin bucket: 17 bytes
+each). A count of :data:`NO_BATCH` means the ticket has no batch
 (the epoch was served before it, or deciding failed: the loop then raises the error). No pickle
 crosses.
 """
@@ -47,7 +48,7 @@ log = logging.getLogger("seneca")
 
 _REQUEST = struct.Struct("<IQ")  # iteration, tag
 _HEAD = struct.Struct("<iiI")  # count, slot (-1: none), length of the slots' description
-_PICK = struct.Struct("<qbqi")  # index, tier code, pin bucket, row in the batch
+_PICK = struct.Struct("<qbq")  # index, tier code, pin bucket
 #: a tier's code on the wire: its position here (None: read from storage)
 _CODES: tuple[str | None, ...] = (None, *TIERS)
 #: the count of an answer for a ticket with no batch
@@ -56,11 +57,10 @@ NO_BATCH = -1
 
 @dataclass
 class Share:
-    """A worker's share of a decided batch: its ``picks``, the batch row of each (``rows``),
-    and the slot the batch is made in (None: none; ``seneca.loader._slots``)."""
+    """What a worker makes of a ticket: the decided batch's ``picks``, and the slot the batch
+    is made in (None: none; ``seneca.loader._slots``)."""
 
     picks: list[Pick]
-    rows: list[int]
     slot: Lent | None = None
 
 
@@ -71,14 +71,12 @@ _DESKS: weakref.WeakSet[Desk] = weakref.WeakSet()
 
 
 class Desk:
-    """Answers the workers' tickets with ``decide``, then calls ``answered``, from a daemon
+    """Answers the workers' tickets with ``decide``, from a daemon
     thread of this process."""
 
-    def __init__(self, decide: Decide, answered: Callable[[], None]) -> None:
-        # weakly: the thread keeps this desk, which must not keep the splitter of a loader gone
+    def __init__(self, decide: Decide) -> None:
+        # weakly: the thread keeps this desk, which must not keep a gone loader's ticket sampler
         self._decide = _weakly(decide)
-        #: called once a worker has its answer: the work that need not hold it up
-        self._answered = _weakly(answered)
         self._dir = tempfile.mkdtemp(prefix="seneca-desk-")
         #: the socket's path, which a :class:`DeskClient` connects to
         self.address = os.path.join(self._dir, "desk")
@@ -174,9 +172,6 @@ class Desk:
             _send(conn, reply, fd)
         except OSError as err:  # the worker went; its part is not coming
             log.debug("a worker went before its ticket %d was answered: %s", tag, err)
-        answered = self._answered()
-        if answered is not None:
-            answered()
 
 
 class DeskClient:
@@ -220,12 +215,11 @@ class DeskClient:
         finally:
             for fd in fds:
                 os.close(fd)  # a descriptor handed over and not taken
-        unpacked = list(_PICK.iter_unpack(data))
-        picks = [Pick(i, _CODES[code], bucket) for i, code, bucket, _ in unpacked]
+        picks = [Pick(i, _CODES[code], bucket) for i, code, bucket in _PICK.iter_unpack(data)]
         lent, described = None, self._maps.described
         if slot >= 0 and described is not None:
             lent = Lent(described, slot, self._maps.tensor(slot))
-        return Share(picks, [row for *_, row in unpacked], lent)
+        return Share(picks, lent)
 
     def _connected(self) -> socket.socket:
         if self._sock is None or self._pid != os.getpid():
@@ -247,10 +241,7 @@ def _encoded(share: Share | None, named: SlotLayout | None) -> tuple[bytes, int 
         if lent.layout != named:
             described, fd = lent.layout.encode(), lent.fd
     head = _HEAD.pack(len(share.picks), slot, len(described))
-    picks = b"".join(
-        _PICK.pack(p.index, _CODES.index(p.tier), p.bucket, row)
-        for p, row in zip(share.picks, share.rows, strict=True)
-    )
+    picks = b"".join(_PICK.pack(p.index, _CODES.index(p.tier), p.bucket) for p in share.picks)
     return head + described + picks, fd
 
 

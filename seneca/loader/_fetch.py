@@ -115,7 +115,7 @@ class Fetcher:
         """The samples of a batch of ``ods.decision.Pick``; ``evict``: offer values to a full
         encoded tier too (ODS batches: the policy evicts what live jobs need least; a loader's
         own order has no demand to evict for). ``rows`` and ``at``: the picks are some of a
-        batch whose rows are ``rows``, pick k in row ``at[k]`` (``seneca.loader._bypass``);
+        batch whose rows are ``rows``, pick k in row ``at[k]`` (``seneca.loader._tickets``);
         by default the picks are the batch, in order. ``role``: the calling process's."""
         count: Counter = Counter(samples=len(picks))
         store = self.link.store

@@ -1,9 +1,9 @@
 """The kinds of process a loader's code runs in, declared once.
 
 * **training**: the user's process, which runs the training loop and the loader's batch path
-  (the ODS decisions, the hit reads, the merge, the batch tail; ``_batch_path``);
-* **worker**: a DataLoader worker process, which makes the samples of the parts it is handed
-  and sends them to the training process.
+  (the ODS decisions, the merge, the batch tail or the copy to the device; ``_batch_path``);
+* **worker**: a DataLoader worker process, which makes the batches it is handed (with
+  tickets, in their slots) and sends them to the training process.
 
 The code that behaves differently by role gets a :class:`Role` passed in: where rows are made
 (shared memory in a worker, for the trip to the training process), when a batch's pins are

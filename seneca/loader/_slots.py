@@ -1,22 +1,21 @@
 """Batch slots: the memory a batch is made in, shared by the training process and its workers.
 
-With workers and the bypass (``seneca.loader._bypass``) a batch's rows come from two places:
-its augmented hits, read from the cache in the training process, and its other samples, made
-by a worker. Both are written into one *slot*: the rows of one batch in memory that the job's
-processes map (a :class:`~seneca_base.shared.HandedMemory`: a file with no name, so a killed
-job leaves nothing under ``/dev/shm``; owned by the training process's :class:`BatchSlots`).
-The training process lends a slot when it decides a batch; the desk's answer names it to the
-worker, with the row of each of its samples, and hands the worker the memory the first time
-(``seneca.loader._desk``); the hits are read into their rows, the worker makes its
-samples in theirs, and the merged batch *is* the slot: the worker's rows are not copied, and
+With workers and tickets (``seneca.loader._tickets``) a worker makes each batch in a *slot*:
+the rows of one batch in memory that the job's processes map (a
+:class:`~seneca_base.shared.HandedMemory`: a file with no name, so a killed job leaves nothing
+under ``/dev/shm``; owned by the training process's :class:`BatchSlots`). The training process
+lends a slot when it decides a batch; the desk's answer names it to the worker and hands the
+worker the memory the first time (``seneca.loader._desk``); the worker reads the batch's
+augmented hits from the cache straight into their rows and makes the other samples in theirs,
+so the batch the training process gets *is* the slot: nothing is copied out of the worker, and
 with ``device=`` the copy to the device reads straight from the slot, the slots having been
 pinned once (``cudaHostRegister``). A slot is free again once the batch tail has made a new
 tensor of it, or once its copy to the device has completed (the copy's event): the reused,
 pinned output slots of FFCV and DALI.
 
 The slots are made when the first batch's layout (dtype, a row's shape) is known. When every
-slot is lent, a batch is made without one: the worker's rows cross in memory of their own and
-are copied into the batch, as those of a batch of another shape are. A new iteration keeps the
+slot is lent, a batch is made without one: its rows cross in shared memory of their own, as
+DataLoader's workers send a batch. A new iteration keeps the
 slots unless one is still lent to a batch of the iteration before (a loop cut short: a worker
 may still be writing into it): the slots then go with their memory (the processes that map it
 keep their mapping) and new ones are made.

@@ -17,7 +17,6 @@ from ods.sampler import OdsBatchSampler, OdsSampler
 from ods.store import OdsStore
 from seneca._torch_internals import ReadThroughLoader
 from seneca.loader._batch_path import BatchPath
-from seneca.loader._bypass import HitSplitter, collate_part
 from seneca.loader._dataset import CachedDataset
 from seneca.loader._device import DeviceFeed, pin_host, resolve_device
 from seneca.loader._lease import keeper
@@ -43,6 +42,7 @@ from seneca.loader._setup import (
 )
 from seneca.loader._slots import BatchSlots, slot_count
 from seneca.loader._stats import Counters, job_stats
+from seneca.loader._tickets import TicketSampler, collate_part
 from seneca.loader.source import NotCacheable, Resolved, resolve
 from seneca.loader.timeline import from_environment as timeline_from_environment
 from seneca.pipeline.malloc import tune_malloc
@@ -177,7 +177,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             rows=max(0, num_workers if isinstance(num_workers, int) else 0) + 1
         )
         self._ods_sampler: OdsBatchSampler | None = None
-        self._splitter: HitSplitter | None = None  # hits read here, misses in the workers
+        self._tickets: TicketSampler | None = None  # a batch decided when its worker starts it
         self._cached: CachedDataset | None = None
         self._batch_tail: Any = None
         self.cache_url: str | None = None
@@ -296,13 +296,10 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
                     if self.device is not None and self.device.type == "cuda"
                     else None,
                 )
-                self._splitter = HitSplitter(
-                    self._ods_sampler,
-                    wrapped.fetcher,
-                    slots,
-                    timeline_from_environment(self.job),
+                self._tickets = TicketSampler(
+                    self._ods_sampler, slots, timeline_from_environment(self.job)
                 )
-                args.update(batch_sampler=self._splitter, collate_fn=collate_part)
+                args.update(batch_sampler=self._tickets, collate_fn=collate_part)
         elif args["sampler"] is None and args["batch_sampler"] is None:  # over the user's dataset
             shuffle, args["shuffle"] = args["shuffle"], None
             args["sampler"] = (
@@ -322,13 +319,13 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             pin=self.pin_memory,
             ahead=self.num_workers > 0,
             sampler=self._ods_sampler,
-            splitter=self._splitter,
-            timeline=self._splitter.timeline if self._splitter is not None else None,
+            tickets=self._tickets,
+            timeline=self._tickets.timeline if self._tickets is not None else None,
             budgets=self.budgets,
             every=self.progress_every,
         )
-        if self._splitter is not None:
-            wrapped.desk = self._splitter.desk.client()
+        if self._tickets is not None:
+            wrapped.desk = self._tickets.desk.client()
         # iterators read through the cache; the loader shows the user's dataset, and with ODS
         # the batch size, drop_last and sampler the user asked for, as DataLoader's would
         shown = {}
@@ -379,8 +376,8 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             keeper().close(lease)
         self._path.stop()
         self._iterator = None  # persistent workers stop with their iterator
-        if self._splitter is not None:
-            self._splitter.close()
+        if self._tickets is not None:
+            self._tickets.close()
         if self._cached is not None:
             self._cached.fetcher.reads_ahead.drop()
 

@@ -1,11 +1,11 @@
 """Per-batch stage times in a loader's process: where each batch waits, and on what.
 
 A diagnosis aid, off by default. With the environment variable ``SENECA_TIMELINE`` set to a
-directory, a SenecaLoader whose workers get only the misses (ODS with the hit bypass) records
-when each batch passed each of :data:`STAGES` in its training process, on ``perf_counter``'s
-clock (CLOCK_MONOTONIC: one clock for every process of the machine), and appends one JSON line
-per iteration to ``<dir>/<job>-<pid>.jsonl``. :func:`intervals` turns a batch's times into the
-waits between the stages, and
+directory, a SenecaLoader whose workers get tickets (ODS, workers and the default collate)
+records when each batch passed each of :data:`STAGES` in its training process, on
+``perf_counter``'s clock (CLOCK_MONOTONIC: one clock for every process of the machine), and
+appends one JSON line per iteration to ``<dir>/<job>-<pid>.jsonl``. :func:`intervals` turns a
+batch's times into the waits between the stages, and
 
     SENECA_TIMELINE=/tmp/tl python train.py      # or seneca bench ...
     python -m seneca.loader.timeline /tmp/tl
@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "BESIDE",
     "ENV",
     "INTERVALS",
     "STAGES",
@@ -43,21 +42,16 @@ ENV = "SENECA_TIMELINE"
 STAGES = (
     "asked",  # DataLoader hands the batch's ticket to a worker (it dispatches ahead)
     "decided",  # the worker started the ticket, and ODS has decided the batch
-    "part",  # the worker's part (its misses, made) has arrived
-    "merged",  # the part's rows are beside the hits
+    "part",  # the worker's part (the batch, made in its slot or sent) has arrived
+    "merged",  # the batch is put together (its targets; its rows are the slot's)
     "made",  # the batch tail has run (or the device copy is queued)
     "taken",  # the training loop has it
     "returned",  # the loop asks for the next one (its step is over)
 )
-#: a stage beside the others: the batch's augmented hits are read in the training process
-#: while its worker makes the rest (a batch with no such hits has none)
-BESIDE = "hits read"
-
 #: the waits between stages: (name, from, to), ``from`` of the batch before for "loop waited"
 INTERVALS = (
     ("ticket queued + decide", "asked", "decided"),
     ("worker part (answer + work)", "decided", "part"),
-    ("hit read (beside the part)", "decided", BESIDE),
     ("merge", "part", "merged"),
     ("tail or device copy", "merged", "made"),
     ("ready, waiting for the loop", "made", "taken"),
@@ -67,7 +61,7 @@ INTERVALS = (
 
 
 class Timeline:
-    """The stage times of one loader's batches (tags: the batch numbers the hit splitter
+    """The stage times of one loader's batches (tags: the batch numbers the ticket sampler
     gives), written out per iteration."""
 
     def __init__(self, folder: Path, job: str) -> None:

@@ -63,7 +63,7 @@ def test_the_loader_runs_the_stages_it_states(tiny_dataset, redis_url, options, 
 
 def test_the_docstring_names_every_stage():
     documented = _documented()
-    assert documented[:3] == ["decide", "fetch hits", "workers' rows"]
+    assert documented[:3] == ["decide", "slot", "fetch"]
     source = Path(batch_path.__file__).read_text()
     for name in re.findall(r'out\.append\(\("([a-z -]+)"', source):
         assert name in documented

@@ -9,9 +9,9 @@ import os
 import pytest
 import torch
 
-from seneca.loader._bypass import InSlot, SlotBatch, Tagged, collate_part
 from seneca.loader._rows import BatchRows
 from seneca.loader._slots import BatchSlots, Lent, SlotLayout, SlotMaps, released
+from seneca.loader._tickets import InSlot, SlotBatch, Tagged, collate_part
 
 
 class _Copy:
@@ -72,17 +72,17 @@ def test_no_room_for_slots_warns_once_and_lends_none(caplog):
     assert caplog.text.count("no shared memory for 1 batch slots") == 1
 
 
-def _worker(described, fd, index, at, out):
-    """A worker's part: its samples' rows made in slot ``index`` of the slots handed to it."""
+def _worker(described, fd, index, n, out):
+    """A worker's part: a batch of ``n`` samples made in slot ``index`` of the slots handed to
+    it."""
     named, maps = SlotLayout.decode(described), SlotMaps()
     maps.take(named, os.dup(fd))  # what the desk hands over (here inherited: a fork)
     part = Tagged()
     part.tag = 3
     part.slot = Lent(named, index, maps.tensor(index))
-    part.rows = BatchRows.over(part.slot.tensor)
-    part.at = at
-    samples = [(torch.full((2, 3), 10 + k, dtype=torch.uint8), k) for k in range(len(at))]
-    part.extend(part.rows.settle(at[k], s) for k, s in enumerate(samples))
+    part.rows = BatchRows.over(part.slot.tensor[:n])
+    samples = [(torch.full((2, 3), 10 + k, dtype=torch.uint8), k) for k in range(n)]
+    part.extend(part.rows.settle(k, s) for k, s in enumerate(samples))
     tag, images, targets = collate_part(part)
     out.put((tag, images.index if isinstance(images, InSlot) else None, targets))
 
@@ -97,13 +97,13 @@ def test_a_worker_makes_its_rows_in_the_slot_the_desk_named():
     lent.tensor.zero_()
     ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()
-    args = (lent.layout.encode(), lent.fd, lent.index, [0, 3], out)
+    args = (lent.layout.encode(), lent.fd, lent.index, 3, out)
     proc = ctx.Process(target=_worker, args=args)
     proc.start()
-    assert out.get(timeout=60) == (3, 1, [0, 1])  # only the slot's number crossed
+    assert out.get(timeout=60) == (3, 1, [0, 1, 2])  # only the slot's number crossed
     proc.join(60)
     assert proc.exitcode == 0
-    assert lent.tensor[:, 0, 0].tolist() == [10, 0, 0, 11]  # rows 0 and 3, in place
+    assert lent.tensor[:, 0, 0].tolist() == [10, 11, 12, 0]  # the batch's 3 rows, in place
 
 
 def test_a_batch_leaves_its_slot_before_the_slot_is_lent_again():

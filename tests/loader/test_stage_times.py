@@ -6,14 +6,14 @@ import json
 from helpers.indexed import indexed
 
 from seneca import SenecaLoader
-from seneca.loader.timeline import BESIDE, INTERVALS, STAGES, intervals, main, summary
+from seneca.loader.timeline import INTERVALS, STAGES, intervals, main, summary
 from seneca.pipeline.transforms import default_train_transform
 
 
 def test_each_batch_passes_every_stage_in_order(tiny_dataset, redis_url, tmp_path, monkeypatch):
     monkeypatch.setenv("SENECA_TIMELINE", str(tmp_path / "tl"))
     ds = indexed(tiny_dataset)
-    ds.transform = default_train_transform(16)  # hits are uint8 rows: the workers get misses
+    ds.transform = default_train_transform(16)  # uint8 rows: batches made in slots
     loader = SenecaLoader(
         ds, batch_size=8, shuffle=True, num_workers=2, cache=redis_url,
         cache_size="20MB", job="timed",
@@ -29,21 +29,15 @@ def test_each_batch_passes_every_stage_in_order(tiny_dataset, redis_url, tmp_pat
         batches = line["batches"]
         assert len(batches) == 48 // 8  # a ticket per batch
         for times in batches:
-            assert [s for s in times if s != BESIDE] == list(STAGES)  # every stage, in order
+            assert list(times) == list(STAGES)  # every stage, in order
             assert [times[s] for s in STAGES] == sorted(times[s] for s in STAGES)
-            if BESIDE in times:  # hits read after the decision, before the merge
-                assert times["decided"] <= times[BESIDE] <= times["merged"]
-        with_hits = sum(BESIDE in times for times in batches)  # none: a job alone
         waits = intervals(batches)
         counts = {name: len(values) for name, values in waits.items()}
-        assert counts == {
-            name: 5 if name.startswith("loop") else with_hits if end == BESIDE else 6
-            for name, _, end in INTERVALS
-        }
+        assert counts == {name: 5 if name.startswith("loop") else 6 for name, _, _ in INTERVALS}
         assert all(w >= 0 for values in waits.values() for w in values)
     got = summary(files[0])
     assert got["merge"][2] == 2 * 5  # first batches left out
-    assert set(got) >= {name for name, _, end in INTERVALS if end != BESIDE}
+    assert set(got) == {name for name, _, _ in INTERVALS}
 
 
 def test_no_file_without_the_variable(tiny_dataset, redis_url, tmp_path, monkeypatch):

@@ -1,6 +1,6 @@
-"""Cache hits read in the loader process, misses in the workers: batches that mix hits and
-misses keep their decided order, labels, exactly-once and stats with 0, 1 and 2 workers; without
-workers, the next batch's hits are read ahead; on a real redis-server."""
+"""Batches decided when their worker starts them and made in their slots: batches that mix
+hits and misses keep their decided order, labels, exactly-once and stats with 0, 1 and 2
+workers; without workers, the next batch's hits are read ahead; on a real redis-server."""
 
 import time
 
@@ -13,7 +13,6 @@ from torchvision.transforms import v2
 
 from ods import routing
 from seneca import SenecaLoader
-from seneca.loader._bypass import _copy_rows
 
 DET = v2.Compose(
     [
@@ -69,24 +68,20 @@ def test_batches_mixing_hits_and_misses(tiny_dataset, redis_proc, workers):
     ds = _indexed(tiny_dataset)
     keep = _with_copies(ds, redis_proc.url)
     c = _reader(ds, redis_proc.url, workers, persistent_workers=workers > 0)
-    assert (c._splitter is not None) == (workers > 0)
+    assert (c._tickets is not None) == (workers > 0)
     _check_epoch(ds, c)
     stats = c.stats()
     assert stats["samples"] == len(ds) and stats["augmented"]["hits"] == HITS
     assert stats["decodes"] == len(ds) - HITS
     here = c._counters.row(0)
-    if workers:  # hits in the loader process, every decode in a worker
-        assert here["hits_augmented"] == HITS and here["decodes"] == 0
+    if workers:  # every hit read and every decode made in a worker: none in the loop's process
+        assert here["hits_augmented"] == here["decodes"] == 0
         worked = [c._counters.row(k + 1) for k in range(workers)]
         assert sum(r["decodes"] for r in worked) == len(ds) - HITS
-        assert all(r["hits_augmented"] == 0 for r in worked)
-        assert c._splitter.mixed >= 1  # a batch of hits read here and misses from a worker
-        # in order, each batch's hits (2 batches of 8, then 4) were read while its workers'
-        # part was being made
-        assert c._splitter.read_ahead == 3
-        # the parts decided once the hits of the first batch gave the slots their layout
-        # were made in their batch's slot
-        assert c._splitter.parts >= 1 and c._splitter.in_slots >= 1
+        assert sum(r["hits_augmented"] for r in worked) == HITS
+        # every batch a worker's part; those decided once the first batch gave the slots
+        # their layout were made in their slot
+        assert c._tickets.parts == len(ds) // 8 and c._tickets.in_slots >= 1
     c.close()
     del keep
 
@@ -108,22 +103,21 @@ def test_persistent_workers_make_batches_in_slots_after_an_epoch_cut_short(
         if k == 1:
             break
     for _ in range(2):
-        parts, in_slots = c._splitter.parts, c._splitter.in_slots
+        parts, in_slots = c._tickets.parts, c._tickets.in_slots
         c.reset_stats()
         _check_epoch(ds, c)
         assert c.stats()["augmented"]["hits"] == 0  # this job has used the copies made for it
-        assert c._splitter.parts - parts == len(ds) // 8
-        assert c._splitter.in_slots - in_slots == c._splitter.parts - parts
-    slots = c._splitter.slots
+        assert c._tickets.parts - parts == len(ds) // 8
+        assert c._tickets.in_slots - in_slots == c._tickets.parts - parts
+    slots = c._tickets.slots
     assert slots.files == 2 and slots.missed == 0  # one file more after the cut, none after
     c.close()
     del keep
 
 
-def test_hits_found_gone_mixed_with_the_workers_samples(tiny_dataset, redis_proc):
-    """Every copy deleted after it was cached: the decided hits are found gone and read from
-    storage in the loader process, so a batch's rows are never made there; such batches are
-    collated from their samples, the workers' (targets collated to a tensor) among them."""
+def test_hits_found_gone_are_made_by_the_worker(tiny_dataset, redis_proc):
+    """Every copy deleted after it was cached: the decided hits are found gone and made by the
+    worker from storage, in their rows as the misses are."""
     ds = _indexed(tiny_dataset)
     keep = _with_copies(ds, redis_proc.url)
     store = keep[0].store
@@ -133,7 +127,7 @@ def test_hits_found_gone_mixed_with_the_workers_samples(tiny_dataset, redis_proc
     _check_epoch(ds, c)
     stats = c.stats()
     assert stats["ods_gone"] == HITS and stats["augmented"]["hits"] == 0
-    assert c._splitter.mixed >= 1  # a batch of gone hits read here and a worker's samples
+    assert stats["decodes"] == len(ds) and c._counters.row(0)["decodes"] == 0
     c.close()
     del keep
 
@@ -152,7 +146,7 @@ def test_a_custom_collate_keeps_every_sample_in_the_workers(tiny_dataset, redis_
     ds = _indexed(tiny_dataset)
     keep = _with_copies(ds, redis_proc.url)
     c = _reader(ds, redis_proc.url, 1, collate_fn=default_collate)
-    assert c._splitter is None
+    assert c._tickets is None
     _check_epoch(ds, c)
     assert c._counters.row(0)["hits_augmented"] == 0 and c.stats()["augmented"]["hits"] == HITS
     del keep
@@ -214,17 +208,6 @@ def test_reads_ahead_whose_batch_does_not_come_are_dropped(tiny_dataset, redis_p
     del keep
 
 
-@pytest.mark.parametrize("at", [[0, 2, 4, 6], [1, 2, 3, 7], [0, 1, 2, 3], [5], []])
-def test_workers_rows_are_copied_where_indexed_assignment_puts_them(at):
-    batch = torch.zeros((8, 3, 4, 4), dtype=torch.uint8)
-    images = torch.arange(len(at) * 48, dtype=torch.int64).remainder(251).to(torch.uint8)
-    images = images.reshape(len(at), 3, 4, 4)
-    expected = batch.clone()
-    expected[at] = images
-    _copy_rows(batch, at, images)
-    assert torch.equal(batch, expected)
-
-
 def test_a_last_smaller_batch_is_made_in_its_slot_too(tiny_dataset, redis_proc):
     """Batches of 10 of 48 samples: the last has 8 rows of its slot; every batch as read, every
     sample once, in both epochs (the second with the slots made in the first)."""
@@ -239,6 +222,6 @@ def test_a_last_smaller_batch_is_made_in_its_slot_too(tiny_dataset, redis_proc):
         assert sorted(sizes) == [8, 10, 10, 10, 10]
     for _ in range(2):
         _check_epoch(ds, c)
-    assert c._splitter.in_slots >= 1 and c._splitter.slots.files == 1
+    assert c._tickets.in_slots >= 1 and c._tickets.slots.files == 1
     c.close()
     del keep

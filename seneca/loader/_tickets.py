@@ -1,0 +1,295 @@
+"""Tickets: with workers, a batch is decided when its worker starts it, and made in a slot.
+
+DataLoader hands a worker its batch ``prefetch_factor`` x ``num_workers`` batches before the
+loop takes it. :class:`TicketSampler`, the DataLoader's batch sampler, hands the workers a
+ticket per batch instead (a :class:`Tag` naming it); a worker that starts a ticket asks the
+loader process's desk for its samples (``seneca.loader._desk``), and the batch is decided then,
+as late as the pipeline allows: its misses can still become hits on copies other jobs made
+while the ticket waited. The desk lends the batch a slot (``seneca.loader._slots``), memory the
+loader process and its workers share, and the worker makes the whole batch in it
+(``Fetcher.fetch``: the augmented hits read from the cache straight into their rows by the
+zero-copy reader, pins released, the misses decoded and transformed into theirs, stats
+counted, a hit found gone read from storage). A decided hit is pinned in the cache until it is
+read, and the worker reads it when it starts the batch. What comes back to the loader process
+is the slot's number and the targets (:func:`collate_part`); :meth:`TicketSampler.merged`
+yields the batches in the decided order, ready for the batch tail, so the loader process
+neither reads hits nor copies rows. Batches are decided in ticket order (a worker that starts
+a ticket before an earlier one has been started decides the earlier one first), so
+exactly-once, admissions, ``state_dict`` and the batch tail are as with decisions made when
+DataLoader hands out the batch; tags match parts to batches whatever order the workers finish
+in (``in_order=False``).
+
+Used with workers, ODS, and the default collate with the batch tail deferred (what lets a hit
+be a row of the batch tensor); otherwise every sample goes to the workers as DataLoader sends
+them.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils.data import default_collate
+
+from ods.decision import Pick
+from seneca.loader._desk import Desk, Share
+from seneca.loader._rows import BatchRows, collate_rows
+from seneca.loader._slots import BatchSlots, Lent
+from seneca.loader.timeline import Timeline
+from seneca_base.errors import SenecaError
+
+__all__ = ["InSlot", "SlotBatch", "Tag", "Tagged", "TicketSampler", "collate_part"]
+
+
+@dataclass(frozen=True)
+class Tag:
+    """The first element of a worker's part of a batch: which batch it is, of which iteration,
+    and how many samples the whole batch has."""
+
+    batch: int
+    iteration: int
+    size: int
+
+
+class Tagged(list):
+    """A worker's samples of batch :attr:`tag` (what ``CachedDataset.__getitems__`` returns for
+    a ticket), and the rows their images were made in: the rows of the batch's slot
+    :attr:`slot` (None: no slot)."""
+
+    tag: int = -1
+    rows: BatchRows | None = None
+    slot: Lent | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class InSlot:
+    """What crosses for a worker's part whose images were made in its batch's slot: nothing but
+    the slot's number (a plain object: DataLoader's pin-memory thread leaves it as it is)."""
+
+    index: int
+
+
+class SlotBatch(list):
+    """A merged ``[images, targets]`` whose images are the batch slot :attr:`slot`
+    (``seneca.loader._slots.released`` frees it)."""
+
+    slot: Lent | None = None
+
+
+def collate_part(data: Any) -> Any:
+    """The DataLoader's ``collate_fn`` with tickets: a ticket's batch becomes ``(tag, images,
+    targets)`` (images: :class:`InSlot` when made in the batch's slot; ``None, None`` for a
+    ticket with no batch); anything else as ``collate_rows``.
+    Targets that are plain numbers stay a list, collated in the loader process
+    (:meth:`TicketSampler.merged`): a tensor would cross to it in shared memory, and each shared
+    tensor costs a file descriptor handed over on a connection of its own, far more than
+    making the tensor there (measured: ``docs/benchmarks.md``, the hit path's small costs)."""
+    if isinstance(data, Tagged):
+        if not data:
+            return (data.tag, None, None)
+        numbers = all(
+            isinstance(s, tuple) and len(s) == 2 and type(s[1]) in (int, float) for s in data
+        )
+        rows = data.rows
+        if data.slot is not None and rows is not None and _all_in(rows, data):
+            targets = [s[1] for s in data] if numbers else default_collate([s[1] for s in data])
+            return (data.tag, InSlot(data.slot.index), targets)
+        images, targets = collate_rows(data)
+        if numbers:
+            targets = [s[1] for s in data]
+        return (data.tag, images, targets)
+    return collate_rows(data)
+
+
+def _all_in(rows: BatchRows, samples: Sequence[Any]) -> bool:
+    """Whether every sample's image is its row of ``rows``, in order."""
+    return all(
+        isinstance(s, tuple) and len(s) == 2 and rows.holds(k, s[0]) for k, s in enumerate(samples)
+    )
+
+
+def _unmarked(tag: int, stage: str) -> None:
+    """No timeline: nothing recorded."""
+
+
+class TicketSampler:
+    """The batch sampler that runs: a ticket per batch of ``sampler``
+    (``ods.sampler.OdsBatchSampler``) for the workers, each decided when its worker starts it
+    (:meth:`decide`, through the :class:`~seneca.loader._desk.Desk`) and made in a slot of
+    ``slots`` when one is free; :meth:`merged` puts the workers' parts in the decided order."""
+
+    def __init__(
+        self,
+        sampler: Any,
+        slots: BatchSlots | None = None,
+        timeline: Timeline | None = None,
+    ) -> None:
+        self.sampler = sampler
+        #: the batch slots batches are made in (None: none; ``seneca.loader._slots``)
+        self.slots = slots
+        self.timeline = timeline  # the batches' stage times (None: not recorded)
+        self._mark = timeline.mark if timeline is not None else _unmarked
+        self._lock = threading.Lock()  # the desk's thread decides, DataLoader's merges
+        self._pending: dict[int, tuple[list[Pick], Lent | None]] = {}  # tag -> batch, slot
+        self._next = 0  # the next ticket's tag
+        self._iteration = 0
+        self._source: Iterator[list[Pick]] | None = None  # the iteration's batches to decide
+        self._decided = 0  # the tag the next decision is for
+        self._failure: BaseException | None = None  # why deciding stopped, raised by merged
+        #: where workers ask for their tickets' samples; it goes with this splitter
+        self.desk = Desk(self.decide)
+        weakref.finalize(self, self.desk.close)
+        #: workers' parts, and those made in their batch's slot
+        self.parts = 0
+        self.in_slots = 0
+        #: the most batches decided and not yet merged at once (what deciding late bounds)
+        self.most_decided = 0
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __iter__(self) -> Iterator[list[Any]]:
+        with self._lock:
+            self._stop_source()
+            self._pending.clear()  # an abandoned iteration's batches are not coming back
+            self._iteration += 1
+            self._failure = None
+            if self.slots is not None:  # slots lent to a loop cut short are not reused
+                self.slots.renew()
+            self._source = iter(self.sampler)
+            self._decided = first = self._next
+            iteration = self._iteration
+        mark = self._mark
+        for k in range(len(self.sampler)):
+            tag = first + k
+            with self._lock:
+                if self._source is None and self._decided <= tag:
+                    return  # the epoch was served (or deciding failed) before this ticket
+            mark(tag, "asked")
+            self._next = tag + 1
+            yield [Tag(tag, iteration, self.sampler.batch_size)]
+
+    def decide(self, iteration: int, tag: int) -> Share | None:
+        """What a worker makes of ticket ``tag`` of ``iteration``: its batch, decided now (and
+        every earlier ticket not yet decided first), and the slot lent to it; None: it has no
+        batch (another iteration's, or the epoch was served before it, or deciding failed)."""
+        with self._lock:
+            if iteration != self._iteration:
+                return None
+            while self._source is not None and self._decided <= tag:
+                self._decide_next()
+            pending = self._pending.get(tag)
+        if pending is None:
+            return None
+        picks, lent = pending
+        return Share(picks, lent)
+
+    def close(self) -> None:
+        """Stop deciding the latest iteration's batches (a closed loader)."""
+        with self._lock:
+            self._stop_source()
+
+    def _decide_next(self) -> None:
+        """Decide the next ticket's batch and lend it a slot (holding the lock)."""
+        tag = self._decided
+        try:
+            picks = next(self._source, None)  # type: ignore[arg-type]
+        except Exception as err:  # raised in the loop, where the batch is merged
+            self._failure, picks = err, None
+        if picks is None:
+            self._source = None
+            return
+        self._mark(tag, "decided")
+        lent = self.slots.take() if self.slots is not None else None
+        self._pending[tag] = (picks, lent)
+        self._decided += 1
+        self.most_decided = max(self.most_decided, len(self._pending))
+
+    def _stop_source(self) -> None:
+        source, self._source = self._source, None
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()
+
+    def merged(self, it: Iterator[Any]) -> Iterator[Any]:
+        """The batches of ``it`` (the workers' tagged parts), in the order each batch was
+        decided, as ``[images, targets]``: with a slot, the slot's rows."""
+        mark = self._mark
+        iteration = self._iteration
+        try:
+            yield from self._merging(it, mark)
+        finally:  # ended or cut short: nothing more of this iteration is decided
+            with self._lock:
+                if self._iteration == iteration:
+                    self._stop_source()
+
+    def _merging(self, it: Iterator[Any], mark: Any) -> Iterator[Any]:
+        while True:
+            try:
+                tag, images, targets = next(it)
+            except StopIteration:
+                return
+            if self._undecided(tag):
+                continue  # a ticket with no batch
+            mark(tag, "part")
+            if isinstance(targets, list):  # numbers (see collate_part)
+                targets = default_collate(targets)
+            self.parts += images is not None
+            self.in_slots += isinstance(images, InSlot)
+            batch = self._batch(tag, images, targets)
+            mark(tag, "merged")
+            yield batch
+
+    def _undecided(self, tag: int) -> bool:
+        """Whether ticket ``tag`` has no batch (raising why, when deciding failed)."""
+        with self._lock:
+            if tag in self._pending:
+                return False
+            failure = self._failure
+        if failure is not None:
+            raise failure
+        return True
+
+    def _batch(self, tag: int, images: Any, targets: Any) -> list[Any]:
+        """Batch ``tag`` from its worker's part (``images``: a tensor, or :class:`InSlot` when
+        made in the batch's slot; None when the worker got no samples)."""
+        with self._lock:
+            picks, lent = self._pending.pop(tag)
+        try:
+            if images is None:  # its worker got no samples
+                raise self._failure or SenecaError(
+                    f"batch {tag}'s samples never reached its worker"
+                )
+            if isinstance(images, InSlot):
+                if lent is None or images.index != lent.index:
+                    raise SenecaError(f"batch {tag}'s part came in a slot not lent to it")
+                batch = [lent.tensor[: len(picks)], targets]
+            else:
+                if isinstance(images, torch.Tensor) and self.slots is not None:
+                    self.slots.fit(images.dtype, tuple(images.shape[1:]))
+                batch = [images, targets]
+        except BaseException:
+            self._give_back(lent)
+            raise
+        return self._lent(batch, lent)
+
+    def _lent(self, batch: list[Any], lent: Lent | None) -> list[Any]:
+        """``batch``, a :class:`SlotBatch` when its images are ``lent``'s slot (the slot given
+        back when they are not)."""
+        if lent is None:
+            return batch
+        images = batch[0] if isinstance(batch, list) and batch else None
+        if not isinstance(images, torch.Tensor) or images.data_ptr() != lent.tensor.data_ptr():
+            self._give_back(lent)
+            return batch
+        out = SlotBatch(batch)
+        out.slot = lent
+        return out
+
+    def _give_back(self, lent: Lent | None) -> None:
+        if lent is not None and self.slots is not None:
+            self.slots.release(lent)
