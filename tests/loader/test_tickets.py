@@ -102,6 +102,7 @@ def test_persistent_workers_make_batches_in_slots_after_an_epoch_cut_short(
     for k, _ in enumerate(c):
         if k == 1:
             break
+    slots, made = c._tickets.slots, []
     for _ in range(2):
         parts, in_slots = c._tickets.parts, c._tickets.in_slots
         c.reset_stats()
@@ -109,8 +110,10 @@ def test_persistent_workers_make_batches_in_slots_after_an_epoch_cut_short(
         assert c.stats()["augmented"]["hits"] == 0  # this job has used the copies made for it
         assert c._tickets.parts - parts == len(ds) // 8
         assert c._tickets.in_slots - in_slots == c._tickets.parts - parts
-    slots = c._tickets.slots
-    assert slots.files == 2 and slots.missed == 0  # one file more after the cut, none after
+        made.append(slots.files)
+    # a set of slots more after the cut when some were still lent then (as timing has it),
+    # none after a whole epoch
+    assert made[0] in (1, 2) and made[1] == made[0] and slots.missed == 0
     c.close()
     del keep
 
