@@ -39,10 +39,10 @@ __all__ = ["Fetcher", "ReadsAhead"]
 log = logging.getLogger("seneca")
 
 
-def _placer(rows: BatchRows, picks: Sequence[Any], at: Sequence[int]) -> Place:
+def _placer(rows: BatchRows, picks: Sequence[Any]) -> Place:
     """For element j of the values' MGET: put an augmented tensor's payload in its row (pick
-    k's row is ``at[k]``)."""
-    where = [at[k] for k, p in enumerate(picks) if p.tier is not None]
+    k's row is row k)."""
+    where = [k for k, p in enumerate(picks) if p.tier is not None]
     tiers = [p.tier for p in picks if p.tier is not None]
     known: list[Any] = [None, 0, None]  # the last header and total seen, and their layout
 
@@ -109,21 +109,19 @@ class Fetcher:
         picks: Sequence[Pick],
         evict: bool,
         rows: BatchRows | None = None,
-        at: Sequence[int] | None = None,
         role: Role = TRAINING,
     ) -> list[tuple[Any, Any]]:
         """The samples of a batch of ``ods.decision.Pick``; ``evict``: offer values to a full
         encoded tier too (ODS batches: the policy evicts what live jobs need least; a loader's
-        own order has no demand to evict for). ``rows`` and ``at``: the picks are some of a
-        batch whose rows are ``rows``, pick k in row ``at[k]`` (``seneca.loader._tickets``);
-        by default the picks are the batch, in order. ``role``: the calling process's."""
+        own order has no demand to evict for). ``rows``: the rows of the batch's images (pick k
+        in row k; ``seneca.loader._tickets`` gives a batch slot's), by default made here.
+        ``role``: the calling process's."""
         count: Counter = Counter(samples=len(picks))
         store = self.link.store
         # with the batch tail deferred, augmented hits are read into the rows of the batch
         if rows is None and self.work.tensor_hits:
             rows = BatchRows(len(picks), shared=role.worker)
-        at = range(len(picks)) if at is None else at
-        values, used, live = self._values(picks, count, rows, at, role)
+        values, used, live = self._values(picks, count, rows, role)
         room = {t: store.capacity[t] - used[t] for t in TIERS} if used is not None else {}
         # unless the split gives the encoded tier nothing: then no value is sent only to be
         # refused
@@ -131,7 +129,7 @@ class Fetcher:
         charge = store.charge if store is not None else len
         offers = Offers(room, charge, always="encoded" if full_ok else None)
         aug_ok = self.work.transform.head is not None and live > 1
-        out = self._samples(picks, values, count, rows, at, offers, aug_ok)
+        out = self._samples(picks, values, count, rows, offers, aug_ok)
         if used is not None:
             # an ODS batch's misses are pending until offered (a lookup's are not)
             made = [p.index for p in picks if p.tier is None] if evict else []
@@ -176,7 +174,6 @@ class Fetcher:
         picks: Sequence[Pick],
         count: Counter,
         rows: BatchRows | None,
-        at: Sequence[int],
         role: Role,
     ) -> tuple[list, dict, int]:
         """Values per pick ((tier, bytearray or Placed) or (None, None)), bytes used per tier,
@@ -191,7 +188,7 @@ class Fetcher:
         else:  # a worker may exit after this batch: the release rides in this round trip
             later = []
         pending = None if releases else self.reads_ahead.take(self._ahead_of(picks))
-        place = _placer(rows, picks, at) if rows is not None and hits else None
+        place = _placer(rows, picks) if rows is not None and hits else None
         start = time.perf_counter_ns()
         if pending is None:
             pending = post(store.client, self._commands(self._keys(picks), releases))
@@ -228,7 +225,6 @@ class Fetcher:
         picks: Sequence[Pick],
         count: Counter,
         rows: BatchRows | None,
-        at: Sequence[int],
         role: Role,
     ) -> tuple[list, dict | None, int]:
         """:meth:`_read`, or no values while the cache is down (each miss read from storage)."""
@@ -241,7 +237,7 @@ class Fetcher:
             self._read_around(picks, count)
             return nothing, None, 0
         try:
-            values, used, live = self._read(picks, count, rows, at, role)
+            values, used, live = self._read(picks, count, rows, role)
         except CACHE_FAILURES as err:
             link.failed(err, count)
             return nothing, None, 0
@@ -277,7 +273,6 @@ class Fetcher:
         values: list,
         count: Counter,
         rows: BatchRows | None,
-        at: Sequence[int],
         offers: Offers,
         aug_ok: bool,
     ) -> list[tuple[Any, Any]]:
@@ -288,7 +283,7 @@ class Fetcher:
         plain = work.transform.after_tensor is None and work.target_transform is None
         views = rows.rows.unbind(0) if rows is not None and rows.rows is not None else ()
         label = work.source.target
-        if plain and isinstance(at, range) and len(views) == len(picks) > 0:
+        if plain and len(views) == len(picks) > 0:
             whole = _all_placed(picks, values, rows.rows, views, label, count)
             if whole is not None:
                 return whole
@@ -297,11 +292,11 @@ class Fetcher:
         for k, (p, (tier, value)) in enumerate(zip(picks, values, strict=True)):
             if isinstance(value, Placed):
                 if plain:
-                    out.append((views[at[k]], label(p.index)))
+                    out.append((views[k], label(p.index)))
                     placed += 1
                     placed_bytes += value.size
                     continue
-                obj, size = views[at[k]], value.size
+                obj, size = views[k], value.size
             else:
                 obj = work.cached_value(value, tier, count) if value is not None else None
                 size = len(value) if obj is not None else 0
@@ -312,7 +307,7 @@ class Fetcher:
             count_lookup(tier, count)
             count["bytes_cache"] += size
             sample = work.finish(p.index, tier, obj, count, offers, aug_ok)
-            out.append(rows.settle(at[k], sample) if rows is not None else sample)
+            out.append(rows.settle(k, sample) if rows is not None else sample)
         count["hits_augmented"] += placed  # what count_lookup counts for an augmented hit
         count["bytes_cache"] += placed_bytes
         if bad:

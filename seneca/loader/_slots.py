@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from seneca.loader._device import Staged
 from seneca_base.shared import HandedMemory
 
 __all__ = ["BatchSlots", "Lent", "SlotLayout", "SlotMaps", "released", "slot_count"]
@@ -235,24 +236,22 @@ class SlotMaps:
 
 def released(it: Iterator[Any], slots: BatchSlots) -> Iterator[Any]:
     """The batches of ``it`` (after the batch tail or the copy to the device), each one's slot
-    released: at once for a batch on the CPU (its images copied out first if the tail left
-    them in the slot), once its copy has completed for one staged for a device."""
+    released: once its copy has completed for a batch staged for a device, else at once (its
+    images copied out first if the tail left them in the slot)."""
     for item in it:
-        staged = getattr(item, "done", _NOT_STAGED)
-        batch = item if staged is _NOT_STAGED else item.batch
+        staged = item if isinstance(item, Staged) else None
+        batch = item if staged is None else staged.batch
         lent = getattr(batch, "slot", None)
-        if lent is not None:
-            if staged is _NOT_STAGED or staged is None:
-                images = batch[0]
-                if isinstance(images, torch.Tensor) and _in(images, lent):
-                    batch[0] = images.clone()  # the loop may keep it; the slot is reused
-                slots.release(lent)
-            else:
-                slots.release(lent, staged)
+        if lent is None:
+            yield item
+            continue
+        done = None if staged is None else staged.done
+        if done is None:
+            images = batch[0]
+            if isinstance(images, torch.Tensor) and _in(images, lent):
+                batch[0] = images.clone()  # the loop may keep it; the slot is reused
+        slots.release(lent, done)
         yield item
-
-
-_NOT_STAGED = object()
 
 
 def _in(t: torch.Tensor, lent: Lent) -> bool:

@@ -47,12 +47,11 @@ __all__ = ["InSlot", "SlotBatch", "Tag", "Tagged", "TicketSampler", "collate_par
 
 @dataclass(frozen=True)
 class Tag:
-    """The first element of a worker's part of a batch: which batch it is, of which iteration,
-    and how many samples the whole batch has."""
+    """A ticket, what DataLoader hands a worker for a batch: which batch it is, of which
+    iteration."""
 
     batch: int
     iteration: int
-    size: int
 
 
 class Tagged(list):
@@ -171,7 +170,7 @@ class TicketSampler:
                     return  # the epoch was served (or deciding failed) before this ticket
             mark(tag, "asked")
             self._next = tag + 1
-            yield [Tag(tag, iteration, self.sampler.batch_size)]
+            yield [Tag(tag, iteration)]
 
     def decide(self, iteration: int, tag: int) -> Share | None:
         """What a worker makes of ticket ``tag`` of ``iteration``: its batch, decided now (and
@@ -255,41 +254,21 @@ class TicketSampler:
         return True
 
     def _batch(self, tag: int, images: Any, targets: Any) -> list[Any]:
-        """Batch ``tag`` from its worker's part (``images``: a tensor, or :class:`InSlot` when
-        made in the batch's slot; None when the worker got no samples)."""
+        """Batch ``tag`` from its worker's part (``images``: :class:`InSlot` when made in the
+        batch's slot, else a tensor; None when the worker got no samples). A slot lent to a
+        batch that did not come in it is given back at once."""
         with self._lock:
             picks, lent = self._pending.pop(tag)
-        try:
-            if images is None:  # its worker got no samples
-                raise self._failure or SenecaError(
-                    f"batch {tag}'s samples never reached its worker"
-                )
-            if isinstance(images, InSlot):
-                if lent is None or images.index != lent.index:
-                    raise SenecaError(f"batch {tag}'s part came in a slot not lent to it")
-                batch = [lent.tensor[: len(picks)], targets]
-            else:
-                if isinstance(images, torch.Tensor) and self.slots is not None:
-                    self.slots.fit(images.dtype, tuple(images.shape[1:]))
-                batch = [images, targets]
-        except BaseException:
-            self._give_back(lent)
-            raise
-        return self._lent(batch, lent)
-
-    def _lent(self, batch: list[Any], lent: Lent | None) -> list[Any]:
-        """``batch``, a :class:`SlotBatch` when its images are ``lent``'s slot (the slot given
-        back when they are not)."""
-        if lent is None:
+        if isinstance(images, InSlot) and lent is not None and images.index == lent.index:
+            batch = SlotBatch([lent.tensor[: len(picks)], targets])
+            batch.slot = lent
             return batch
-        images = batch[0] if isinstance(batch, list) and batch else None
-        if not isinstance(images, torch.Tensor) or images.data_ptr() != lent.tensor.data_ptr():
-            self._give_back(lent)
-            return batch
-        out = SlotBatch(batch)
-        out.slot = lent
-        return out
-
-    def _give_back(self, lent: Lent | None) -> None:
         if lent is not None and self.slots is not None:
             self.slots.release(lent)
+        if images is None:  # its worker got no samples
+            raise self._failure or SenecaError(f"batch {tag}'s samples never reached its worker")
+        if isinstance(images, InSlot):
+            raise SenecaError(f"batch {tag}'s part came in a slot not lent to it")
+        if isinstance(images, torch.Tensor) and self.slots is not None:
+            self.slots.fit(images.dtype, tuple(images.shape[1:]))
+        return [images, targets]
