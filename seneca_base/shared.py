@@ -1,33 +1,41 @@
-"""Memory shared by the processes of one job: the one owner of such files.
+"""Memory shared by the processes of one job: the one owner of such memory.
 
 A job's processes (its training process and its DataLoader workers, whatever their start
 method) share small pieces of state: the loader's counters, the cache's back-off. Each is a
-:class:`SharedFile`: a file under ``/dev/shm`` (else the temporary directory) of a fixed size,
-mapped by every process that holds a copy of the object.
+:class:`SharedFile`: ``size`` bytes of a file under ``/dev/shm`` (else the temporary
+directory), mapped by every process that holds a copy of the object.
 
-* The process that makes it owns it: the file (and its :meth:`~SharedFile.once` markers) is
-  removed when the owner's object is collected or the process exits; a forked child inherits
-  the object but not the ownership.
-* A copy pickled into another process (a spawned worker) maps the same file.
-* :meth:`~SharedFile.locked` holds an exclusive ``flock`` for a change that reads and writes
-  (each process opens a descriptor of its own, so a lock is never shared by a fork);
-  plain reads and writes of the mapping take no lock.
+* The file has **no name**: it is removed as soon as it is made, so nothing is left behind
+  however the job's processes end (killed ones included). The memory lives while a process
+  holds it open.
+* A forked child inherits the object (its descriptor and mapping). A copy pickled into a
+  process being started (a spawned or forkserver worker) is handed the descriptor by
+  ``multiprocessing`` and maps the same memory. A copy pickled at any other time is a copy of
+  the bytes, shared with no one.
+* :meth:`~SharedFile.locked` holds the memory exclusively for a change that reads and writes:
+  a POSIX record lock (``lockf``: owned by the process, so a forked child's is its own) and a
+  lock between the process's threads. Plain reads and writes of the mapping take no lock.
+* :meth:`~SharedFile.once` answers True for the first process of the job to ask for a key
+  (a small table of keys before the bytes).
 
-Larger memory a process hands to others itself is a :class:`HandedMemory`: no name, so nothing
-is left behind by a process that is killed. The batch slots the training process and its
-workers make batches in are one (``seneca.loader._slots``), handed to a worker by the desk.
+Larger memory a process hands to others itself is a :class:`HandedMemory`, also without a
+name. The batch slots the training process and its workers make batches in are one
+(``seneca.loader._slots``), handed to a worker by the desk over a Unix socket.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import glob
+import hashlib
 import mmap
 import os
+import struct
 import tempfile
+import threading
 import weakref
 from collections.abc import Iterator
+from multiprocessing import context, reduction
 from typing import Any
 
 __all__ = ["HandedMemory", "SharedFile"]
@@ -39,17 +47,10 @@ def _folder() -> str | None:
     return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
-def _remove(path: str, owner: int) -> None:
-    """Delete the file and its markers, in the process that made it only."""
-    if os.getpid() == owner:
-        for name in [path, *glob.glob(glob.escape(path) + ".*")]:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(name)
-
-
-def _made(name: str, size: int, reserve: bool) -> tuple[int, str]:
-    """A new file of ``size`` bytes: (its open descriptor, its path)."""
+def _made(name: str, size: int, reserve: bool) -> int:
+    """A new file of ``size`` bytes with no name: its open descriptor."""
     fd, path = tempfile.mkstemp(prefix=f"seneca-{name}-", dir=_folder())
+    os.unlink(path)
     try:
         if reserve:  # the memory taken now: an OSError here, not a SIGBUS at a write later
             os.posix_fallocate(fd, 0, size)
@@ -57,9 +58,8 @@ def _made(name: str, size: int, reserve: bool) -> tuple[int, str]:
             os.ftruncate(fd, size)
     except OSError:
         os.close(fd)
-        os.unlink(path)
         raise
-    return fd, path
+    return fd
 
 
 class HandedMemory:
@@ -69,9 +69,7 @@ class HandedMemory:
     :class:`SharedFile`'s."""
 
     def __init__(self, name: str, size: int, reserve: bool = False) -> None:
-        fd, path = _made(name, size, reserve)
-        os.unlink(path)
-        self._take(fd, size)
+        self._take(_made(name, size, reserve), size)
 
     @classmethod
     def from_fd(cls, fd: int, size: int) -> HandedMemory:
@@ -87,46 +85,63 @@ class HandedMemory:
         weakref.finalize(self, os.close, fd)
 
 
+#: the table of :meth:`SharedFile.once`'s keys before a shared file's bytes: 8-byte digests
+_KEYS = 32
+_KEY = struct.Struct("<Q")
+_KEYS_BYTES = _KEYS * _KEY.size
+
+
 class SharedFile:
     """``size`` bytes shared by the processes of a job (see the module docstring); ``name``
-    prefixes the file's name (``seneca-<name>-``). ``reserve``: take the memory now (an
-    OSError when there is not enough of it), not at the first write of each page."""
+    prefixes the file's name while it is made (``seneca-<name>-``). ``reserve``: take the
+    memory now (an OSError when there is not enough of it), not at the first write of each
+    page. ``data``: what a copy starts with (another's keys and bytes)."""
 
-    def __init__(self, name: str, size: int, reserve: bool = False) -> None:
-        fd, self.path = _made(name, size, reserve)
-        os.close(fd)
-        self.size = size
-        self._owner: Any = weakref.finalize(self, _remove, self.path, os.getpid())
-        self._map()
+    def __init__(self, name: str, size: int, reserve: bool = False, data: bytes = b"") -> None:
+        self._take(_made(name, _KEYS_BYTES + size, reserve), size)
+        self._map[: len(data)] = data  # a copy's: the keys' table, then the bytes
 
-    def _map(self) -> None:
-        self._fd = os.open(self.path, os.O_RDWR)
-        self.memory = mmap.mmap(self._fd, self.size)  # the bytes every process sees
-        self._pid = os.getpid()
+    def _take(self, fd: int, size: int) -> None:
+        self._fd, self.size = fd, size
+        self._map = mmap.mmap(fd, _KEYS_BYTES + size)
+        #: the bytes every process that holds the memory sees
+        self.memory = memoryview(self._map)[_KEYS_BYTES:]
+        self._threads, self._pid = threading.Lock(), os.getpid()
+        weakref.finalize(self, os.close, fd)
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "size": self.size}
+    @classmethod
+    def _handed(cls, fd: Any, size: int) -> SharedFile:
+        shared = cls.__new__(cls)
+        shared._take(fd.detach(), size)
+        return shared
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.path, self.size, self._owner = state["path"], state["size"], None
-        self._map()
+    def __reduce__(self) -> tuple[Any, ...]:
+        if context.get_spawning_popen() is not None:  # a process being started: the same memory
+            return SharedFile._handed, (reduction.DupFd(self._fd), self.size)
+        return SharedFile, ("copy", self.size, False, bytes(self._map))
 
     @contextlib.contextmanager
-    def locked(self) -> Iterator[memoryview | mmap.mmap]:
-        """The mapping, under the file's exclusive lock, for a change that reads and writes."""
-        if self._pid != os.getpid():  # forked: a lock of its own needs a descriptor of its own
-            self._map()
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        try:
-            yield self.memory
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+    def locked(self) -> Iterator[memoryview]:
+        """The bytes, held exclusively for a change that reads and writes."""
+        if self._pid != os.getpid():  # forked: the thread lock may have been held at the fork
+            self._threads, self._pid = threading.Lock(), os.getpid()
+        with self._threads:
+            fcntl.lockf(self._fd, fcntl.LOCK_EX)
+            try:
+                yield self.memory
+            finally:
+                fcntl.lockf(self._fd, fcntl.LOCK_UN)
 
     def once(self, key: str) -> bool:
         """True for the first process of the job to ask for ``key``, False for every later
-        one (a marker file beside the file, removed with it)."""
-        try:
-            os.close(os.open(f"{self.path}.{key}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        except FileExistsError:
-            return False
-        return True
+        one (and for every key past the table's 32)."""
+        digest = _KEY.unpack(hashlib.blake2b(key.encode(), digest_size=8).digest())[0] or 1
+        with self.locked():
+            for k in range(_KEYS):
+                held = _KEY.unpack_from(self._map, k * _KEY.size)[0]
+                if held == digest:
+                    return False
+                if held == 0:
+                    _KEY.pack_into(self._map, k * _KEY.size, digest)
+                    return True
+        return False

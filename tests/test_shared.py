@@ -1,9 +1,11 @@
-"""SharedFile: one file of state shared by a job's processes, whatever their start method."""
+"""SharedFile: memory shared by a job's processes, whatever their start method, with no name."""
 
-import gc
+import contextlib
 import multiprocessing as mp
 import os
 import pickle
+import threading
+import time
 
 from seneca_base.shared import SharedFile
 
@@ -18,11 +20,25 @@ def _child(shared, value, said):
     said.put(_write(shared, value))
 
 
-def test_every_process_sees_one_file_and_its_owner_removes_it():
+def _own_shm_names():
+    """This process's open files and mappings whose name starts with seneca-."""
+    links = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(FileNotFoundError):  # the listing's own descriptor
+            links.append(os.readlink(f"/proc/self/fd/{fd}"))
+    with open("/proc/self/maps") as f:
+        maps = [line.split(None, 5)[-1].strip() for line in f]
+    return [n for n in links + maps if "/seneca-" in n]
+
+
+def test_every_process_sees_one_memory_with_no_name():
+    before = set(os.listdir("/dev/shm"))
     shared = SharedFile("test", 16)
-    path = shared.path
-    assert os.path.basename(path).startswith("seneca-test-") and os.path.getsize(path) == 16
+    assert shared.size == 16 and len(shared.memory) == 16
+    assert set(os.listdir("/dev/shm")) <= before  # nothing a killed job could leave behind
+    assert _own_shm_names() and all(n.endswith("(deleted)") for n in _own_shm_names())
     answers = []
+    # (not forkserver: this process's server would be started without what other tests preload)
     for method, value in (("fork", 7), ("spawn", 9)):
         ctx = mp.get_context(method)
         said = ctx.Queue()
@@ -32,11 +48,42 @@ def test_every_process_sees_one_file_and_its_owner_removes_it():
         assert proc.exitcode == 0 and shared.memory[0] == value  # the child's write, seen here
         answers.append(said.get(timeout=5))
     assert answers == [True, False]  # said once per job
-    assert not shared.once("said")
-    copy = pickle.loads(pickle.dumps(shared))  # a copy maps the file, but does not own it
-    del copy
-    gc.collect()
-    assert os.path.exists(path) and os.path.exists(f"{path}.said")
-    del shared
-    gc.collect()
-    assert not os.path.exists(path) and not os.path.exists(f"{path}.said")
+    assert not shared.once("said") and shared.once("other")
+
+
+def test_a_copy_pickled_outside_a_process_start_is_a_copy_of_the_bytes():
+    shared = SharedFile("test", 4)
+    shared.memory[:] = b"abcd"
+    assert shared.once("said")
+    copy = pickle.loads(pickle.dumps(shared))
+    assert bytes(copy.memory) == b"abcd" and not copy.once("said")  # what was said, too
+    copy.memory[0] = ord("z")
+    assert bytes(shared.memory) == b"abcd"  # shared with no one
+
+
+def _hold(shared, started, seconds):
+    with shared.locked() as memory:
+        started.set()
+        time.sleep(seconds)
+        memory[1] = 1
+
+
+def test_locked_excludes_other_processes_and_threads():
+    shared = SharedFile("test", 4)
+    ctx = mp.get_context("fork")
+    started = ctx.Event()
+    proc = ctx.Process(target=_hold, args=(shared, started, 0.3))
+    proc.start()
+    assert started.wait(30)
+    with shared.locked() as memory:  # waits for the child's change
+        assert memory[1] == 1
+    proc.join(30)
+    done = threading.Event()
+    thread = threading.Thread(target=_hold, args=(shared, done, 0.3))
+    memory = shared.memory
+    memory[1] = 0
+    thread.start()
+    assert done.wait(30)
+    with shared.locked() as memory:  # waits for the thread's change
+        assert memory[1] == 1
+    thread.join()

@@ -2,6 +2,7 @@
 and once ``job_forget`` has passed too the next admission or release of any job of the
 dataset deletes its keys. A job that was only slow joins again and restores its epoch."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -50,7 +51,7 @@ _CHILD = textwrap.dedent(
     from pathlib import Path
     from helpers.indexed import indexed
     from seneca import SenecaLoader
-    loader = SenecaLoader(indexed(Path({root!r})), batch_size=8, shuffle=True,
+    loader = SenecaLoader(indexed(Path({root!r})), batch_size=8, shuffle=True, num_workers=2,
                           cache={url!r}, cache_size="20MB", job="doomed")
     for k, _ in enumerate(loader):
         if k == 2:
@@ -58,6 +59,22 @@ _CHILD = textwrap.dedent(
             time.sleep(60)
     """
 )
+
+
+def _named_shared_memory(pid):
+    """The files and mappings of process ``pid`` and its children whose names start with
+    seneca-, as (name, still named)."""
+    pids = [pid]
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        pids += [int(p) for p in f.read().split()]
+    names = []
+    for p in pids:
+        for fd in os.listdir(f"/proc/{p}/fd"):
+            with contextlib.suppress(FileNotFoundError):
+                names.append(os.readlink(f"/proc/{p}/fd/{fd}"))
+        with open(f"/proc/{p}/maps") as f:
+            names += [line.split(None, 5)[-1].strip() for line in f if line.count(" ") >= 5]
+    return [(n, not n.endswith("(deleted)")) for n in names if "/seneca-" in n]
 
 
 @pytest.mark.slow
@@ -68,6 +85,8 @@ def test_a_sigkilled_job_leaves_no_metadata(tiny_dataset, redis_proc, monkeypatc
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "ready"
+        shared = _named_shared_memory(child.pid)  # its workers' too
+        assert shared and not [n for n, named in shared if named]  # nothing to leave behind
         os.kill(child.pid, signal.SIGKILL)
     finally:
         child.wait(timeout=30)
