@@ -18,7 +18,9 @@ class Decision:
     """One batch for one job: sample indices and, per index, the tier to read (None: storage).
 
     ``served`` is the job's count of samples served this epoch after this batch; ``epoch`` the
-    epoch the batch belongs to; ``substitutions`` how many misses were replaced by hits.
+    epoch the batch belongs to; ``substitutions`` how many misses were replaced by hits;
+    ``promised`` the misses another job was making when the batch was decided (their copies
+    may be claimed once cached: ``OdsStore.claim``).
     """
 
     epoch: int
@@ -27,6 +29,7 @@ class Decision:
     indices: list[int]
     tiers: list[str | None]
     pin_bucket: int = 0
+    promised: frozenset[int] = frozenset()
 
     @property
     def hits(self) -> int:
@@ -42,13 +45,15 @@ def parse_decision(reply: object) -> Decision:
 
 def _decision(reply: object) -> Decision:
     epoch, served, subs, picked, tiers, bucket = reply  # type: ignore[misc]
+    indices = [int(i) for i in picked]
     return Decision(
         epoch=int(epoch),
         served=int(served),
         substitutions=int(subs),
-        indices=[int(i) for i in picked],
+        indices=indices,
         tiers=[tier_of_letter(t) for t in tiers],
         pin_bucket=int(bucket),
+        promised=frozenset(i for i, t in zip(indices, tiers, strict=True) if t in (b"p", "p")),
     )
 
 
@@ -65,17 +70,20 @@ def merge_decisions(parts: Sequence[Decision], rng: random.Random) -> Decision:
         indices=[i for i, _ in pairs],
         tiers=[t for _, t in pairs],
         pin_bucket=parts[0].pin_bucket,
+        promised=frozenset().union(*(d.promised for d in parts)),
     )
 
 
 @dataclass(frozen=True)
 class Pick:
     """One sample of a decided batch: read ``tier`` (None: storage); ``bucket`` is the pin
-    bucket its release names."""
+    bucket its release names; ``promised``: a miss another job was making when it was decided,
+    whose copy may be claimed once that job has cached it (``OdsStore.claim``)."""
 
     index: int
     tier: str | None
     bucket: int
+    promised: bool = False
 
     def __index__(self) -> int:
         return self.index

@@ -288,6 +288,21 @@ class OdsStore(Engine):
         evicted = self.call("release", job, self.policy, int(bucket), *hits, jobs=True)
         return self.unlink_values(evicted)
 
+    def claim(
+        self, job: str, read: Sequence[int], waiting: Sequence[int] = ()
+    ) -> tuple[list[int], list[int]]:
+        """Claim the augmented copies of promised samples (``Decision.promised``) that the
+        caller has ``read``: those still cached that ``job`` has not used become its hits
+        (marked used, counted); the copies every live job has used then go. Returns the samples
+        claimed, and those of ``waiting`` still pending (another job is still making them)."""
+        if not read and not waiting:
+            return [], []
+        got, still, evicted = self.call(
+            "claim", job, self.policy, len(read), *read, *waiting, jobs=True
+        )
+        self.unlink_values(evicted, now=False)
+        return [int(i) for i in got], [int(i) for i in still]
+
     def release_command(self, job: str, bucket: int, hits: Sequence[int]) -> tuple[object, ...]:
         """:meth:`release_hits` as one ``FCALL`` command, to send in a pipeline after the reads
         of the values it unpins. Its reply goes to :meth:`released`."""

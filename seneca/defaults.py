@@ -90,6 +90,11 @@ CLUSTER_RETRIES = 2
 #: tries the cache again; each retry that fails doubles the wait, up to CACHE_RETRY_CAP.
 CACHE_RETRY_FIRST = 0.25
 CACHE_RETRY_CAP = 4.0
+#: Seconds a worker waits for the copies of its batch's promised samples (misses another job
+#: was making when the batch was decided, at an epoch's end) before it makes them itself, and
+#: between two looks for them
+PROMISE_WAIT = 1.0
+PROMISE_POLL = 0.01
 #: Environment variable that makes every SenecaLoader strict when its ``strict`` is not given:
 #: "1", "true" or "yes" (any case).
 STRICT_ENV = "SENECA_STRICT"

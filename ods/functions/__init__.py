@@ -41,6 +41,7 @@ COMMANDS = (
     "decide",
     "lookup",
     "release",
+    "claim",
     "admit",
     "forget",
     "shrink",

@@ -5,8 +5,10 @@
 -- as picking at random from all unserved samples and replacing each miss by a random member of
 -- C while C lasts (the displaced misses stay unserved), without looking up or putting back the
 -- misses a uniform pick would have drawn; with substitution, misses another job is making now
--- are put off while others are left (pending.lua). Hits are pinned, misses marked pending.
--- Returns epoch, served, substitutions, samples, tier letters ('' for storage), pin bucket.
+-- are put off while others are left (pending.lua), and promised when none is. Hits are pinned,
+-- other misses marked pending.
+-- Returns epoch, served, substitutions, samples, tier letters ('' for storage, 'p' for a
+-- promised miss), pin bucket.
 local want, lease, n = tonumber(args[a]), tonumber(args[a + 1]), tonumber(args[a + 3])
 local substitute, policy = args[a + 4] == '1', policy_of(args[a + 5])
 math.randomseed(tonumber(args[a + 2]))
@@ -55,11 +57,17 @@ end
 chunked('BITFIELD', U, nil, bf, 4)
 local out_tiers = serve(picked, tiers, policy, exact and K.xc or nil, n)
 if shared then
-  local misses = {}
+  local misses, at = {}, {}
   for k, i in ipairs(picked) do
-    if not tiers[k] then misses[#misses + 1] = i end
+    if not tiers[k] then misses[#misses + 1], at[#at + 1] = i, k end
   end
-  mark_pending(misses)
+  -- misses another job is making now (left when nothing else was: the end of an epoch) are
+  -- promised ('p'): the caller may wait for that job's copy (claim.lua) instead of making its own
+  local busy, mine = substitute and pending_of(pending_keys(), misses) or {}, {}
+  for m, i in ipairs(misses) do
+    if busy[m] then out_tiers[at[m]] = 'p' else mine[#mine + 1] = i end
+  end
+  mark_pending(mine)
 end
 if exact then redis.call('DEL', K.xc) end
 redis.call('HINCRBY', K.j, 's' .. string.format('%d', st.epoch), #picked)

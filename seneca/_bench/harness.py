@@ -273,6 +273,7 @@ def _summary(
         job["cpu_s"] = r.get("cpu_s")
         job["loop_cpu_ms_per_batch"] = _loop_cpu_ms(r)
         job["ods_gone"] = s.get("ods_gone", 0)
+        job["promised"] = [s.get("promised", 0), s.get("promises_kept", 0)]
         job["admitted"] = {t: s[t].get("admitted", 0) for t in TIERS}
         job["full"] = {t: s[t].get("full", 0) for t in TIERS}
         if r.get("split"):

@@ -15,8 +15,8 @@ is the ticket's iteration and tag (12 bytes); the answer is a head (a count, the
 batch is made in or -1, and the length of a description of the slots: 12 bytes), the
 description when the slot is one of slots this worker has not been handed yet (JSON,
 ``seneca.loader._slots.SlotLayout``; the slots' memory rides with the answer as a file
-descriptor, ``SCM_RIGHTS``), then the count's picks (index, tier code, pin bucket: 17 bytes
-each). A count of :data:`NO_BATCH` means the ticket has no batch
+descriptor, ``SCM_RIGHTS``), then the count's picks (index, tier code or promised, pin bucket:
+17 bytes each). A count of :data:`NO_BATCH` means the ticket has no batch
 (the epoch was served before it, or deciding failed: the loop then raises the error). No pickle
 crosses.
 """
@@ -49,8 +49,10 @@ log = logging.getLogger("seneca")
 _REQUEST = struct.Struct("<IQ")  # iteration, tag
 _HEAD = struct.Struct("<iiI")  # count, slot (-1: none), length of the slots' description
 _PICK = struct.Struct("<qbq")  # index, tier code, pin bucket
-#: a tier's code on the wire: its position here (None: read from storage)
+#: a tier's code on the wire: its position here (None: read from storage); a promised miss's
+#: code is :data:`_PROMISED`
 _CODES: tuple[str | None, ...] = (None, *TIERS)
+_PROMISED = -1
 #: the count of an answer for a ticket with no batch
 NO_BATCH = -1
 
@@ -215,7 +217,10 @@ class DeskClient:
         finally:
             for fd in fds:
                 os.close(fd)  # a descriptor handed over and not taken
-        picks = [Pick(i, _CODES[code], bucket) for i, code, bucket in _PICK.iter_unpack(data)]
+        picks = [
+            Pick(i, None, bucket, True) if code == _PROMISED else Pick(i, _CODES[code], bucket)
+            for i, code, bucket in _PICK.iter_unpack(data)
+        ]
         lent, described = None, self._maps.described
         if slot >= 0 and described is not None:
             lent = Lent(described, slot, self._maps.tensor(slot))
@@ -241,7 +246,10 @@ def _encoded(share: Share | None, named: SlotLayout | None) -> tuple[bytes, int 
         if lent.layout != named:
             described, fd = lent.layout.encode(), lent.fd
     head = _HEAD.pack(len(share.picks), slot, len(described))
-    picks = b"".join(_PICK.pack(p.index, _CODES.index(p.tier), p.bucket) for p in share.picks)
+    picks = b"".join(
+        _PICK.pack(p.index, _PROMISED if p.promised else _CODES.index(p.tier), p.bucket)
+        for p in share.picks
+    )
     return head + described + picks, fd
 
 

@@ -25,6 +25,7 @@ import redis
 
 from ods.admission import REFUSED
 from ods.decision import Pick, hits_by_bucket
+from seneca import defaults
 from seneca._cache.resp import Pending, Place, Placed, post
 from seneca.loader._link import CACHE_FAILURES, CacheLink
 from seneca.loader._roles import TRAINING, Role
@@ -122,6 +123,7 @@ class Fetcher:
         if rows is None and self.work.tensor_hits:
             rows = BatchRows(len(picks), shared=role.worker)
         values, used, live = self._values(picks, count, rows, role)
+        claimed = self._claim(picks, values, count) if role.worker and used is not None else set()
         room = {t: store.capacity[t] - used[t] for t in TIERS} if used is not None else {}
         # unless the split gives the encoded tier nothing: then no value is sent only to be
         # refused
@@ -132,7 +134,8 @@ class Fetcher:
         out = self._samples(picks, values, count, rows, offers, aug_ok)
         if used is not None:
             # an ODS batch's misses are pending until offered (a lookup's are not)
-            made = [p.index for p in picks if p.tier is None] if evict else []
+            made = [p.index for p in picks if p.tier is None and p.index not in claimed]
+            made = made if evict else []
             self._admit(offers.items, made, count, used)
         self.counters.add(role.row, count)
         return out
@@ -219,6 +222,45 @@ class Fetcher:
             count["ods_gone"] += len(gone)
             self._forget_bad(gone, count)  # the entry goes: a later miss caches it again
         return values, used, live
+
+    def _claim(self, picks: Sequence[Pick], values: list, count: Counter) -> set[int]:
+        """Wait for the copies of the batch's promised picks (misses another job was making
+        when the batch was decided) for up to ``defaults.PROMISE_WAIT`` seconds, and claim each
+        one cached as a hit (its value put in ``values``); returns the samples claimed. The
+        rest are made here as misses."""
+        want = {p.index: k for k, p in enumerate(picks) if p.promised}
+        if not want:
+            return set()
+        link = self.link
+        store, claimed = link.store, set()
+        deadline = time.monotonic() + defaults.PROMISE_WAIT
+        try:
+            while want:
+                asked = list(want)
+                read = post(store.client, [("MGET", *self._keys_of("augmented", asked))])
+                found = {
+                    i: v
+                    for i, v in zip(asked, read.replies(raise_on_error=False)[0], strict=True)
+                    if isinstance(v, bytes | bytearray)
+                }
+                rest = [i for i in asked if i not in found]
+                got, still = store.claim(link.job, list(found), rest)
+                for i in got:
+                    values[want[i]] = ("augmented", found[i])
+                    claimed.add(i)
+                # what is left is waited for while another job is still making it
+                want = {i: want[i] for i in still}
+                if not want or time.monotonic() >= deadline:
+                    break
+                time.sleep(defaults.PROMISE_POLL)
+        except CACHE_FAILURES as err:
+            link.failed(err, count)
+        count["promised"] += sum(p.promised for p in picks)
+        count["promises_kept"] += len(claimed)
+        return claimed
+
+    def _keys_of(self, tier: str, samples: Sequence[int]) -> list[str]:
+        return self.link.store.value_keys((tier, i) for i in samples)
 
     def _values(
         self,

@@ -47,6 +47,10 @@ FIELDS = (
     *_per_tier("admitted", "full"),
     "cache_errors",
     "ods_gone",
+    # misses another job was making when decided (workers wait for its copy), and those that
+    # came as that job's copy in time
+    "promised",
+    "promises_kept",
     # what the loader's own plan is made from (seneca._autoplan): time spent (ns) and bytes
     "ns_storage",
     "ns_decode",
@@ -175,4 +179,5 @@ def job_stats(c: dict[str, int], substitutions: int) -> dict[str, Any]:
     out["cache_errors"] = c["cache_errors"]
     out["substitutions"] = substitutions
     out["ods_gone"] = c["ods_gone"]
+    out["promised"], out["promises_kept"] = c["promised"], c["promises_kept"]
     return out

@@ -418,9 +418,11 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         Returns ``samples``; per tier (``augmented``, ``decoded``, ``encoded``) its ``hits``,
         ``misses``, ``hit_rate`` and ``admitted``; ``storage_reads``, ``decodes``,
         ``transforms``, ``bytes_storage``, ``bytes_cache`` and ``cache_errors``; with ODS
-        ``substitutions`` (misses replaced by hits) and ``ods_gone`` (decided hits found
-        evicted, read from the next tier or storage); with ``device=``, ``device``: the batches
-        staged and the host buffers made and reused for their copies
+        ``substitutions`` (misses replaced by hits), ``ods_gone`` (decided hits found
+        evicted, read from the next tier or storage), ``promised`` (misses another job was
+        making when decided, near an epoch's end: a worker waits for that job's copy) and
+        ``promises_kept`` (those that came as that copy in time); with ``device=``,
+        ``device``: the batches staged and the host buffers made and reused for their copies
         (``DeviceFeed.stats``).
         """
         subs = self._ods_sampler.substitutions if self._ods_sampler else 0

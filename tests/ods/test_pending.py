@@ -1,6 +1,7 @@
 """Pending misses: a sample another live job decided as a miss and has not offered yet is put
 off by the other jobs' decisions while they have other samples to draw, and comes later in
-their epoch; offers (and samples made but not offered) end it, a job alone marks nothing."""
+their epoch, promised when nothing else is left (its copy may be claimed once cached); offers
+(and samples made but not offered) end it, a job alone marks nothing."""
 
 import collections
 import time
@@ -44,6 +45,8 @@ def test_another_jobs_pending_misses_come_last_in_an_epoch(redis_proc):
         if not d.indices:
             break
         assert not any(d.tiers)  # nothing was offered: all misses
+        # a's misses, drawn since nothing else was left, are promised: a is making them
+        assert d.promised == set(d.indices) & set(a.indices)
         served.append(d.indices)
     flat = [i for batch in served for i in batch]
     assert sorted(flat) == list(range(n))  # b's epoch: every sample once
@@ -128,3 +131,28 @@ def test_with_decisions_ahead_every_epoch_is_exactly_once_with_few_repeated_miss
         assert served[j] == collections.Counter(range(n))
     repeated = sum(1 for c in missed.values() if c > 1)
     assert repeated <= most, repeated
+
+
+def test_a_promised_sample_is_claimed_once_its_copy_is_cached(redis_proc):
+    n = 64
+    store = make_store(redis_proc, n, capacity={"augmented": n})
+    start(store, "a", "b")
+    a = store.decide("a", 32)
+    b1 = store.decide("b", 32)  # the samples a is not making
+    assert set(b1.indices).isdisjoint(a.indices) and not b1.promised
+    b2 = store.decide("b", 32)  # nothing else left: a's, promised
+    assert set(b2.indices) == set(a.indices) == b2.promised and not any(b2.tiers)
+    assert pending(redis_proc, store) == set(a.indices) | set(b1.indices)  # b2's not again
+    promised = sorted(b2.promised)
+    assert store.claim("b", [], promised) == ([], promised)  # nothing cached, a is making all
+    offered = a.indices[:20]
+    store.admit("a", [(i, "augmented", 1, b"x") for i in offered], made=a.indices[20:])
+    got, still = store.claim("b", offered, sorted(a.indices[20:]))
+    assert sorted(got) == sorted(offered) and still == []  # a made the rest without offering
+    assert store.claim("b", offered) == ([], [])  # used: never claimed twice
+    store.outbox.settle()
+    r = redis_proc.client
+    # a made the copies and b used them: every live job has, so they went
+    assert not any(r.exists(store.keys.value("augmented", i)) for i in offered)
+    stats = r.hget(store.keys.job(store.keys.job_name("b"))[0], "hits")
+    assert int(stats) == 20  # counted as b's hits

@@ -1,0 +1,39 @@
+-- claim: promised samples (decided as misses another job was making: decide.lua). Arguments:
+-- policy, the count of the samples whose augmented copies the caller has read since, those
+-- samples, then the samples it is still waiting for. Each copy read that is still cached and
+-- that the job has not used is marked used by it and counted a hit; the policy then drops the
+-- copies every live job of the view has used, as at a release (policies/). Returns the samples
+-- claimed, those waited for that are still pending (another job is still making them: worth
+-- waiting for), and the {letter, sample} pairs whose values the caller deletes.
+local policy, count = policy_of(args[a]), tonumber(args[a + 1])
+local live = live_declared()
+if not live then return fail('SENECA_JOBS') end
+collect()
+local read, waiting = {}, {}
+for k = a + 2, #args do
+  local i = tonumber(args[k])
+  STR[i] = args[k]
+  if k < a + 2 + count then read[#read + 1] = i else waiting[#waiting + 1] = i end
+end
+local got = {}
+if #read > 0 and redis.call('EXISTS', K.t.a) == 1 then
+  local cached = bits(K.t.a, read)
+  local used = redis.call('EXISTS', K.g) == 1 and bits(K.g, read) or {}
+  for k, s in ipairs(read) do
+    if cached[k] == 1 and used[k] ~= 1 then got[#got + 1] = s end
+  end
+end
+if #got > 0 then
+  set_bits(K.g, got, 1)
+  redis.call('HINCRBY', K.used, 'hits:a', #got)
+  redis.call('HINCRBY', K.j, 'hits', #got)
+  policy.released(got, live)
+end
+local still = {}
+if #waiting > 0 then
+  local busy = pending_of(pending_keys(), waiting)
+  for k, s in ipairs(waiting) do
+    if busy[k] then still[#still + 1] = s end
+  end
+end
+return {got, still, noted()}

@@ -1,0 +1,84 @@
+"""Promised samples: a batch that must take samples another job is making (nothing else is
+left in its epoch) waits in its worker for that job's copies instead of making them again, and
+makes them itself when they do not come."""
+
+import collections
+import threading
+import time
+
+import redis
+import torch
+from helpers.indexed import indexed
+from torchvision.transforms import v2
+
+from seneca import SenecaLoader
+from seneca.pipeline.transforms import default_train_transform
+
+_N = 48
+
+
+class _Slow(torch.nn.Module):
+    """A transform step that takes a while per sample (48 samples: 2.4 s)."""
+
+    def forward(self, x):
+        time.sleep(0.05)
+        return x
+
+
+def _loader(root, url, job, slow=False):
+    ds = indexed(root)
+    ds.transform = v2.Compose(
+        [*([_Slow()] if slow else []), *default_train_transform(16).transforms]
+    )
+    return SenecaLoader(
+        ds, batch_size=_N, shuffle=True, num_workers=1, split=(0, 0, 1),
+        cache=url, cache_size="20MB", job=job,
+    )  # fmt: skip
+
+
+def _served(loader_or_batches):
+    return collections.Counter(i for _, y in loader_or_batches for i in y.tolist())
+
+
+def test_a_promised_sample_comes_as_the_copy_the_other_job_made(
+    tiny_dataset, redis_url, monkeypatch
+):
+    monkeypatch.setattr("seneca.defaults.PROMISE_WAIT", 30.0)  # (a busy machine: never given up)
+    maker = _loader(tiny_dataset, redis_url, "maker", slow=True)
+    waiter = _loader(tiny_dataset, redis_url, "b", slow=True)  # (one transform: one view)
+    maker.store.join("bystander")  # a job joins when it starts its epoch: one live before then
+    made = []
+    first = iter(maker)  # its worker decides the whole epoch, all misses, and makes it (~1 s)
+    thread = threading.Thread(target=lambda: made.extend(first))
+    thread.start()
+    r, deadline = redis.Redis.from_url(redis_url), time.monotonic() + 30
+    while sum(r.bitcount(k) for k in r.keys(maker.store.keys.meta + "pend:*")) < _N:
+        assert time.monotonic() < deadline  # until the maker decided its batch: all pending
+        time.sleep(0.01)
+    got = _served(waiter)  # every sample promised: the maker's copies, once admitted
+    thread.join(60)
+    assert got == collections.Counter(range(_N)) == _served(made)
+    stats = waiter.stats()
+    assert stats["promised"] == stats["promises_kept"] == _N
+    assert stats["decodes"] == 0 and stats["augmented"]["hits"] == _N, stats
+    assert maker.stats()["decodes"] == _N
+
+
+def test_a_promise_not_kept_is_made_from_storage_after_the_wait(
+    tiny_dataset, redis_url, monkeypatch
+):
+    monkeypatch.setattr("seneca.defaults.PROMISE_WAIT", 0.5)
+    loader = _loader(tiny_dataset, redis_url, "b")
+    store = loader.store
+    store.join("bystander")  # (a job alone marks no misses pending)
+    store.join("ghost")  # a job that draws every sample as a miss and never offers one
+    store.start_epoch("ghost", 0)
+    assert len(store.decide("ghost", _N).indices) == _N
+    start = time.monotonic()
+    got = _served(loader)
+    took = time.monotonic() - start
+    assert got == collections.Counter(range(_N))  # every sample once all the same
+    stats = loader.stats()
+    assert stats["promised"] == _N and stats["promises_kept"] == 0 and stats["decodes"] == _N
+    assert took >= 0.5  # it waited, and no longer than the wait and the making (and start)
+    assert took < 0.5 + 10
