@@ -61,8 +61,9 @@ class SimConfig:
     in_making: int = 0
     #: the cache's tier (see SIM_TIERS)
     tier: str = "encoded"
-    #: a what-if: a miss another job is making is taken as a promised hit, read from the
-    #: maker's copy when the batch is made (a load if the copy is not cached then)
+    #: a miss the engine promised (another job is making it: ``Decision.promised``) is read
+    #: from the maker's copy when the batch is made (a load if the copy is not cached then), as
+    #: SenecaLoader's workers do; off: it is loaded like any miss
     promise: bool = False
 
     def __post_init__(self) -> None:
@@ -246,10 +247,9 @@ def _run(
         trace.served(step.job, d.indices)
         misses = [i for i, t in zip(d.indices, d.tiers, strict=True) if not t]
         promised: list[int] = []
-        if cfg.promise:  # the misses other jobs are making now
-            others = {i for k, q in making.items() if k != step.job for b in q for i in b.misses}
-            promised = [i for i in misses if i in others]
-            misses = [i for i in misses if i not in others]
+        if cfg.promise:  # the misses the engine promised: other jobs are making them now
+            promised = [i for i in misses if i in d.promised]
+            misses = [i for i in misses if i not in d.promised]
             job.promised += len(promised)
         trace.loaded(step.job, misses)
         making.setdefault(step.job, deque()).append(_Making(misses, promised))

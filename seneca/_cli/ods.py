@@ -64,8 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--promise",
         action="store_true",
-        help="what-if: a miss another job is making is a promised hit, read from its copy once "
-        "the batch is made (a load if it is not cached then)",
+        help="a miss the engine promised (another job is making it) is read from that job's "
+        "copy once the batch is made, as SenecaLoader's workers do (a load if it is not cached "
+        "then); without it, loaded like any miss",
     )
     s.add_argument(
         "--in-making",
