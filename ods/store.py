@@ -294,7 +294,8 @@ class OdsStore(Engine):
         """Claim the augmented copies of promised samples (``Decision.promised``) that the
         caller has ``read``: those still cached that ``job`` has not used become its hits
         (marked used, counted); the copies every live job has used then go. Returns the samples
-        claimed, and those of ``waiting`` still pending (another job is still making them)."""
+        claimed, and those of ``waiting`` still worth waiting for (another job is still making
+        them, or their copies were admitted and their values are being put in place)."""
         if not read and not waiting:
             return [], []
         got, still, evicted = self.call(

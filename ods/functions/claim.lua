@@ -3,8 +3,9 @@
 -- samples, then the samples it is still waiting for. Each copy read that is still cached and
 -- that the job has not used is marked used by it and counted a hit; the policy then drops the
 -- copies every live job of the view has used, as at a release (policies/). Returns the samples
--- claimed, those waited for that are still pending (another job is still making them: worth
--- waiting for), and the {letter, sample} pairs whose values the caller deletes.
+-- claimed, those waited for that are still pending or admitted (another job is still making
+-- them, or their values are being put in place: worth waiting for), and the {letter, sample}
+-- pairs whose values the caller deletes.
 local policy, count = policy_of(args[a]), tonumber(args[a + 1])
 local live = live_declared()
 if not live then return fail('SENECA_JOBS') end
@@ -29,11 +30,15 @@ if #got > 0 then
   redis.call('HINCRBY', K.j, 'hits', #got)
   policy.released(got, live)
 end
+-- still worth waiting for: pending, or admitted already for the job (its value is renamed into
+-- place after the admission, so a read may just have missed it)
 local still = {}
 if #waiting > 0 then
   local busy = pending_of(pending_keys(), waiting)
+  local cached = redis.call('EXISTS', K.t.a) == 1 and bits(K.t.a, waiting) or {}
+  local used = redis.call('EXISTS', K.g) == 1 and bits(K.g, waiting) or {}
   for k, s in ipairs(waiting) do
-    if busy[k] then still[#still + 1] = s end
+    if busy[k] or (cached[k] == 1 and used[k] ~= 1) then still[#still + 1] = s end
   end
 end
 return {got, still, noted()}

@@ -147,6 +147,9 @@ def test_a_promised_sample_is_claimed_once_its_copy_is_cached(redis_proc):
     assert store.claim("b", [], promised) == ([], promised)  # nothing cached, a is making all
     offered = a.indices[:20]
     store.admit("a", [(i, "augmented", 1, b"x") for i in offered], made=a.indices[20:])
+    # an admitted copy whose value is not in place yet (a read just before its rename) is
+    # still worth waiting for
+    assert store.claim("b", [], offered[:1]) == ([], offered[:1])
     got, still = store.claim("b", offered, sorted(a.indices[20:]))
     assert sorted(got) == sorted(offered) and still == []  # a made the rest without offering
     assert store.claim("b", offered) == ([], [])  # used: never claimed twice
