@@ -18,7 +18,7 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import redis
@@ -123,7 +123,6 @@ class Fetcher:
         if rows is None and self.work.tensor_hits:
             rows = BatchRows(len(picks), shared=role.worker)
         values, used, live = self._values(picks, count, rows, role)
-        claimed = self._claim(picks, values, count) if role.worker and used is not None else set()
         room = {t: store.capacity[t] - used[t] for t in TIERS} if used is not None else {}
         # unless the split gives the encoded tier nothing: then no value is sent only to be
         # refused
@@ -131,7 +130,15 @@ class Fetcher:
         charge = store.charge if store is not None else len
         offers = Offers(room, charge, always="encoded" if full_ok else None)
         aug_ok = self.work.transform.head is not None and live > 1
-        out = self._samples(picks, values, count, rows, offers, aug_ok)
+        # a worker makes the rest of the batch before it waits for the promised samples' copies
+        promised = {k for k, p in enumerate(picks) if p.promised}
+        if not (promised and role.worker and used is not None):
+            promised = set()
+        out = self._samples(picks, values, count, rows, offers, aug_ok, skip=promised)
+        claimed = self._claim(picks, values, count) if promised else set()
+        if promised:
+            late = self._samples(picks, values, count, rows, offers, aug_ok, only=promised)
+            out = [late[k] if k in promised else sample for k, sample in enumerate(out)]
         if used is not None:
             # an ODS batch's misses are pending until offered (a lookup's are not)
             made = [p.index for p in picks if p.tier is None and p.index not in claimed]
@@ -317,21 +324,27 @@ class Fetcher:
         rows: BatchRows | None,
         offers: Offers,
         aug_ok: bool,
-    ) -> list[tuple[Any, Any]]:
-        """The batch's samples from what was read: the remaining work per sample."""
+        skip: Collection[int] = (),
+        only: Collection[int] | None = None,
+    ) -> list[Any]:
+        """The batch's samples from what was read: the remaining work per sample. Positions
+        in ``skip``, or not in ``only``, are left None (made by another call)."""
         work = self.work
         # a hit read into its row needs nothing more than its target when no step follows
         # PILToTensor: the common case, kept to a few operations per sample
         plain = work.transform.after_tensor is None and work.target_transform is None
         views = rows.rows.unbind(0) if rows is not None and rows.rows is not None else ()
         label = work.source.target
-        if plain and len(views) == len(picks) > 0:
+        if plain and len(views) == len(picks) > 0 and not skip and only is None:
             whole = _all_placed(picks, values, rows.rows, views, label, count)
             if whole is not None:
                 return whole
         out, bad = [], []
         placed = placed_bytes = 0
         for k, (p, (tier, value)) in enumerate(zip(picks, values, strict=True)):
+            if k in skip or (only is not None and k not in only):
+                out.append(None)
+                continue
             if isinstance(value, Placed):
                 if plain:
                     out.append((views[k], label(p.index)))
