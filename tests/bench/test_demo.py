@@ -16,7 +16,11 @@ def test_demo_reports_counted_rows_and_the_ratio(tiny_dataset, capfd):
     assert done == ["round 1, pytorch-tuned", "round 1, seneca"]
     rows = [line.split() for line in out.splitlines() if line.split()[:1] == ["1"]]
     assert len(rows) == 4  # 2 loaders x 2 jobs, each with its counted decodes
-    assert all(float(r[-1]) > 0 for r in rows)
+    decodes = {(r[1], r[2]): float(r[-1]) for r in rows}
+    # DataLoader decodes every sample it serves; Seneca's jobs share decodes (a job may even be
+    # served only copies the other made), so only their sum must be more than none
+    assert decodes[("pytorch-tuned", "0")] >= 1.0 and decodes[("pytorch-tuned", "1")] >= 1.0
+    assert decodes[("seneca", "0")] + decodes[("seneca", "1")] > 0
     assert f"median {ratios[0]:.2f}x, range {ratios[0]:.2f}-{ratios[0]:.2f}x" in out
 
 
