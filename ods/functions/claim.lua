@@ -1,8 +1,8 @@
 -- claim: promised samples (decided as misses another job was making: decide.lua). Arguments:
 -- policy, the count of the samples whose augmented copies the caller has read since, those
 -- samples, then the samples it is still waiting for. Each copy read that is still cached and
--- that the job has not used is marked used by it and counted a hit; the policy then drops the
--- copies every live job of the view has used, as at a release (policies/). Returns the samples
+-- that the job has not used is marked used by it and counted a hit, served and released at once
+-- as the policy sees it (policies/: the copies every live job has used go). Returns the samples
 -- claimed, those waited for that are still pending or admitted (another job is still making
 -- them, or their values are being put in place: worth waiting for), and the {letter, sample}
 -- pairs whose values the caller deletes.
@@ -28,6 +28,7 @@ if #got > 0 then
   set_bits(K.g, got, 1)
   redis.call('HINCRBY', K.used, 'hits:a', #got)
   redis.call('HINCRBY', K.j, 'hits', #got)
+  policy.served(got)  -- a hit handed out, then released at once (its value is read already)
   policy.released(got, live)
 end
 -- still worth waiting for: pending, or admitted already for the job (its value is renamed into

@@ -133,9 +133,11 @@ def test_with_decisions_ahead_every_epoch_is_exactly_once_with_few_repeated_miss
     assert repeated <= most, repeated
 
 
-def test_a_promised_sample_is_claimed_once_its_copy_is_cached(redis_proc):
+@pytest.mark.parametrize("policy", ["seneca", "paper"])
+def test_a_promised_sample_is_claimed_once_its_copy_is_cached(redis_proc, policy):
     n = 64
-    store = make_store(redis_proc, n, capacity={"augmented": n})
+    store = make_store(redis_proc, n, capacity={"augmented": n}, policy=policy, values=True)
+    r = redis_proc.client
     start(store, "a", "b")
     a = store.decide("a", 32)
     b1 = store.decide("b", 32)  # the samples a is not making
@@ -147,6 +149,7 @@ def test_a_promised_sample_is_claimed_once_its_copy_is_cached(redis_proc):
     assert store.claim("b", [], promised) == ([], promised)  # nothing cached, a is making all
     offered = a.indices[:20]
     store.admit("a", [(i, "augmented", 1, b"x") for i in offered], made=a.indices[20:])
+    assert all(r.exists(store.keys.value("augmented", i)) for i in offered)
     # an admitted copy whose value is not in place yet (a read just before its rename) is
     # still worth waiting for
     assert store.claim("b", [], offered[:1]) == ([], offered[:1])
@@ -154,8 +157,12 @@ def test_a_promised_sample_is_claimed_once_its_copy_is_cached(redis_proc):
     assert sorted(got) == sorted(offered) and still == []  # a made the rest without offering
     assert store.claim("b", offered) == ([], [])  # used: never claimed twice
     store.outbox.settle()
-    r = redis_proc.client
-    # a made the copies and b used them: every live job has, so they went
-    assert not any(r.exists(store.keys.value("augmented", i)) for i in offered)
+    # seneca: a made the copies and b used them, every live job has, so they went; paper: a
+    # copy goes once hit by as many jobs as are live (b's claim is one hit)
+    kept = [r.exists(store.keys.value("augmented", i)) for i in offered]
+    assert kept == [policy == "paper"] * len(offered)
+    if policy == "paper":  # b's claim counted as a hit of each copy
+        refs = r.get(store.keys.meta + "ref") or b""
+        assert [refs[i] if i < len(refs) else 0 for i in offered] == [1] * len(offered)
     stats = r.hget(store.keys.job(store.keys.job_name("b"))[0], "hits")
     assert int(stats) == 20  # counted as b's hits
