@@ -6,7 +6,7 @@ import collections
 import threading
 import time
 
-import redis
+import pytest
 import torch
 from helpers.indexed import indexed
 from torchvision.transforms import v2
@@ -36,13 +36,22 @@ def _loader(root, url, job, slow=False):
     )  # fmt: skip
 
 
+def _pending(store):
+    """How many samples are marked pending (this pin-lease bucket's mark and the one before)."""
+    keys = store.keys.pending(store.now_ms() // store.pin_lease_ms)
+    return sum(store.client.bitcount(k) for k in keys)
+
+
 def _served(loader_or_batches):
     return collections.Counter(i for _, y in loader_or_batches for i in y.tolist())
 
 
+@pytest.mark.parametrize("cache", ["server", "cluster"])
 def test_a_promised_sample_comes_as_the_copy_the_other_job_made(
-    tiny_dataset, redis_url, monkeypatch
+    tiny_dataset, cache, request, monkeypatch
 ):
+    """(On a cluster the claim runs on the dataset's node, the copies are read from theirs.)"""
+    redis_url = request.getfixturevalue("redis_proc" if cache == "server" else "redis_cluster").url
     monkeypatch.setattr("seneca.defaults.PROMISE_WAIT", 30.0)  # (a busy machine: never given up)
     maker = _loader(tiny_dataset, redis_url, "maker", slow=True)
     waiter = _loader(tiny_dataset, redis_url, "b", slow=True)  # (one transform: one view)
@@ -51,8 +60,8 @@ def test_a_promised_sample_comes_as_the_copy_the_other_job_made(
     first = iter(maker)  # its worker decides the whole epoch, all misses, and makes it (1.4 s)
     thread = threading.Thread(target=lambda: made.extend(first))
     thread.start()
-    r, deadline = redis.Redis.from_url(redis_url), time.monotonic() + 30
-    while sum(r.bitcount(k) for k in r.keys(maker.store.keys.meta + "pend:*")) < _N:
+    deadline = time.monotonic() + 30
+    while _pending(maker.store) < _N:
         assert time.monotonic() < deadline  # until the maker decided its batch: all pending
         time.sleep(0.01)
     got = _served(waiter)  # every sample promised: the maker's copies, once admitted
