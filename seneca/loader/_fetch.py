@@ -245,9 +245,12 @@ class Fetcher:
             while want:
                 asked = list(want)
                 read = post(store.client, [("MGET", *self._keys_of("augmented", asked))])
+                reply = read.replies(raise_on_error=False)[0]
+                if isinstance(reply, Exception):
+                    raise reply
                 found = {
                     i: v
-                    for i, v in zip(asked, read.replies(raise_on_error=False)[0], strict=True)
+                    for i, v in zip(asked, reply, strict=True)
                     if isinstance(v, bytes | bytearray)
                 }
                 rest = [i for i in asked if i not in found]

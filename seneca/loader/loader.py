@@ -419,8 +419,8 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         ``misses``, ``hit_rate`` and ``admitted``; ``storage_reads``, ``decodes``,
         ``transforms``, ``bytes_storage``, ``bytes_cache`` and ``cache_errors``; with ODS
         ``substitutions`` (misses replaced by hits), ``ods_gone`` (decided hits found
-        evicted, read from the next tier or storage), ``promised`` (misses another job was
-        making when decided, near an epoch's end: a worker waits for that job's copy) and
+        evicted, read from the next tier or storage), ``promised`` (with workers: misses
+        another job was making when decided, near an epoch's end: a worker waits for its copy) and
         ``promises_kept`` (those that came as that copy in time); with ``device=``,
         ``device``: the batches staged and the host buffers made and reused for their copies
         (``DeviceFeed.stats``).
