@@ -98,21 +98,19 @@ class SharedFile:
     page. ``data``: what a copy starts with (another's keys and bytes)."""
 
     def __init__(self, name: str, size: int, reserve: bool = False, data: bytes = b"") -> None:
-        self._take(_made(name, _KEYS_BYTES + size, reserve), size)
+        self._hold(HandedMemory(name, _KEYS_BYTES + size, reserve), size)
         self._map[: len(data)] = data  # a copy's: the keys' table, then the bytes
 
-    def _take(self, fd: int, size: int) -> None:
-        self._fd, self.size = fd, size
-        self._map = mmap.mmap(fd, _KEYS_BYTES + size)
+    def _hold(self, held: HandedMemory, size: int) -> None:
+        self._held, self._fd, self._map, self.size = held, held.fd, held.memory, size
         #: the bytes every process that holds the memory sees
         self.memory = memoryview(self._map)[_KEYS_BYTES:]
         self._threads, self._pid = threading.Lock(), os.getpid()
-        weakref.finalize(self, os.close, fd)
 
     @classmethod
     def _handed(cls, fd: Any, size: int) -> SharedFile:
         shared = cls.__new__(cls)
-        shared._take(fd.detach(), size)
+        shared._hold(HandedMemory.from_fd(fd.detach(), _KEYS_BYTES + size), size)
         return shared
 
     def __reduce__(self) -> tuple[Any, ...]:

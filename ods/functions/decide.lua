@@ -31,7 +31,10 @@ local rest, gone = pick(U, want - #picked, n, still / n, taken, nil, true)
 -- misses matter to other jobs only: a job alone neither puts off nor marks any (a batch of
 -- hits alone asks nothing)
 local shared = #rest > 0 and redis.call('ZCOUNT', K.jobs, now, '+inf') > 1
-if substitute and shared then rest, gone = put_off_pending(U, rest, gone, n, still, taken) end
+local forced = {}  -- pending misses taken because nothing else was left: promised
+if substitute and shared then
+  rest, gone, forced = put_off_pending(U, rest, gone, n, still, taken)
+end
 -- the samples still in U: C's unless they left it with a BITOP (exact), the rest's unless the
 -- pick cleared them already
 local clear = {}
@@ -57,17 +60,17 @@ end
 chunked('BITFIELD', U, nil, bf, 4)
 local out_tiers = serve(picked, tiers, policy, exact and K.xc or nil, n)
 if shared then
-  local misses, at = {}, {}
-  for k, i in ipairs(picked) do
-    if not tiers[k] then misses[#misses + 1], at[#at + 1] = i, k end
-  end
   -- misses another job is making now (left when nothing else was: the end of an epoch) are
   -- promised ('p'): the caller may wait for that job's copy (claim.lua) instead of making its own
-  local busy, mine = substitute and pending_of(pending_keys(), misses) or {}, {}
-  for m, i in ipairs(misses) do
-    if busy[m] then out_tiers[at[m]] = 'p' else mine[#mine + 1] = i end
+  local misses = {}
+  for k, i in ipairs(picked) do
+    if forced[i] then
+      out_tiers[k] = 'p'
+    elseif not tiers[k] then
+      misses[#misses + 1] = i
+    end
   end
-  mark_pending(mine)
+  mark_pending(misses)
 end
 if exact then redis.call('DEL', K.xc) end
 redis.call('HINCRBY', K.j, 's' .. string.format('%d', st.epoch), #picked)

@@ -57,10 +57,11 @@ end
 -- are put off: the batch is filled with other samples of U while any is left, drawn again at
 -- random (by probes twice, then from the exact set of U's samples no job is making, built with
 -- a few BITOPs: the end of an epoch, where most of what is left is pending), and the put off
--- ones go back to U. Returns the misses, all of them out of U.
+-- ones go back to U. Returns the misses, all of them out of U, and the pending ones among them
+-- (taken because nothing else was left: a set).
 local function put_off_pending(U, rest, gone, n, still, taken)
   local pend = pending_keys()
-  if #pend == 0 or #rest == 0 then return rest, gone end
+  if #pend == 0 or #rest == 0 then return rest, gone, {} end
   local want, out, off = #rest, {}, {}
   if not gone then set_bits(U, rest, 0) end
   for round = 1, 3 do
@@ -84,10 +85,10 @@ local function put_off_pending(U, rest, gone, n, still, taken)
     end
     redis.call('DEL', K.xg)
   end
-  local back = {}
+  local back, forced = {}, {}
   for _, s in ipairs(off) do
-    if #out < want then out[#out + 1] = s else back[#back + 1] = s end
+    if #out < want then out[#out + 1], forced[s] = s, true else back[#back + 1] = s end
   end
   set_bits(U, back, 1)  -- (also undoes the clearing of a taken bit by the probes)
-  return out, true
+  return out, true, forced
 end

@@ -16,8 +16,8 @@ Internal (a leading underscore; their names may change between releases):
   ``_fetch`` (a batch's round trip and admissions) and ``_samples`` (a sample's remaining work
   per tier, and what it offers the cache);
 * ``_rows``: batch tensors filled where values are read, and their collate;
-* ``_tickets``, ``_desk``, ``_slots``: with workers, hits read here, each batch decided when its
-  worker starts it, and the shared slots batches are made in;
+* ``_tickets``, ``_desk``, ``_slots``: with workers, each batch decided when its worker starts
+  it, and the shared slots the worker makes it in (its hits read straight into them);
 * ``_ahead``: with workers, the loader process's share of the next batch made by a thread;
 * ``_device``: batches moved to the accelerator (``device=``), the batch tail run there;
 * ``_stats``: counters shared with workers and epoch summaries;

@@ -131,12 +131,13 @@ class Fetcher:
         offers = Offers(room, charge, always="encoded" if full_ok else None)
         aug_ok = self.work.transform.head is not None and live > 1
         # a worker makes the rest of the batch before it waits for the promised samples' copies
-        promised = {k for k, p in enumerate(picks) if p.promised}
-        if not (promised and role.worker and used is not None):
-            promised = set()
+        # (elsewhere a promised sample is made as a miss: the training loop does not wait)
+        waits = role.worker and used is not None
+        promised = {k for k, p in enumerate(picks) if p.promised} if waits else set()
         out = self._samples(picks, values, count, rows, offers, aug_ok, skip=promised)
-        claimed = self._claim(picks, values, count) if promised else set()
+        claimed: set[int] = set()
         if promised:
+            claimed = self._claim(picks, promised, values, count)
             late = self._samples(picks, values, count, rows, offers, aug_ok, only=promised)
             out = [late[k] if k in promised else sample for k, sample in enumerate(out)]
         if used is not None:
@@ -230,21 +231,22 @@ class Fetcher:
             self._forget_bad(gone, count)  # the entry goes: a later miss caches it again
         return values, used, live
 
-    def _claim(self, picks: Sequence[Pick], values: list, count: Counter) -> set[int]:
-        """Wait for the copies of the batch's promised picks (misses another job was making
-        when the batch was decided) for up to ``defaults.PROMISE_WAIT`` seconds, and claim each
-        one cached as a hit (its value put in ``values``); returns the samples claimed. The
-        rest are made here as misses."""
-        want = {p.index: k for k, p in enumerate(picks) if p.promised}
-        if not want:
-            return set()
+    def _claim(
+        self, picks: Sequence[Pick], promised: set[int], values: list, count: Counter
+    ) -> set[int]:
+        """Wait for the copies of the batch's picks at positions ``promised`` (misses another
+        job was making when the batch was decided) for up to ``defaults.PROMISE_WAIT`` seconds,
+        and claim each one cached as a hit (its value put in ``values``); returns the samples
+        claimed. The rest are made here as misses."""
+        want = {picks[k].index: k for k in promised}
         link = self.link
         store, claimed = link.store, set()
         deadline = time.monotonic() + defaults.PROMISE_WAIT
         try:
             while want:
                 asked = list(want)
-                read = post(store.client, [("MGET", *self._keys_of("augmented", asked))])
+                keys = store.value_keys(("augmented", i) for i in asked)
+                read = post(store.client, [("MGET", *keys)])
                 reply = read.replies(raise_on_error=False)[0]
                 if isinstance(reply, Exception):
                     raise reply
@@ -265,12 +267,9 @@ class Fetcher:
                 time.sleep(defaults.PROMISE_POLL)
         except CACHE_FAILURES as err:
             link.failed(err, count)
-        count["promised"] += sum(p.promised for p in picks)
+        count["promised"] += len(promised)
         count["promises_kept"] += len(claimed)
         return claimed
-
-    def _keys_of(self, tier: str, samples: Sequence[int]) -> list[str]:
-        return self.link.store.value_keys((tier, i) for i in samples)
 
     def _values(
         self,

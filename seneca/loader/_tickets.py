@@ -133,7 +133,7 @@ class TicketSampler:
         self.timeline = timeline  # the batches' stage times (None: not recorded)
         self._mark = timeline.mark if timeline is not None else _unmarked
         self._lock = threading.Lock()  # the desk's thread decides, DataLoader's merges
-        self._pending: dict[int, tuple[list[Pick], Lent | None]] = {}  # tag -> batch, slot
+        self._pending: dict[int, Share] = {}  # tag -> its decided batch and slot
         self._next = 0  # the next ticket's tag
         self._iteration = 0
         self._source: Iterator[list[Pick]] | None = None  # the iteration's batches to decide
@@ -181,11 +181,7 @@ class TicketSampler:
                 return None
             while self._source is not None and self._decided <= tag:
                 self._decide_next()
-            pending = self._pending.get(tag)
-        if pending is None:
-            return None
-        picks, lent = pending
-        return Share(picks, lent)
+            return self._pending.get(tag)
 
     def close(self) -> None:
         """Stop deciding the latest iteration's batches (a closed loader)."""
@@ -204,7 +200,7 @@ class TicketSampler:
             return
         self._mark(tag, "decided")
         lent = self.slots.take() if self.slots is not None else None
-        self._pending[tag] = (picks, lent)
+        self._pending[tag] = Share(picks, lent)
         self._decided += 1
         self.most_decided = max(self.most_decided, len(self._pending))
 
@@ -258,7 +254,8 @@ class TicketSampler:
         batch's slot, else a tensor; None when the worker got no samples). A slot lent to a
         batch that did not come in it is given back at once."""
         with self._lock:
-            picks, lent = self._pending.pop(tag)
+            share = self._pending.pop(tag)
+        picks, lent = share.picks, share.slot
         if isinstance(images, InSlot) and lent is not None and images.index == lent.index:
             batch = SlotBatch([lent.tensor[: len(picks)], targets])
             batch.slot = lent
