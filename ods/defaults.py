@@ -40,8 +40,12 @@ DECIDE_CHUNK = 128
 DECIDE_CHUNK_SAMPLES = 12_500
 #: Entries (at most) one ``shrink`` call evicts from a tier above its budget.
 SHRINK_CHUNK = 256
-#: Live jobs (at most) over which an admission counts how much a sample is still needed.
+#: Live jobs (at most) over which an admission counts how much a sample is still needed (and a
+#: decision, how much the other jobs need the cached samples it may serve).
 DEMAND_JOBS = 4
+#: Cached samples a decision ("seneca" policy) considers per sample it serves from the cache,
+#: drawn at random: it serves those the other live jobs need least.
+SPEND_CANDIDATES = 4
 #: Batches the sampler decides per call while the cache covers the job.
 LOOKAHEAD = 4
 #: Times a call is made again after its functions were loaded or the live jobs refreshed.

@@ -213,6 +213,8 @@ class OdsStore(Engine):
             1 if substitute else 0,
             self.policy,
             "" if epoch is None else int(epoch),
+            defaults.SPEND_CANDIDATES,
+            defaults.DEMAND_JOBS,
         ]
 
     def decide(
@@ -231,13 +233,13 @@ class OdsStore(Engine):
         chunk = self.decide_chunk
         if batch <= chunk:
             return parse_decision(
-                self.call("decide", job, *self._decide_args(batch, substitute, epoch))
+                self.call("decide", job, *self._decide_args(batch, substitute, epoch), jobs=True)
             )
         at, parts, left = self.now_ms(), [], batch
         while left > 0:
             want = min(left, chunk)
             args = self._decide_args(want, substitute, epoch)
-            parts.append(parse_decision(self.call("decide", job, *args, at=at)))
+            parts.append(parse_decision(self.call("decide", job, *args, jobs=True, at=at)))
             epoch, got = parts[-1].epoch, len(parts[-1].indices)
             left -= got
             if got < want:  # the epoch has no more
@@ -260,7 +262,7 @@ class OdsStore(Engine):
         if batch > self.decide_chunk:
             raise ConfigError(f"batch: {batch} is more than one call decides ({self.decide_chunk})")
         args = self._decide_args(batch, substitute, epoch)
-        return self.outbox.post(self.command("decide", job, *args))
+        return self.outbox.post(self.command("decide", job, *args, jobs=True))
 
     def lookup(self, job: str, indices: Sequence[int]) -> Decision:
         """Where ``job`` can read each of ``indices`` (its own order, no sampling): tiers as

@@ -1,7 +1,9 @@
 -- decide: the next batch of the job's epoch. Arguments: batch, lease (ms), seed, dataset size
--- n, substitute (0/1), policy, epoch ('' for the latest). With substitution, the batch is
--- served from C (the cached samples the job may use and has not been served) first, at random,
--- and the rest from its other unserved samples, at random: the same batches, in distribution,
+-- n, substitute (0/1), policy, epoch ('' for the latest), candidates per sample served from C,
+-- jobs sampled for demand. With substitution, the batch is served from C (the cached samples
+-- the job may use and has not been served) first, at random (under a policy that spends
+-- copies first, those the other live jobs need least: substitute.lua's chosen_of), and the
+-- rest from its other unserved samples, at random: the same batches, in distribution,
 -- as picking at random from all unserved samples and replacing each miss by a random member of
 -- C while C lasts (the displaced misses stay unserved), without looking up or putting back the
 -- misses a uniform pick would have drawn; with substitution, misses another job is making now
@@ -11,6 +13,16 @@
 -- promised miss), pin bucket.
 local want, lease, n = tonumber(args[a]), tonumber(args[a + 1]), tonumber(args[a + 3])
 local substitute, policy = args[a + 4] == '1', policy_of(args[a + 5])
+local choose = {spends = substitute and policy.spends, per = tonumber(args[a + 7]),
+                most = tonumber(args[a + 8]), others = {}}
+if choose.spends then  -- (the declared jobs are read before anything is written)
+  local live = live_declared()
+  if not live then return fail('SENECA_JOBS') end
+  for _, j in ipairs(live) do
+    if j.name ~= job then choose.others[#choose.others + 1] = j end
+  end
+  choose.spends = #choose.others > 0  -- (a job alone has no other jobs' needs to weigh)
+end
 math.randomseed(tonumber(args[a + 2]))
 local st = job_state(tonumber(args[a + 6] or ''))
 if not st then return fail('SENECA_NOJOB', job) end
@@ -24,7 +36,7 @@ if want <= 0 or not U or redis.call('EXISTS', U) == 0 then
 end
 local taken, picked, tiers, subs, exact = {}, {}, {}, 0, false
 if substitute then  -- exact: x:c holds exactly the picked hits, which have left U
-  picked, tiers, subs, exact = from_cache(U, want, n, left, taken)
+  picked, tiers, subs, exact = from_cache(U, want, n, left, taken, choose)
 end
 local still = exact and left - #picked or left  -- (in U)
 local rest, gone = pick(U, want - #picked, n, still / n, taken, nil, true)

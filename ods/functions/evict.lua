@@ -1,22 +1,6 @@
 -- Admission helpers: demand estimates and eviction candidates (assembled after lib.lua; see
 -- ods/functions/__init__.py).
 
--- the live jobs whose demand counts in tier t (for the augmented tier, the caller's view's), at
--- most `most` of them at random: demand is estimated from a sample of the jobs, so that an
--- admission's work does not grow with their number
-local function demand_jobs(t, live, most)
-  local out = {}
-  for _, j in ipairs(live) do
-    if t ~= 'a' or j.same then out[#out + 1] = j end
-  end
-  for k = #out, 2, -1 do
-    local m = math.random(1, k)
-    out[k], out[m] = out[m], out[k]
-  end
-  for k = #out, most + 1, -1 do out[k] = nil end
-  return out
-end
-
 -- the bytes [from, to] of key ('' where it has none)
 local function range(key, from, to) return redis.call('GETRANGE', key, from, to) end
 

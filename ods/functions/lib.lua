@@ -60,7 +60,8 @@ end
 local function fail(code, text) return redis.error_reply(code .. ' ' .. (text or '')) end
 
 -- the cache policies by name, each a table filled by its file in policies/ (assembled after
--- these helpers): evicts (an admission over budget evicts), served(hits), admitted(t, added),
+-- these helpers): evicts (an admission over budget evicts), spends (a decision serves first
+-- the cached copies the other jobs need least), served(hits), admitted(t, added),
 -- released(hits, live)
 local POLICY = {}
 
@@ -111,6 +112,22 @@ local function demands(list, tier, live, args)
       end
     end
   end
+  return out
+end
+
+-- the live jobs whose demand counts in tier t (for the augmented tier, the caller's view's), at
+-- most `most` of them at random: demand is estimated from a sample of the jobs, so that an
+-- admission's or a decision's work does not grow with their number
+local function demand_jobs(t, live, most)
+  local out = {}
+  for _, j in ipairs(live) do
+    if t ~= 'a' or j.same then out[#out + 1] = j end
+  end
+  for k = #out, 2, -1 do
+    local m = math.random(1, k)
+    out[k], out[m] = out[m], out[k]
+  end
+  for k = #out, most + 1, -1 do out[k] = nil end
   return out
 end
 

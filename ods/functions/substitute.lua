@@ -64,53 +64,6 @@ local function natural_hits(want, c, u)
   return h
 end
 
--- want samples of C (x:c, holding total) at random by probes, added to taken (all of C when it
--- holds fewer). When the dataset is small enough for the operations over whole bitmaps here
--- and in pin_bitmap (about 8) to cost less than the bits of the chosen samples in U and the
--- pins (2 each), x:c is cut to exactly the chosen samples and U loses them in one BITOP
--- (returns true: the caller pins them with x:c); else x:c is deleted
-local function probe_c(U, want, n, total, taken)
-  local whole = 8 * WHOLE * n < 2 * want
-  if whole then redis.call('COPY', K.xc, K.xg, 'REPLACE') end
-  local chosen, cleared = pick(K.xc, want, n, total / n, taken, nil, true)
-  if not whole then
-    redis.call('DEL', K.xc)  -- fewer than want chosen: all of C was (pick clears what it finds)
-    return chosen, false
-  end
-  if not cleared then set_bits(K.xc, chosen, 0) end
-  redis.call('BITOP', 'XOR', K.xc, K.xc, K.xg)  -- C xor (C less the chosen): the chosen
-  redis.call('DEL', K.xg)
-  redis.call('BITOP', 'XOR', U, U, K.xc)  -- (x:c is a subset of U)
-  return chosen, true
-end
-
--- up to want samples of C at random, added to taken (all of C when it holds fewer), with the
--- tier of each, the substitutions they count for, and whether x:c holds exactly them (then
--- they have left U already). When C holds at most twice want samples all of them are listed
--- in one ordered scan and drawn from, the ones not drawn cleared in x:c, and U loses the drawn
--- ones in one BITOP (cheaper than a bit each: a BITOP over the bitmap costs about as much as
--- 30 bits at a million samples); x:c is then left for the caller (to pin them) to delete.
--- Else random probes.
-local function from_cache(U, want, n, left, taken)
-  local len, present = cached_unserved(U)
-  local total, list = count_c(len, n, want, left)
-  if total == 0 then
-    redis.call('DEL', K.xc)
-    return {}, {}, 0, false
-  end
-  local chosen, exact = nil, list ~= nil
-  if list then
-    chosen = draw(list, want, taken)
-    local others = {}  -- (draw moved the chosen to the front of list)
-    for k = #chosen + 1, #list do others[#others + 1] = list[k] end
-    set_bits(K.xc, others, 0)
-    redis.call('BITOP', 'XOR', U, U, K.xc)  -- (x:c is a subset of U)
-  else
-    chosen, exact = probe_c(U, want, n, total, taken)
-  end
-  return chosen, usable_tiers(chosen, present), #chosen - natural_hits(want, total, left), exact
-end
-
 -- shuffle list and its tiers (a table by position; nil: storage) together
 local function shuffle_together(list, tiers)
   local random = math.random
@@ -119,4 +72,96 @@ local function shuffle_together(list, tiers)
     list[k], list[m] = list[m], list[k]
     tiers[k], tiers[m] = tiers[m], tiers[k]
   end
+end
+
+-- of cands (members of C in random order, each marked in taken), want to serve: under a
+-- policy that spends copies first (policies/seneca.lua: choose.spends), the ones the other
+-- live jobs (choose.others) need least this epoch, counted as an admission counts demand (over
+-- at most choose.most of them, at random), so that the copies other jobs still need stay for
+-- them and those no other job needs are used up, and their room freed, first; equally needed
+-- ones, and all of them under other policies, at random. Returns the chosen (in random order),
+-- their tiers, and the candidates left (no longer marked in taken).
+local function chosen_of(cands, want, present, taken, choose)
+  local tiers = usable_tiers(cands, present)
+  if #cands <= want then return cands, tiers, {} end
+  local order, need = {}, {}
+  for k = 1, #cands do order[k], need[k] = k, 0 end
+  if choose.spends then
+    for _, t in ipairs({'e', 'a'}) do  -- ('e': any tier but the augmented one)
+      local list, at = {}, {}
+      for k = 1, #cands do
+        if (tiers[k] == 'a') == (t == 'a') then list[#list + 1], at[#at + 1] = cands[k], k end
+      end
+      if #list > 0 then
+        local d = demands(list, t, demand_jobs(t, choose.others, choose.most))
+        for m, k in ipairs(at) do need[k] = d[m] end
+      end
+    end
+    table.sort(order, function(x, y)  -- (ties in cands' order: at random)
+      if need[x] ~= need[y] then return need[x] < need[y] end
+      return x < y
+    end)
+  end
+  local out, out_tiers, back = {}, {}, {}
+  for r, k in ipairs(order) do
+    if r <= want then
+      out[r], out_tiers[r] = cands[k], tiers[k]
+    else
+      back[#back + 1] = cands[k]
+      taken[cands[k]] = nil
+    end
+  end
+  if choose.spends then shuffle_together(out, out_tiers) end
+  return out, out_tiers, back
+end
+
+-- want samples of C (x:c, holding total) by probes for m candidates (chosen_of), added to taken
+-- (all of C when it holds fewer), with their tiers. When the dataset is small enough for the
+-- operations over whole bitmaps here and in pin_bitmap (about 8) to cost less than the bits of
+-- the chosen samples in U and the pins (2 each), x:c is cut to exactly the chosen samples and U
+-- loses them in one BITOP (returns true: the caller pins them with x:c); else x:c is deleted
+local function probe_c(U, want, m, n, total, present, taken, choose)
+  local whole = 8 * WHOLE * n < 2 * want
+  if whole then redis.call('COPY', K.xc, K.xg, 'REPLACE') end
+  local cands, cleared = pick(K.xc, m, n, total / n, taken, nil, true)
+  local chosen, tiers, back = chosen_of(cands, want, present, taken, choose)
+  if not whole then
+    redis.call('DEL', K.xc)  -- fewer than want chosen: all of C was (pick clears what it finds)
+    return chosen, tiers, false
+  end
+  if cleared then set_bits(K.xc, back, 1) else set_bits(K.xc, chosen, 0) end
+  redis.call('BITOP', 'XOR', K.xc, K.xc, K.xg)  -- C xor (C less the chosen): the chosen
+  redis.call('DEL', K.xg)
+  redis.call('BITOP', 'XOR', U, U, K.xc)  -- (x:c is a subset of U)
+  return chosen, tiers, true
+end
+
+-- up to want samples of C, added to taken (all of C when it holds fewer), with the tier of
+-- each, the substitutions they count for, and whether x:c holds exactly them (then they have
+-- left U already). The chosen are want of choose.per x want candidates drawn at random
+-- (chosen_of; only want under a policy that does not spend copies first). When C holds at
+-- most twice want samples all of them are listed in one ordered scan and drawn from, the ones
+-- not chosen cleared in x:c, and U loses the chosen ones in one BITOP (cheaper than a bit
+-- each: a BITOP over the bitmap costs about as much as 30 bits at a million samples); x:c is
+-- then left for the caller (to pin them) to delete. Else random probes.
+local function from_cache(U, want, n, left, taken, choose)
+  local len, present = cached_unserved(U)
+  local total, list = count_c(len, n, want, left)
+  if total == 0 then
+    redis.call('DEL', K.xc)
+    return {}, {}, 0, false
+  end
+  local m = choose.spends and math.min(total, choose.per * want) or want
+  local chosen, tiers, exact = nil, nil, list ~= nil
+  if list then
+    local cands = draw(list, m, taken)
+    local others
+    chosen, tiers, others = chosen_of(cands, want, present, taken, choose)
+    for k = #cands + 1, #list do others[#others + 1] = list[k] end  -- (draw moved the drawn first)
+    set_bits(K.xc, others, 0)
+    redis.call('BITOP', 'XOR', U, U, K.xc)  -- (x:c is a subset of U)
+  else
+    chosen, tiers, exact = probe_c(U, want, m, n, total, present, taken, choose)
+  end
+  return chosen, tiers, #chosen - natural_hits(want, total, left), exact
 end

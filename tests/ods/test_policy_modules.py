@@ -11,7 +11,7 @@ from ods.store import OdsStore
 from seneca_base.errors import ConfigError
 
 FUNCTIONS = Path(__file__).resolve().parents[2] / "ods" / "functions"
-ENTRIES = {"evicts", "served", "admitted", "released"}
+ENTRIES = {"evicts", "spends", "served", "admitted", "released"}
 
 
 def test_every_policy_file_is_registered_and_loaded():

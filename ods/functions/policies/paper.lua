@@ -4,6 +4,8 @@
 POLICY.paper = {
   -- an admission over a tier's budget is refused: no eviction
   evicts = false,
+  -- a decision serves cached copies at random
+  spends = false,
   -- a decision's hits were handed out: each one's count goes up; at the live jobs it is doomed
   served = function(hits)
     local live = #live_jobs()
