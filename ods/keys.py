@@ -162,7 +162,11 @@ class Keys:
         m = self.meta
         out = [(f"t.{LETTER[t]}", "string", self.tier(t)) for t in TIERS]
         out += [(f"sz.{LETTER[t]}", "string", self.sizes(t)) for t in TIERS]
-        out += [("used", "hash", self.used), ("jobs", "zset", self.jobs)]
+        out += [
+            ("used", "hash", self.used),
+            ("jobs", "zset", self.jobs),
+            ("info", "hash", self.info),
+        ]
         out += [("ref", "string", m + "ref"), ("doom", "set", m + "doom")]
         out += [("xc", "string", m + "x:c"), ("xg", "string", m + "x:g")]
         shared, view = self.gc()

@@ -386,11 +386,15 @@ class OdsStore(Engine):
         self.capacity = budgets
         return changed
 
-    def publish_budgets(self) -> None:
+    def publish_budgets(self, job: str) -> None:
         """Write this store's budgets where every process of every job of the dataset reads
-        them (:meth:`budgets_command`) and ``seneca cache status`` shows them."""
-        fields = {f"budget:{self.keys.form(t)}": self.capacity[t] for t in TIERS}
-        self.client.hset(self.keys.info, mapping=fields)  # type: ignore[arg-type]
+        them (:meth:`budgets_command`) and ``seneca cache status`` shows them; ``job``: the
+        job that publishes them. Written by a function, which a server out of memory still
+        runs: budgets shrink when the server refused writes for want of memory."""
+        flat: list[object] = []
+        for t in TIERS:
+            flat += [f"budget:{self.keys.form(t)}", self.capacity[t]]
+        self.call("budgets", job, *flat)
 
     def used_command(self) -> tuple[str, ...]:
         """The command whose reply is the units each tier holds (TIERS order)."""

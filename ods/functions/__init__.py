@@ -46,6 +46,7 @@ COMMANDS = (
     "forget",
     "shrink",
     "state",
+    "budgets",
 )
 
 #: The cache policies, one Lua file each in ``policies/`` (``ods.defaults.POLICY`` names the

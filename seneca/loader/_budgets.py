@@ -17,10 +17,13 @@ import logging
 import warnings
 from typing import TYPE_CHECKING, Any
 
+import redis
+
 from ods.store import OdsStore
 from seneca import defaults
 from seneca._cache.shares import NodeShares
 from seneca.loader._link import CACHE_FAILURES
+from seneca.loader._roles import TRAINING
 from seneca_base.cadence import Cadence
 from seneca_base.split import Split
 from seneca_base.units import format_size
@@ -69,7 +72,8 @@ class Budgets:
     the bytes its loader asks, 0 for whatever the node gives; ``asked``: the user gave that
     size, so getting less is worth a warning), split by ``planner``'s plan with
     ``split="auto"``, else by ``split``; ``tiers``: the tiers the loader reads, ``counters``:
-    its counters (its samples' sizes), ``about``: the dataset in a few words, for log lines."""
+    its counters (its samples' sizes), ``about``: the dataset in a few words, for log lines,
+    ``job``: the job that publishes the budgets it sets."""
 
     def __init__(
         self,
@@ -84,8 +88,10 @@ class Budgets:
         asked: bool = True,
         about: str = "",
         backoff: Any = None,
+        job: str,
     ) -> None:
         self.store, self.shares, self.want = store, shares, int(want)
+        self.job = job
         self.split, self.planner, self.tiers = split, planner, tiers
         self.counters, self.asked = counters, asked
         self.about = about or store.keys.dataset
@@ -137,7 +143,7 @@ class Budgets:
         before = dict(self.store.capacity)
         self.store.apply_split(self.split, self.size)
         if publish or self.store.capacity != before:
-            self.store.publish_budgets()
+            self.store.publish_budgets(self.job)
 
     def look(self) -> None:
         """:meth:`tick` now, whatever the time since the last look."""
@@ -153,8 +159,7 @@ class Budgets:
         if self.shares is None:
             return
         try:
-            self._note_need()
-            self.shares.seen(self.dataset)
+            self._noted()
             self.total, got = self.shares.shares()
             size = got.get(self.dataset, self.size)
             if abs(size - self.size) > defaults.SHARE_LOGGED * max(size, self.size):
@@ -168,6 +173,19 @@ class Budgets:
             self._apply()
         except CACHE_FAILURES as err:
             log.debug("budgets not checked: %s", err)
+
+    def _noted(self) -> None:
+        """Note in the node's record that the loader still looks, and what it can use. A
+        server out of memory refuses these writes: the look goes on (it is what shrinks the
+        budgets then), and each refused write counts as a cache error, as a refused value
+        does."""
+        try:
+            self._note_need()
+            self.shares.seen(self.dataset)
+        except redis.OutOfMemoryError as err:
+            log.debug("the node's record not updated: %s", err)
+            if self.counters is not None:
+                self.counters.add(TRAINING.row, {"cache_errors": 1})
 
     def _note_need(self) -> None:
         """Tell the node how much the dataset can use, once the loader has measured its

@@ -187,16 +187,18 @@ def connect(
 def budgets_for(
     setup: CacheSetup,
     store: OdsStore,
+    job: str,
     planner: AutoPlanner | None,
     tiers: tuple[str, ...],
     counters: Any,
     about: Any = None,
     backoff: Backoff | None = None,
 ) -> Budgets:
-    """The budgets of ``store``'s tiers, started: the dataset's share of the node (when the
-    cache answers) split by ``planner``'s plan, else by the split given; ``tiers``: those the
-    loader reads, ``counters``: its counters (the sizes of its samples), ``about``: the user's
-    dataset (named in log lines), ``backoff``: the job's back-off of the cache."""
+    """The budgets of ``store``'s tiers (published as ``job``'s), started: the dataset's share
+    of the node (when the cache answers) split by ``planner``'s plan, else by the split given;
+    ``tiers``: those the loader reads, ``counters``: its counters (the sizes of its samples),
+    ``about``: the user's dataset (named in log lines), ``backoff``: the job's back-off of the
+    cache."""
     shares = NodeShares(setup.client) if setup.reachable else None
     budgets = Budgets(
         store,
@@ -209,6 +211,7 @@ def budgets_for(
         asked=setup.asked,
         about=describe(about),
         backoff=backoff,
+        job=job,
     )
     try:
         budgets.start()

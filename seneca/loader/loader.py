@@ -262,7 +262,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
                 setup, store, self.job, counters, workers, options.spec, tiers, dataset, backoff
             )
         self.budgets = budgets_for(
-            setup, store, self.planner, tiers, self._counters, dataset, backoff
+            setup, store, self.job, self.planner, tiers, self._counters, dataset, backoff
         )
         batch_size, drop_last = args["batch_size"], args["drop_last"]
         if use_ods and setup.reachable:

@@ -50,7 +50,7 @@ def test_workers_follow_the_plan_the_cache_holds(tiny_dataset, redis_url):
     store.client.set(store.keys.plan, decoded_only.to_json())  # another job's new plan ...
     other = OdsStore(store.client, store.keys.dataset, 48, view=store.keys.view)
     other.apply_split(decoded_only.as_split(), 4_000_000)
-    other.publish_budgets()  # ... and the budgets it puts in force
+    other.publish_budgets("other")  # ... and the budgets it puts in force
     assert len(list(loader)) == 6
     stats = loader.stats()
     # the worker started with the encoded-only budgets and follows the plan it reads
