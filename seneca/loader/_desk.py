@@ -5,8 +5,8 @@ before the loop takes the batch. Decided then, the batch's misses could not beco
 copies that other jobs make meanwhile: at an epoch's start every job's first batches were all
 misses, decoded once per job. So with tickets (``seneca.loader._tickets``) a worker is handed
 a *ticket*, a :class:`~seneca.loader._tickets.Tag` with no samples, and when it starts the part
-it asks the loader process's :class:`Desk` for them. The desk decides the batch then (ODS, in
-ticket order: a ticket asked for before an earlier one decides the earlier one first), lends
+it asks the loader process's :class:`Desk` for them. The desk decides the batch then (ODS: the
+epoch's next batch, whichever ticket asks for it), lends
 it a batch slot (``seneca.loader._slots``), and answers with the batch's samples and the slot
 the worker makes it in.
 

@@ -12,12 +12,16 @@ zero-copy reader, pins released, the misses decoded and transformed into theirs,
 counted, a hit found gone read from storage). A decided hit is pinned in the cache until it is
 read, and the worker reads it when it starts the batch. What comes back to the loader process
 is the slot's number and the targets (:func:`collate_part`); :meth:`TicketSampler.merged`
-yields the batches in the decided order, ready for the batch tail, so the loader process
-neither reads hits nor copies rows. Batches are decided in ticket order (a worker that starts
-a ticket before an earlier one has been started decides the earlier one first), so
-exactly-once, admissions, ``state_dict`` and the batch tail are as with decisions made when
-DataLoader hands out the batch; tags match parts to batches whatever order the workers finish
-in (``in_order=False``).
+yields the batches in the order they were decided, ready for the batch tail, so the loader
+process neither reads hits nor copies rows. Each ticket gets the epoch's next batch when its
+worker asks, whatever its place among the tickets: a batch's hits are then pinned only while
+its worker reads them. (A ticket decided before its worker starts it, so that tickets are
+decided in their order, would keep its hits pinned for as long as the worker takes over the
+batch before: with 4 workers per job most of a small cache was such pins, which nothing can
+evict, and the jobs' new copies were refused.) Exactly-once, admissions and ``state_dict`` are
+as with decisions made when DataLoader hands out the batch: the epoch's batches are decided in
+the sampler's order, whichever ticket carries each, and reach the loop in that order; tags
+match parts to batches whatever order the workers finish in (``in_order=False``).
 
 Used with workers, ODS, and the default collate with the batch tail deferred (what lets a hit
 be a row of the batch tensor); otherwise every sample goes to the workers as DataLoader sends
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -134,10 +139,10 @@ class TicketSampler:
         self._mark = timeline.mark if timeline is not None else _unmarked
         self._lock = threading.Lock()  # the desk's thread decides, DataLoader's merges
         self._pending: dict[int, Share] = {}  # tag -> its decided batch and slot
+        self._order: deque[int] = deque()  # the tags decided and not merged, in that order
         self._next = 0  # the next ticket's tag
         self._iteration = 0
         self._source: Iterator[list[Pick]] | None = None  # the iteration's batches to decide
-        self._decided = 0  # the tag the next decision is for
         self._failure: BaseException | None = None  # why deciding stopped, raised by merged
         #: where workers ask for their tickets' samples; it goes with this splitter
         self.desk = Desk(self.decide)
@@ -155,18 +160,19 @@ class TicketSampler:
         with self._lock:
             self._stop_source()
             self._pending.clear()  # an abandoned iteration's batches are not coming back
+            self._order.clear()
             self._iteration += 1
             self._failure = None
             if self.slots is not None:  # slots lent to a loop cut short are not reused
                 self.slots.renew()
             self._source = iter(self.sampler)
-            self._decided = first = self._next
+            first = self._next
             iteration = self._iteration
         mark = self._mark
         for k in range(len(self.sampler)):
             tag = first + k
             with self._lock:
-                if self._source is None and self._decided <= tag:
+                if self._source is None:
                     return  # the epoch was served (or deciding failed) before this ticket
             mark(tag, "asked")
             self._next = tag + 1
@@ -179,8 +185,8 @@ class TicketSampler:
         with self._lock:
             if iteration != self._iteration:
                 return None
-            while self._source is not None and self._decided <= tag:
-                self._decide_next()
+            if tag not in self._pending and self._source is not None:
+                self._decide_next(tag)
             return self._pending.get(tag)
 
     def close(self) -> None:
@@ -188,9 +194,8 @@ class TicketSampler:
         with self._lock:
             self._stop_source()
 
-    def _decide_next(self) -> None:
-        """Decide the next ticket's batch and lend it a slot (holding the lock)."""
-        tag = self._decided
+    def _decide_next(self, tag: int) -> None:
+        """Decide the next batch, for ticket ``tag``, and lend it a slot (holding the lock)."""
         try:
             picks = next(self._source, None)  # type: ignore[arg-type]
         except Exception as err:  # raised in the loop, where the batch is merged
@@ -201,7 +206,7 @@ class TicketSampler:
         self._mark(tag, "decided")
         lent = self.slots.take() if self.slots is not None else None
         self._pending[tag] = Share(picks, lent)
-        self._decided += 1
+        self._order.append(tag)
         self.most_decided = max(self.most_decided, len(self._pending))
 
     def _stop_source(self) -> None:
@@ -211,8 +216,8 @@ class TicketSampler:
             close()
 
     def merged(self, it: Iterator[Any]) -> Iterator[Any]:
-        """The batches of ``it`` (the workers' tagged parts), in the order each batch was
-        decided, as ``[images, targets]``: with a slot, the slot's rows."""
+        """The batches of ``it`` (the workers' tagged parts), in the order they were decided,
+        as ``[images, targets]``: with a slot, the slot's rows."""
         mark = self._mark
         iteration = self._iteration
         try:
@@ -223,21 +228,44 @@ class TicketSampler:
                     self._stop_source()
 
     def _merging(self, it: Iterator[Any], mark: Any) -> Iterator[Any]:
+        arrived: dict[int, tuple[Any, Any]] = {}  # parts whose batch is not due yet
         while True:
+            due = self._due(arrived)
+            if due is not None:
+                yield self._merged(due, *arrived.pop(due), mark)
+                continue
             try:
                 tag, images, targets = next(it)
             except StopIteration:
+                with self._lock:
+                    left = [t for t in self._order if t in arrived]
+                for tag in left:
+                    yield self._merged(tag, *arrived.pop(tag), mark)
                 return
             if self._undecided(tag):
                 continue  # a ticket with no batch
             mark(tag, "part")
-            if isinstance(targets, list):  # numbers (see collate_part)
-                targets = default_collate(targets)
-            self.parts += images is not None
-            self.in_slots += isinstance(images, InSlot)
-            batch = self._batch(tag, images, targets)
-            mark(tag, "merged")
-            yield batch
+            arrived[tag] = (images, targets)
+
+    def _due(self, arrived: dict[int, tuple[Any, Any]]) -> int | None:
+        """The tag of the batch decided first and not merged yet, once its part has arrived
+        (None: not yet). Batches reach the loop in the order they were decided, whatever order
+        DataLoader returns the parts in: ``state_dict`` counts the loop's batches as the
+        first ones decided."""
+        with self._lock:
+            if self._order and self._order[0] in arrived:
+                return self._order.popleft()
+        return None
+
+    def _merged(self, tag: int, images: Any, targets: Any, mark: Any) -> list[Any]:
+        """Batch ``tag`` from its worker's part."""
+        if isinstance(targets, list):  # numbers (see collate_part)
+            targets = default_collate(targets)
+        self.parts += images is not None
+        self.in_slots += isinstance(images, InSlot)
+        batch = self._batch(tag, images, targets)
+        mark(tag, "merged")
+        return batch
 
     def _undecided(self, tag: int) -> bool:
         """Whether ticket ``tag`` has no batch (raising why, when deciding failed)."""

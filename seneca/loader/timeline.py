@@ -95,8 +95,12 @@ class Timeline:
             self.flush()
 
     def flush(self) -> None:
-        """Append the iteration's batches (in the order they were decided) and start anew."""
-        batches = [self.times[t] for t in sorted(self.times)]
+        """Append the iteration's batches (in the order they were decided and the loop took
+        them, then any not merged) and start anew."""
+        merged = set(self._merged)
+        order = [t for t in self._merged if t in self.times]
+        order += sorted(t for t in self.times if t not in merged)
+        batches = [self.times[t] for t in order]
         self.times, self._merged = {}, []
         if not batches:
             return

@@ -132,3 +132,41 @@ def test_a_failing_decision_answers_no_batch_and_the_desk_goes_on(caplog):
         assert client.ask(1, 1).picks == [Pick(1, None, 0)]
     finally:
         desk.close()
+
+
+def test_each_ticket_gets_the_next_batch_when_its_worker_asks():
+    from seneca.loader._tickets import TicketSampler
+
+    class Batches:  # the sampler: three batches, each served when drawn
+        drawn = 0
+
+        def __len__(self):
+            return 3
+
+        def __iter__(self):
+            for k in range(3):
+                Batches.drawn += 1
+                yield [Pick(10 * k + j, None, 0) for j in range(2)]
+
+    tickets = TicketSampler(Batches())
+    try:
+        handed = [t[0] for t in itertools.islice(iter(tickets), 3)]
+        assert Batches.drawn == 0  # handed out, nothing decided
+        tag0, tag1, tag2 = (t.batch for t in handed)
+        iteration = handed[0].iteration
+        # ticket 1's worker starts first: it gets the epoch's first batch, and ticket 0, whose
+        # worker has not started, holds nothing (no hits of its own pinned meanwhile)
+        assert [p.index for p in tickets.decide(iteration, tag1).picks] == [0, 1]
+        assert Batches.drawn == 1
+        assert [p.index for p in tickets.decide(iteration, tag0).picks] == [10, 11]
+        assert [p.index for p in tickets.decide(iteration, tag0).picks] == [10, 11]  # once
+        assert [p.index for p in tickets.decide(iteration, tag2).picks] == [20, 21]
+        assert Batches.drawn == 3
+        # the parts come in ticket order (DataLoader's in_order); the loop gets the batches in
+        # the order they were decided, which state_dict counts as the first ones consumed
+        parts = [(t, torch.full((2, 1), t), [t, t]) for t in (tag0, tag1, tag2)]
+        merged = [int(images[0]) for images, _ in tickets.merged(iter(parts))]
+        assert merged == [tag1, tag0, tag2]
+    finally:
+        tickets.close()
+        tickets.desk.close()
