@@ -16,6 +16,7 @@ their letter; ``<form>`` below). A job's name in the engine ends with ``|<view>`
     seneca:{<dataset>}:jobs              zset: live jobs -> lease expiry (ms)
     seneca:{<dataset>}:info              hash: what the dataset is, for operators (samples,
                                          about, budget:<form>, seen); no function reads it
+                                         (the budgets function writes the budgets)
     seneca:{<dataset>}:plan              string: the split the dataset's loaders plan together
                                          (JSON: split, inputs, version); no function reads it
     seneca:{<dataset>}:ref, :doom        'paper' policy: hits per sample, samples to evict
@@ -47,10 +48,12 @@ from ods import defaults
 from seneca_base.errors import ConfigError
 from seneca_base.tiers import LETTER, TIERS
 
-__all__ = ["DECLARED_JOB_KEYS", "JOB_KEYS", "Keys", "glob_escape", "lua_layout"]
+__all__ = ["BUDGET_FIELD", "DECLARED_JOB_KEYS", "JOB_KEYS", "Keys", "glob_escape", "lua_layout"]
 
 #: A job's keys (``<meta><k>:<job>``) and the type each holds.
 JOB_KEYS: dict[str, str] = {"j": "hash", "r": "string", "p": "string", "g": "string", "m": "string"}
+#: The fields of a dataset's ``info`` hash holding the budgets in force: this, then the form.
+BUDGET_FIELD = "budget:"
 #: The keys a call declares for each live job, after the layout's (:meth:`Keys.layout`).
 DECLARED_JOB_KEYS: tuple[str, ...] = ("r", "g", "m")
 
@@ -77,6 +80,10 @@ class Keys:
         with the view (``a:<view>``)."""
         letter = LETTER[tier]
         return f"{letter}:{self.view}" if letter == "a" and self.view else letter
+
+    def budget_field(self, tier: str) -> str:
+        """The field of :attr:`info` that holds ``tier``'s budget in force."""
+        return BUDGET_FIELD + self.form(tier)
 
     @staticmethod
     def view_of(name: str) -> str:

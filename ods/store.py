@@ -373,7 +373,7 @@ class OdsStore(Engine):
     def budgets_command(self) -> tuple[str, ...]:
         """The command whose reply is the budgets in force (TIERS order, as
         :meth:`publish_budgets` wrote them; None for a tier not written yet)."""
-        return ("HMGET", self.keys.info, *(f"budget:{self.keys.form(t)}" for t in TIERS))
+        return ("HMGET", self.keys.info, *(self.keys.budget_field(t) for t in TIERS))
 
     def adopt_budgets(self, reply: Sequence[object]) -> bool:
         """Budget the tiers as a :meth:`budgets_command` ``reply`` says (left as they are
@@ -393,7 +393,7 @@ class OdsStore(Engine):
         runs: budgets shrink when the server refused writes for want of memory."""
         flat: list[object] = []
         for t in TIERS:
-            flat += [f"budget:{self.keys.form(t)}", self.capacity[t]]
+            flat += [self.keys.budget_field(t), self.capacity[t]]
         self.call("budgets", job, *flat)
 
     def used_command(self) -> tuple[str, ...]:
@@ -422,7 +422,7 @@ class OdsStore(Engine):
         """Note for operators (``seneca cache status``) what the dataset is, its size and this
         job's budgets (the latest job's are shown)."""
         fields: dict[str, object] = {"samples": self.samples, "about": about}
-        fields.update({f"budget:{self.keys.form(t)}": self.capacity[t] for t in TIERS})
+        fields.update({self.keys.budget_field(t): self.capacity[t] for t in TIERS})
         fields["seen"] = self.now_ms()
         self.client.hset(self.keys.info, mapping=fields)  # type: ignore[arg-type]
 

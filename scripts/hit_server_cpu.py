@@ -30,14 +30,15 @@ import redis
 SIZE = 150_528
 
 
-def _client(address: str, keys: int, batch: int, seconds: float, out: mp.Queue) -> None:
+def _client(address: str, keys: int, batch: int, seconds: float) -> int:
+    """Bytes read by random MGETs of ``batch`` of ``keys`` values for ``seconds``."""
     r = _connect(address)
     names = [f"v:{i}" for i in range(keys)]
     rng = random.Random(os.getpid())
     end, got = time.monotonic() + seconds, 0
     while time.monotonic() < end:
         got += sum(len(v) for v in r.mget(rng.sample(names, batch)))
-    out.put(got)
+    return got
 
 
 def _connect(address: str) -> redis.Redis:
@@ -80,18 +81,11 @@ def _cpu(r: redis.Redis) -> tuple[float, float]:
 
 def measure(address: str, clients: int, args: argparse.Namespace) -> str:
     r = _connect(address)
-    out: mp.Queue = mp.Queue()
-    (cpu0, main0), t0 = _cpu(r), time.monotonic()
-    procs = [
-        mp.Process(target=_client, args=(address, args.values, args.batch, args.seconds, out))
-        for _ in range(clients)
-    ]
-    for p in procs:
-        p.start()
-    served = sum(out.get() for _ in procs)
-    for p in procs:
-        p.join()
-    (cpu1, main1), t1 = _cpu(r), time.monotonic()
+    task = (address, args.values, args.batch, args.seconds)
+    with mp.Pool(clients) as pool:
+        (cpu0, main0), t0 = _cpu(r), time.monotonic()
+        served = sum(pool.starmap(_client, [task] * clients))
+        (cpu1, main1), t1 = _cpu(r), time.monotonic()
     gb, wall = served / 1e9, t1 - t0
     return (
         f"{clients} client(s): {gb / wall:.2f} GB/s; server CPU {(cpu1 - cpu0) / wall:.2f} cores "

@@ -14,7 +14,7 @@ from typing import Any
 
 from ods import defaults as ods_defaults
 from ods import routing
-from ods.keys import Keys, glob_escape
+from ods.keys import BUDGET_FIELD, Keys, glob_escape
 from seneca._autoplan.record import PlanRecord
 from seneca._cache.replies import server_ms, text_of
 from seneca._cache.shares import NodeShares, allocate
@@ -151,14 +151,15 @@ def _tiers(used: dict[str, str], info: dict[str, str]) -> list[TierStatus]:
     forms += sorted(
         {
             f
-            for f in list(used) + [k[7:] for k in info if k.startswith("budget:")]
+            for f in list(used)
+            + [k.removeprefix(BUDGET_FIELD) for k in info if k.startswith(BUDGET_FIELD)]
             if f == "a" or f.startswith("a:")
         }
     )
     out = []
     for form in forms:
         tier = _TIER_OF[form[0]]
-        budget = info.get(f"budget:{form}")
+        budget = info.get(BUDGET_FIELD + form)
         out.append(
             TierStatus(
                 tier=tier,
