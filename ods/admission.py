@@ -10,6 +10,12 @@ store (at maxmemory): its result is :data:`REFUSED`, so the caller counts it as 
 as a full tier. An ``admit`` call the server refuses for want of memory admits nothing (every
 result :data:`REFUSED`) and deletes the staged values at once.
 
+A value the caller expects a full tier to refuse (``later``: its tier had no room when the
+caller last looked) is not staged: round trip 1 only accounts it, and round trip 2 writes it
+in place if it was admitted (waited for, so a value the server refused to store is forgotten
+and reported as for a staged one). An offer to a full tier is then an eviction decision that
+costs no bytes when it is refused.
+
 An offer of an encoded or decoded value already cached at that size replaces the cached value,
 so an entry whose value went missing (deleted by a racing eviction's late UNLINK) heals at its
 next miss. Until round trip 2 runs, a reader decided to read an admitted value finds it
@@ -19,7 +25,7 @@ missing: a counted miss, never a wrong value; a staged value nobody renames expi
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 import redis
@@ -37,11 +43,17 @@ __all__ = ["REFUSED", "admit", "admit_args"]
 REFUSED = -1
 
 
-def _stage(store: OdsStore, items: Sequence[tuple[int, str, int, bytes]], token: str) -> list:
-    """The SETs of round trip 1: (item number, staged key, command) per stored value."""
+def _stage(
+    store: OdsStore,
+    items: Sequence[tuple[int, str, int, bytes]],
+    token: str,
+    later: Collection[int],
+) -> list:
+    """The SETs of round trip 1: (item number, staged key, command) per stored value not
+    written ``later``."""
     out = []
     for k, (index, tier, _, value) in enumerate(items):
-        if value and store.values:
+        if value and store.values and k not in later:
             key = store.keys.staged(tier, index, f"{token}.{k}")
             out.append((k, key, ("SET", key, value, "PX", defaults.STAGED_VALUE_TTL_MS)))
     return out
@@ -81,11 +93,13 @@ def admit(
     items: Sequence[tuple[int, str, int, bytes]],
     wait: bool = True,
     made: Sequence[int] = (),
+    later: Collection[int] = (),
 ) -> list[int]:
     """``OdsStore.admit``: see the module docstring; ``wait=False`` posts round trip 2 to the
     store's outbox instead of waiting for it. ``made``: samples the caller made from storage
     and does not offer, no longer pending (``pending.lua``); with no items, that call is
-    sent through the outbox, its reply read later."""
+    sent through the outbox, its reply read later. ``later``: the positions in ``items`` of
+    values written only once admitted."""
     if not items:
         if made:
             _made_later(store, job, made)
@@ -93,7 +107,9 @@ def admit(
     step = defaults.ADMIT_CHUNK
     results: list[int] = []
     for first in range(0, len(items), step):
-        results += _admit(store, job, items[first : first + step], wait, () if first else made)
+        chunk = items[first : first + step]
+        own = {k - first for k in later if first <= k < first + step}
+        results += _admit(store, job, chunk, wait, () if first else made, own)
     return results
 
 
@@ -124,10 +140,11 @@ def _admit(
     items: Sequence[tuple[int, str, int, bytes]],
     wait: bool,
     made: Sequence[int],
+    later: Collection[int],
 ) -> list[int]:
     """One ``admit`` call's admission (round trips 1 and 2) of at most ADMIT_CHUNK items."""
     token = os.urandom(8).hex()
-    staging = _stage(store, items, token)
+    staging = _stage(store, items, token, later)
     try:
         set_replies, (results, evicted) = _account(store, job, items, staging, made)
     except redis.ResponseError as err:
@@ -151,15 +168,25 @@ def _admit(
             results[k] = REFUSED
         elif stored:
             finish.append(("UNLINK", key))
-    results = [2 if r == 3 else r for r in results]
+    # values written only once admitted: waited for, each refused one forgotten as above
+    writes = [k for k in later if results[k] in (1, 3) and items[k][3] and store.values]
     if forget:  # admitted, but Redis refused the value
         evicted = [*evicted, *store.call("forget", job, *forget)]
     pairs = zip(evicted[::2], evicted[1::2], strict=True)
     gone = [store.keys.value(tier_of_letter(t), int(i)) for t, i in pairs]
     if gone and store.values:  # before the renames: a value put back by this call stays
         finish.insert(0, ("UNLINK", *gone))
-    if finish and wait:
+    sets = [("SET", store.keys.value(items[k][1], items[k][0]), items[k][3]) for k in writes]
+    if sets:
+        replies = routing.run(store.client, [*finish, *sets])[len(finish) :]
+        refused = [k for k, r in zip(writes, replies, strict=True) if isinstance(r, Exception)]
+        if refused:  # admitted, but Redis refused the value (what it evicts was deleted above)
+            back = [x for k in refused for x in (LETTER[items[k][1]], int(items[k][0]))]
+            store.unlink_values(store.call("forget", job, *back))
+            for k in refused:
+                results[k] = REFUSED
+    elif finish and wait:
         routing.run(store.client, finish)
     elif finish:
         store.outbox.send(finish)
-    return results
+    return [2 if r == 3 else r for r in results]

@@ -32,7 +32,7 @@ Policies (one Lua module each, ``ods/functions/policies/``; ``ods.functions.POLI
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import redis
 
@@ -406,6 +406,7 @@ class OdsStore(Engine):
         items: Sequence[tuple[int, str, int, bytes]],
         wait: bool = True,
         made: Sequence[int] = (),
+        later: Collection[int] = (),
     ) -> list[int]:
         """Offer samples to the cache: (index, tier, size in units, value or b""); see
         ``ods.admission``. Returns per item 1 (admitted), 2 (already cached in that form), 0
@@ -413,8 +414,9 @@ class OdsStore(Engine):
         value: an error, such as OOM at ``maxmemory``; the entry is forgotten again).
         ``wait=False``: the values' renames and deletions are posted to the outbox. A
         decision's misses are pending until offered: ``made`` names those the job made from
-        storage and does not offer."""
-        return admit(self, job, items, wait, made)
+        storage and does not offer. ``later``: the positions of items whose values are sent
+        only once admitted (offers to a tier likely full: a refusal then costs no bytes)."""
+        return admit(self, job, items, wait, made, later)
 
     # -- inspection -------------------------------------------------------------------------
 

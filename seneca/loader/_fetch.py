@@ -39,6 +39,11 @@ __all__ = ["Fetcher", "ReadsAhead"]
 
 log = logging.getLogger("seneca")
 
+#: the tiers an ODS batch offers its values to even when full: the encoded tier (its base copy
+#: when nothing more processed fits) and the augmented one (its crops); the policy evicts for
+#: them what live jobs need less
+_EVICTING = ("encoded", "augmented")
+
 
 def _placer(rows: BatchRows, picks: Sequence[Any]) -> Place:
     """For element j of the values' MGET: put an augmented tensor's payload in its row (pick
@@ -124,11 +129,12 @@ class Fetcher:
             rows = BatchRows(len(picks), shared=role.worker)
         values, used, live = self._values(picks, count, rows, role)
         room = {t: store.capacity[t] - used[t] for t in TIERS} if used is not None else {}
-        # unless the split gives the encoded tier nothing: then no value is sent only to be
-        # refused
-        full_ok = evict and used is not None and store.capacity["encoded"] > 0
+        # an ODS batch offers its encoded and augmented values even to a full tier, where the
+        # policy may evict what live jobs need less (a tier the split gives nothing is not
+        # offered anything)
+        always = [t for t in _EVICTING if evict and used is not None and store.capacity[t] > 0]
         charge = store.charge if store is not None else len
-        offers = Offers(room, charge, always="encoded" if full_ok else None)
+        offers = Offers(room, charge, always=always)
         aug_ok = self.work.transform.head is not None and live > 1
         # a worker makes the rest of the batch before it waits for the promised samples' copies
         # (elsewhere a promised sample is made as a miss: the training loop does not wait)
@@ -144,7 +150,7 @@ class Fetcher:
             # an ODS batch's misses are pending until offered (a lookup's are not)
             made = [p.index for p in picks if p.tier is None and p.index not in claimed]
             made = made if evict else []
-            self._admit(offers.items, made, count, used)
+            self._admit(offers, made, count, used)
         self.counters.add(role.row, count)
         return out
 
@@ -373,14 +379,14 @@ class Fetcher:
 
     # -- what goes back to the cache ------------------------------------------------------------
 
-    def _admit(
-        self, admit: list[tuple[int, str, bytes]], made: list[int], count: Counter, used: dict
-    ) -> None:
+    def _admit(self, offers: Offers, made: list[int], count: Counter, used: dict) -> None:
         """Offer the batch's new values, and end the pending of the decided misses ``made``
         that are not offered (``ods/functions/pending.lua``); the renames and deletions that
         finish the admission are posted to the outbox (sent at once, replies read at the next
-        fetch). A value the server refused to store is a cache error, and the budgets shrink
-        (the tiers held ``used`` at this batch's read)."""
+        fetch), the values offered past their tier's room written once admitted. A value the
+        server refused to store is a cache error, and the budgets shrink (the tiers held
+        ``used`` at this batch's read)."""
+        admit = offers.items
         if made and admit:
             offered = {i for i, _, _ in admit}
             made = [i for i in made if i not in offered]
@@ -390,7 +396,7 @@ class Fetcher:
         store = link.store
         items = [(i, t, store.charge(len(v)), v) for i, t, v in admit]
         try:
-            result = store.admit(link.job, items, wait=False, made=made)
+            result = store.admit(link.job, items, wait=False, made=made, later=offers.later)
         except CACHE_FAILURES as err:
             link.failed(err, count)
             return

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Collection
 from typing import Any
 
 import torch
@@ -45,30 +46,38 @@ def _image_bytes(image: Any) -> int:
 
 class Offers:
     """The values a batch offers the cache: each queued for admission while the batch's
-    ``room`` (units per tier, updated) allows; ``always`` names a tier offered even when full
-    (ODS decides what stays); ``charge``: the units a value of so many bytes takes."""
+    ``room`` (units per tier, updated) allows; the tiers in ``always`` are offered even when
+    full (ODS decides what stays: it may evict copies live jobs need less), and a value past
+    their room is written only once admitted (:attr:`later`); ``charge``: the units a value of
+    so many bytes takes."""
 
-    def __init__(self, room: dict[str, int], charge: Any, always: str | None = None) -> None:
+    def __init__(
+        self, room: dict[str, int], charge: Any, always: Collection[str] = frozenset()
+    ) -> None:
         self.room, self.charge, self.always = room, charge, always
         #: (index, tier, value) per value offered, in order
         self.items: list[tuple[int, str, bytes]] = []
+        #: the positions in :attr:`items` of values offered past their tier's room
+        self.later: list[int] = []
         self._least = charge(0)
 
     def offer(self, index: int, tier: str, value: Any, encoded: bool = False) -> bool:
         """Queue ``value`` (``encoded``: already a cache value) of sample ``index`` for
         ``tier``; False when it does not fit or the codec keeps no faithful copy of it."""
-        room, always = self.room, self.always
-        if room.get(tier, 0) <= self._least and tier != always:
+        room, always = self.room, tier in self.always
+        if room.get(tier, 0) <= self._least and not always:
             return False
         try:
             data = value if encoded else codec.encode(value)
         except CodecError:  # a type, dtype or image mode the codec keeps no faithful copy of
             return False
         cost = self.charge(len(data))
-        if room.get(tier, 0) < cost and tier != always:
-            room[tier] = 0  # full for this batch: don't encode more values just to drop them
-            return False
-        room[tier] = room.get(tier, 0) - cost
+        if room.get(tier, 0) < cost:
+            if not always:
+                room[tier] = 0  # full for this batch: don't encode more values just to drop them
+                return False
+            self.later.append(len(self.items))
+        room[tier] = max(0, room.get(tier, 0) - cost)
         self.items.append((index, tier, data))
         return True
 

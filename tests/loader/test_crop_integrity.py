@@ -3,12 +3,8 @@ crop of that sample's image, whoever made it (read from the cache, claimed, or d
 image is one flat grey whose level names the sample, so any crop of it shows which sample it
 is."""
 
-import os
-
 import pytest
-from PIL import Image
-from torchvision import transforms as T
-from torchvision.datasets import ImageFolder
+from helpers.greys import grey_dataset, make_greys
 
 from seneca import SenecaLoader
 
@@ -17,22 +13,7 @@ SAMPLES = 60
 
 @pytest.fixture(scope="module")
 def greys(tmp_path_factory):
-    root = tmp_path_factory.mktemp("greys") / "data"
-    for i in range(SAMPLES):
-        folder = root / f"c{i % 3}"
-        folder.mkdir(parents=True, exist_ok=True)
-        level = 8 + 4 * i
-        Image.new("RGB", (40, 30), (level, level, level)).save(folder / f"{level}.jpg", quality=95)
-    return root
-
-
-def grey_dataset(root):
-    """The greys with a random crop; target: the sample's index; and each index's grey."""
-    ds = ImageFolder(str(root), transform=T.Compose([T.RandomResizedCrop(16), T.ToTensor()]))
-    levels = [int(os.path.basename(path).split(".")[0]) for path, _ in ds.samples]
-    ds.samples = [(path, i) for i, (path, _) in enumerate(ds.samples)]
-    ds.targets = list(range(len(ds.samples)))
-    return ds, levels
+    return make_greys(tmp_path_factory.mktemp("greys") / "data", SAMPLES)
 
 
 @pytest.mark.parametrize("workers", [0, 2])

@@ -213,6 +213,49 @@ def test_values_are_staged_then_renamed_and_refused_ones_deleted(redis_proc):
     assert not list(r.scan_iter(match="*:s:*"))  # no staged value left
 
 
+def _sets(r):
+    """SET commands the server has run so far (INFO commandstats)."""
+    return int(r.info("commandstats").get("cmdstat_set", {}).get("calls", 0))
+
+
+def test_a_value_offered_to_a_full_tier_is_sent_only_once_admitted(redis_proc):
+    """``later``: a crop offered to a full augmented tier is not staged. Refused (the cached
+    copies are needed as much), it costs no write; admitted (it evicts a copy nobody needs), it
+    is written in place, permanent, and the evicted value is deleted."""
+    r = redis_proc.client
+    s = _store(r, capacity={"augmented": 2 * (300 + OVERHEAD)})
+    for job in ("a", "b"):
+        s.join(job)
+        s.start_epoch(job, 0)
+    r.delete(f"{s.prefix}r:a")  # a made its copies of samples it was served: only b needs them
+    assert s.admit("a", [_item(i, "augmented", b"c" * 300) for i in (0, 1)]) == [1, 1]
+    before = _sets(r)
+    assert s.admit("a", [_item(2, "augmented", b"n" * 300)], later=[0]) == [0]  # b needs all
+    assert _sets(r) == before and not r.exists(s.value_key("augmented", 2))
+    assert not list(r.scan_iter(match="*:s:*"))
+    r.setbit(f"{s.prefix}r:b", 0, 0)  # b has been served sample 0: nobody needs copy 0
+    assert s.admit("a", [_item(2, "augmented", b"n" * 300)], later=[0]) == [1]
+    assert _sets(r) == before + 1
+    key = s.value_key("augmented", 2)
+    assert r.get(key) == b"n" * 300 and r.ttl(key) == -1
+    assert not r.exists(s.value_key("augmented", 0))  # evicted, its value deleted
+    assert _read(s, "b", [2, 1])[1] == [b"n" * 300, b"c" * 300]
+    assert s.usage()["augmented"] == 0  # b was the last job to need them: both spent
+
+
+def test_a_value_sent_once_admitted_that_redis_refuses_is_reported_refused(redis_proc):
+    s, r = _store(redis_proc.client, capacity=dict.fromkeys(CAPACITY, 10**9)), redis_proc.client
+    s.join("a")
+    r.config_set("maxmemory-policy", "noeviction")
+    r.config_set("maxmemory", int(r.info("memory")["used_memory"]) + 100_000)
+    try:
+        big = [_item(0, "encoded", b"x" * 400_000), _item(1, "encoded", b"y" * 400_000)]
+        assert s.admit("a", big, later=[1]) == [REFUSED, REFUSED]
+    finally:
+        r.config_set("maxmemory", 0)
+    assert s.usage()["encoded"] == 0 and s.lookup("a", [0, 1]).tiers == [None, None]
+
+
 def test_a_value_redis_refuses_to_store_is_reported_refused_and_forgotten(redis_proc):
     s, r = _store(redis_proc.client, capacity=dict.fromkeys(CAPACITY, 10**9)), redis_proc.client
     s.join("a")
