@@ -54,7 +54,8 @@ for _, t in ipairs(TIERS) do
         if not prepared then
           prepared = true
           local jobs = demand_jobs(t, live, most)
-          wants = demands(samples, t, jobs, rd)
+          -- (an offered copy is new: a job that used an earlier copy of its sample may use it)
+          wants = demands(samples, t, jobs, rd, true)
           pool = eviction_pool(t, math.min(per_offer * #list, pool_max), jobs)
         end
         while used + size > cap[t] do

@@ -97,16 +97,17 @@ local function live_declared()
 end
 
 -- per sample of list, the declared live jobs that still need it this epoch (for the augmented
--- tier: the jobs of the caller's view that have not used its current copy either). args:
--- reads(list), when the caller has it
-local function demands(list, tier, live, args)
+-- tier: the jobs of the caller's view that have not used its current copy either; for a new
+-- copy (fresh), which every job of the view may use, all of them). args: reads(list), when the
+-- caller has it
+local function demands(list, tier, live, args, fresh)
   local out = {}
   for k = 1, #list do out[k] = 0 end
   args = args or reads(list)
   for _, j in ipairs(live) do
     if tier ~= 'a' or j.same then
       local r = bits(j.r, list, args)
-      local g = tier == 'a' and bits(j.g, list, args) or {}
+      local g = tier == 'a' and not fresh and bits(j.g, list, args) or {}
       for k = 1, #list do
         if r[k] == 1 and g[k] ~= 1 then out[k] = out[k] + 1 end
       end

@@ -243,6 +243,26 @@ def test_a_value_offered_to_a_full_tier_is_sent_only_once_admitted(redis_proc):
     assert s.usage()["augmented"] == 0  # b was the last job to need them: both spent
 
 
+def test_a_new_crop_counts_the_jobs_that_used_an_earlier_copy_of_its_sample(redis_proc):
+    """A job that used a spent copy of a sample (an earlier epoch's, say) may use a new copy:
+    an offered crop's demand counts it, so the crop can evict a copy fewer jobs need."""
+    r = redis_proc.client
+    s = _store(r, capacity={"augmented": 300 + OVERHEAD})  # one crop
+    for job in ("a", "b"):
+        s.join(job)
+        s.start_epoch(job, 0)
+    r.delete(f"{s.prefix}r:a")  # a was served everything it makes
+    assert s.admit("a", [_item(0, "augmented", b"old" * 100)]) == [1]
+    assert _read(s, "b", [0])[1] == [b"old" * 100]  # b used copy 0: spent
+    assert s.usage()["augmented"] == 0
+    s.join("c", indices=[0, *range(2, 10)])  # c never trains on sample 1
+    s.start_epoch("c", 0)
+    assert s.admit("a", [_item(1, "augmented", b"one" * 100)]) == [1]  # only b needs it
+    # a new copy of sample 0: b (which used the old one) and c need it, more than copy 1
+    assert s.admit("a", [_item(0, "augmented", b"new" * 100)], later=[0]) == [1]
+    assert _read(s, "b", [0, 1])[1] == [b"new" * 100, None]
+
+
 def test_a_value_sent_once_admitted_that_redis_refuses_is_reported_refused(redis_proc):
     s, r = _store(redis_proc.client, capacity=dict.fromkeys(CAPACITY, 10**9)), redis_proc.client
     s.join("a")
