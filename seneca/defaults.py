@@ -95,6 +95,13 @@ CACHE_RETRY_CAP = 4.0
 #: between two looks for them
 PROMISE_WAIT = 1.0
 PROMISE_POLL = 0.01
+#: Seconds a fetch looks again for decided values it found missing before it takes them for
+#: gone: an admission makes its entries visible a round trip before their values are in place
+#: (measured: every such value was there 1 ms later), and one evicted after its pin lapsed is
+#: read from storage once this has passed. The looks are this far apart at first, twice as far
+#: each time after
+MISSING_WAIT = 0.008
+MISSING_POLL = 0.0005
 #: Environment variable that makes every SenecaLoader strict when its ``strict`` is not given:
 #: "1", "true" or "yes" (any case).
 STRICT_ENV = "SENECA_STRICT"

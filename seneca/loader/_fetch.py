@@ -224,18 +224,39 @@ class Fetcher:
         used = {t: int(v or 0) for t, v in zip(TIERS, replies[-2], strict=True)}
         it = iter(replies[0] if hits else ())
         values: list[tuple[str | None, Any]] = []
-        gone = []
-        for p in picks:
+        missing = []  # positions in picks
+        for k, p in enumerate(picks):
             value = next(it) if p.tier is not None else None
             if isinstance(value, redis.RedisError):  # a cluster node that died: values gone
                 value = None
             values.append((p.tier, value) if value is not None else (None, None))
             if p.tier is not None and value is None:
-                gone.append((p.tier, p.index))
-        if gone:  # evicted after the decision, deleted by a late eviction, or not yet in place
+                missing.append(k)
+        gone = self._look_again(picks, missing, values)
+        if gone:  # evicted after the decision, deleted by a late eviction, or a node died
             count["ods_gone"] += len(gone)
             self._forget_bad(gone, count)  # the entry goes: a later miss caches it again
         return values, used, live
+
+    def _look_again(self, picks: Sequence[Pick], missing: list[int], values: list) -> list:
+        """Read the values of ``picks`` at positions ``missing`` again, for up to
+        ``defaults.MISSING_WAIT`` seconds, into ``values``: an admission's values are put in
+        place a round trip after its entries are visible, and a batch decided meanwhile finds
+        them missing. Returns the (tier, index) of those still missing: gone."""
+        wait, deadline = defaults.MISSING_POLL, time.monotonic() + defaults.MISSING_WAIT
+        store = self.link.store
+        while missing and time.monotonic() < deadline:
+            time.sleep(wait)
+            wait *= 2
+            keys = store.value_keys((picks[k].tier, picks[k].index) for k in missing)
+            reply = post(store.client, [("MGET", *keys)]).replies(raise_on_error=False)[0]
+            if isinstance(reply, redis.RedisError):  # (a node that died: gone)
+                break
+            for k, value in zip(missing, reply, strict=True):
+                if value is not None:
+                    values[k] = (picks[k].tier, value)
+            missing = [k for k in missing if values[k][1] is None]
+        return [(picks[k].tier, picks[k].index) for k in missing]
 
     def _claim(
         self, picks: Sequence[Pick], promised: set[int], values: list, count: Counter

@@ -2,6 +2,7 @@
 
 import collections
 import logging
+import threading
 import time
 
 import pytest
@@ -80,6 +81,31 @@ def test_a_value_gone_after_the_decision_is_a_counted_miss(tiny_dataset, redis_p
     # the entry without a value went with the read, and the miss cached the sample again
     assert store.cached("decoded", [i]) == [True]
     assert redis_proc.client.exists(store.value_key("decoded", i)) == 1
+
+
+def test_a_value_put_in_place_just_after_the_decision_is_read_not_taken_for_gone(
+    tiny_dataset, redis_proc
+):
+    """An admission's entries are visible a round trip before its values are in place: a fetch
+    that finds a decided value missing looks again, briefly, before it reads from storage."""
+    ds = indexed(tiny_dataset)
+    loader = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB")
+    epoch_of(loader)  # fills the cache
+    wrapped, r = loader._cached, redis_proc.client
+    store = wrapped.store
+    i = next(i for i in range(48) if r.getbit(store.tier_key("decoded"), i))
+    key = store.value_key("decoded", i)
+    value = r.get(key)
+    r.delete(key)  # not in place yet ...
+    late = threading.Timer(0.002, r.set, (key, value))  # ... until a moment after the decision
+    late.start()
+    store.start_epoch(wrapped.job, 99)
+    reads = loader.stats()["storage_reads"]
+    out = wrapped.__getitems__([Pick(i, "decoded", 0)])
+    late.join()
+    assert out[0][1] == i
+    assert loader.stats()["ods_gone"] == 0 and loader.stats()["storage_reads"] == reads
+    assert store.cached("decoded", [i]) == [True] and r.get(key) == value
 
 
 def test_an_entry_whose_value_went_missing_does_not_stay(tiny_dataset, redis_proc):
