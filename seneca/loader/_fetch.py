@@ -252,10 +252,15 @@ class Fetcher:
             reply = post(store.client, [("MGET", *keys)]).replies(raise_on_error=False)[0]
             if isinstance(reply, redis.RedisError):  # (a node that died: gone)
                 break
+            dead = False
             for k, value in zip(missing, reply, strict=True):
-                if value is not None:
+                if isinstance(value, redis.RedisError):  # (its node died: gone)
+                    dead = True
+                elif value is not None:
                     values[k] = (picks[k].tier, value)
             missing = [k for k in missing if values[k][1] is None]
+            if dead:
+                break
         return [(picks[k].tier, picks[k].index) for k in missing]
 
     def _claim(
