@@ -48,12 +48,23 @@ from ods import defaults
 from seneca_base.errors import ConfigError
 from seneca_base.tiers import LETTER, TIERS
 
-__all__ = ["BUDGET_FIELD", "DECLARED_JOB_KEYS", "JOB_KEYS", "Keys", "glob_escape", "lua_layout"]
+__all__ = [
+    "BUDGET_FIELD",
+    "BUDGET_VERSION",
+    "DECLARED_JOB_KEYS",
+    "JOB_KEYS",
+    "Keys",
+    "glob_escape",
+    "lua_layout",
+]
 
 #: A job's keys (``<meta><k>:<job>``) and the type each holds.
 JOB_KEYS: dict[str, str] = {"j": "hash", "r": "string", "p": "string", "g": "string", "m": "string"}
 #: The fields of a dataset's ``info`` hash holding the budgets in force: this, then the form.
 BUDGET_FIELD = "budget:"
+#: The field of a dataset's ``info`` hash holding the version of the plan whose budgets are in
+#: force (absent: none said; see ``budgets.lua``)
+BUDGET_VERSION = "budget_version"
 #: The keys a call declares for each live job, after the layout's (:meth:`Keys.layout`).
 DECLARED_JOB_KEYS: tuple[str, ...] = ("r", "g", "m")
 
@@ -253,4 +264,5 @@ def lua_layout() -> str:
         f"local FIRST_JOB_KEY, JOB_KEY_COUNT = {first + 1}, {len(DECLARED_JOB_KEYS)}\n"
         "local KEY_TYPES = {" + ", ".join(f"'{t}'" for t in types) + "}\n"
         "local JOB_KEYS = {" + ", ".join(f"'{k}'" for k in JOB_KEYS) + "}\n"
+        f"local BUDGET_VERSION = '{BUDGET_VERSION}'\n"
     )

@@ -133,10 +133,6 @@ class OdsStore(Engine):
         changes this store's :attr:`capacity` goes through."""
         self.capacity = split.budgets(size)
 
-    def scale_budgets(self, scale: float) -> None:
-        """Every tier's budget times ``scale`` (the server's memory is fuller than planned)."""
-        self.capacity = {t: int(c * scale) for t, c in self.capacity.items()}
-
     @property
     def budget_total(self) -> int:
         """Units the tiers may hold together."""
@@ -386,15 +382,26 @@ class OdsStore(Engine):
         self.capacity = budgets
         return changed
 
-    def publish_budgets(self, job: str) -> None:
+    def publish_budgets(self, job: str, version: int | None = None) -> bool:
         """Write this store's budgets where every process of every job of the dataset reads
         them (:meth:`budgets_command`) and ``seneca cache status`` shows them; ``job``: the
-        job that publishes them. Written by a function, which a server out of memory still
-        runs: budgets shrink when the server refused writes for want of memory."""
+        job that publishes them; ``version``: that of the plan they split the cache by, when a
+        plan does. Budgets of an older plan than those in force are not written: this store
+        takes those in force instead. Returns whether these were written. Written by a
+        function, which a server out of memory still runs (see :meth:`fit_budgets`)."""
         flat: list[object] = []
         for t in TIERS:
             flat += [self.keys.budget_field(t), self.capacity[t]]
-        self.call("budgets", job, *flat)
+        mark = "" if version is None else int(version)
+        reply = self.call("budgets", job, "set", mark, *flat)
+        return not self.adopt_budgets(reply)
+
+    def fit_budgets(self, job: str, total: int) -> None:
+        """Shrink the budgets in force, in their proportions, to hold at most ``total`` units
+        together (the server refused writes for want of memory), and take them: those in
+        force shrink, whatever this store last read of them."""
+        fields = [self.keys.budget_field(t) for t in TIERS]
+        self.adopt_budgets(self.call("budgets", job, "fit", int(total), *fields))
 
     def used_command(self) -> tuple[str, ...]:
         """The command whose reply is the units each tier holds (TIERS order)."""
@@ -421,12 +428,15 @@ class OdsStore(Engine):
     # -- inspection -------------------------------------------------------------------------
 
     def register(self, about: str) -> None:
-        """Note for operators (``seneca cache status``) what the dataset is, its size and this
-        job's budgets (the latest job's are shown)."""
-        fields: dict[str, object] = {"samples": self.samples, "about": about}
-        fields.update({self.keys.budget_field(t): self.capacity[t] for t in TIERS})
-        fields["seen"] = self.now_ms()
-        self.client.hset(self.keys.info, mapping=fields)  # type: ignore[arg-type]
+        """Note for operators (``seneca cache status``) what the dataset is and its size, and
+        this job's budgets where none are in force yet (those in force are published:
+        :meth:`publish_budgets`)."""
+        pipe = self.client.pipeline(transaction=False)
+        fields = {"samples": self.samples, "about": about, "seen": self.now_ms()}
+        pipe.hset(self.keys.info, mapping=fields)  # type: ignore[arg-type]
+        for t in TIERS:
+            pipe.hsetnx(self.keys.info, self.keys.budget_field(t), self.capacity[t])
+        pipe.execute()
 
     def state(self) -> dict[str, object]:
         """Entries and units held per tier, and the number of live jobs."""

@@ -48,7 +48,7 @@ def _capacity_writes(path: Path) -> list[int]:
 
 
 def test_only_the_store_sets_its_budgets():
-    """Budgets change through ``OdsStore.apply_split`` / ``scale_budgets``: no module assigns
+    """Budgets change through ``OdsStore.apply_split`` / ``adopt_budgets``: no module assigns
     another object's ``capacity``."""
     found = {
         str(p.relative_to(ROOT)): lines

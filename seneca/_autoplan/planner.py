@@ -277,7 +277,7 @@ class AutoPlanner:
         self.setting = replace(self.setting, cache_bytes=int(size))
         if self.record is not None:
             self.store.apply_split(self.split, self.setting.cache_bytes)
-            self.store.publish_budgets(self.job)
+            self.store.publish_budgets(self.job, self.record.version)
 
     def _adopt(self, record: PlanRecord) -> None:
         if self.record is not None and record == self.record:
@@ -287,7 +287,7 @@ class AutoPlanner:
         self.history.append(record)
         self.store.apply_split(self.split, self.setting.cache_bytes)
         if changed:
-            self.store.publish_budgets(self.job)
+            self.store.publish_budgets(self.job, record.version)
 
     def _shrink(self) -> None:
         """Evict from tiers above their budget, a few bounded calls per look."""

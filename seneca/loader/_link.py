@@ -96,9 +96,8 @@ class CacheLink:
             return
         total, held = store.budget_total, sum(used.values())
         fit = defaults.REFUSED_SHRINK * (min(total, held) if 2 * held > total else total)
-        store.scale_budgets(fit / total if total else 1.0)
         with contextlib.suppress(*CACHE_FAILURES):
-            store.publish_budgets(self.job)
+            store.fit_budgets(self.job, int(fit))
         if self.counters.once("cache-refused"):
             log.warning(
                 "cache %s refused to store %d values (its memory is full below the tiers' "
