@@ -5,11 +5,13 @@ a loader's own order). One round trip reads the values (straight into their own 
 ``seneca._cache.resp``), releases the batch's pins (the server runs the release after the reads,
 so the values were read while pinned; in the loader process the release is posted to the
 outbox instead), and reads the tiers' usage and the live jobs of the loader's view. A value
-that is gone (its entry was evicted after its pin lapsed, a late eviction deleted it after the
-sample was cached again, or its admission is not finished) is a counted miss read from
-storage, and its entry is dropped so a later miss caches the sample again: a fetch never fails
-for a missing cache entry, and an entry without a value does not stay. Then one call
-offers the new values to the cache (its policy decides what stays).
+found missing is looked for again for a few milliseconds (an admission's values are in place
+a round trip after its entries). One still missing is gone (its entry was evicted after its
+pin lapsed, or a late eviction deleted it after the sample was cached again): a counted miss
+read from storage, and its entry is dropped so a later miss caches the sample again: a fetch
+never fails for a missing cache entry, and an entry without a value does not stay. Then one
+call offers the new values to the cache (its policy decides what stays, and may evict for
+them: values are offered to a full encoded or augmented tier too).
 """
 
 from __future__ import annotations
