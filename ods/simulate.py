@@ -59,6 +59,8 @@ class SimConfig:
     #: batches a job has in the making: a batch's misses are admitted only after the job's
     #: next ``in_making`` calls (a loader's workers each make one; 0: at once)
     in_making: int = 0
+    #: calls a job makes at a time (``ods.timeline``: workers that decide together)
+    together: int = 1
     #: the cache's tier (see SIM_TIERS)
     tier: str = "encoded"
     #: a miss the engine promised (another job is making it: ``Decision.promised``) is read
@@ -74,6 +76,7 @@ class SimConfig:
             ("--epochs", self.epochs, self.epochs >= 1),
             ("--cache-frac", self.cache_frac, 0 <= self.cache_frac <= 1),
             ("--in-making", self.in_making, self.in_making >= 0),
+            ("--together", self.together, self.together >= 1),
             ("--tier", self.tier, self.tier in SIM_TIERS),
         ]
         for name, value, ok in checks:
@@ -99,7 +102,13 @@ class SimConfig:
         """The run's calls, in order (``ods.timeline``)."""
         starts = list(self.starts) or None
         return timeline(
-            self.samples, self.batch, self.epochs, self.job_speeds(), starts, self.max_batches
+            self.samples,
+            self.batch,
+            self.epochs,
+            self.job_speeds(),
+            starts,
+            self.max_batches,
+            self.together,
         )
 
 

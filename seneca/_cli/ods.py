@@ -75,6 +75,13 @@ def _parser() -> argparse.ArgumentParser:
         help="batches each job has in the making: a batch's misses are admitted after the "
         "job's next K calls, as a loader's workers make them (default 0: at once)",
     )
+    s.add_argument(
+        "--together",
+        type=int,
+        default=1,
+        help="calls each job makes at a time, as a loader's workers that started together "
+        "decide their batches together (default 1)",
+    )
     s.add_argument("--json", action="store_true", help="print JSON")
     return p
 
@@ -133,6 +140,7 @@ def _simulate(args: argparse.Namespace) -> None:
         seed=args.seed,
         max_batches=args.max_batches,
         in_making=args.in_making,
+        together=args.together,
         tier=args.tier,
         promise=args.promise,
     )
@@ -150,6 +158,7 @@ def _simulate(args: argparse.Namespace) -> None:
     speeds = ",".join(f"{s:g}" for s in cfg.job_speeds())
     starts = f", starts {','.join(f'{s:g}' for s in cfg.starts)}" if cfg.starts else ""
     starts += f", {cfg.in_making} batches in the making" if cfg.in_making else ""
+    starts += f", {cfg.together} calls at a time" if cfg.together > 1 else ""
     print(
         f"ods simulate: N={cfg.samples:,}, {cfg.jobs} jobs (speeds {speeds}{starts}), batch "
         f"{cfg.batch}, {cfg.epochs} epochs, cache {cfg.cache_frac:.0%} ({cfg.capacity:,} samples)"

@@ -26,6 +26,18 @@ def test_timeline_calls_and_starts():
     assert len(timeline(100, 32, 2, [1.0, 2.0], max_calls=7)) == 7
 
 
+def test_timeline_calls_together():
+    """Workers that started together decide together: each job's calls come W at a time, at
+    the same pace (W calls per W / speed)."""
+    steps = timeline(1000, 32, 1, [1.0, 1.0, 1.0], together=2)
+    assert [s.job for s in steps[:12]] == [0, 0, 1, 1, 2, 2] * 2
+    alone = timeline(1000, 32, 1, [1.0, 1.0, 1.0])
+    assert [s.job for s in alone[:6]] == [0, 1, 2] * 2
+    assert sorted(steps, key=lambda s: s.job) == sorted(alone, key=lambda s: s.job)
+    with pytest.raises(ConfigError, match="--together"):
+        SimConfig(samples=10, jobs=1, cache_frac=0.1, together=0)
+
+
 @pytest.mark.parametrize(("jobs", "epochs", "cache"), [(1, 1, 0), (3, 3, 200), (4, 2, 999)])
 def test_ceiling_equal_speeds_closed_form(jobs, epochs, cache):
     # every sample loaded in the first epoch, then what the cache could not carry over
