@@ -263,27 +263,15 @@ def test_a_new_crop_counts_the_jobs_that_used_an_earlier_copy_of_its_sample(redi
     assert _read(s, "b", [0, 1])[1] == [b"new" * 100, None]
 
 
-def test_a_value_sent_once_admitted_that_redis_refuses_is_reported_refused(redis_proc):
+@pytest.mark.parametrize("later", [[], [1]])  # staged, or value 1 written once admitted
+def test_a_value_redis_refuses_to_store_is_reported_refused_and_forgotten(redis_proc, later):
     s, r = _store(redis_proc.client, capacity=dict.fromkeys(CAPACITY, 10**9)), redis_proc.client
     s.join("a")
     r.config_set("maxmemory-policy", "noeviction")
     r.config_set("maxmemory", int(r.info("memory")["used_memory"]) + 100_000)
     try:
         big = [_item(0, "encoded", b"x" * 400_000), _item(1, "encoded", b"y" * 400_000)]
-        assert s.admit("a", big, later=[1]) == [REFUSED, REFUSED]
-    finally:
-        r.config_set("maxmemory", 0)
-    assert s.usage()["encoded"] == 0 and s.lookup("a", [0, 1]).tiers == [None, None]
-
-
-def test_a_value_redis_refuses_to_store_is_reported_refused_and_forgotten(redis_proc):
-    s, r = _store(redis_proc.client, capacity=dict.fromkeys(CAPACITY, 10**9)), redis_proc.client
-    s.join("a")
-    r.config_set("maxmemory-policy", "noeviction")
-    r.config_set("maxmemory", int(r.info("memory")["used_memory"]) + 100_000)
-    try:
-        big = [_item(0, "encoded", b"x" * 400_000), _item(1, "encoded", b"y" * 400_000)]
-        assert s.admit("a", big) == [REFUSED, REFUSED]  # an error, not a full tier
+        assert s.admit("a", big, later=later) == [REFUSED, REFUSED]  # an error, not a full tier
     finally:
         r.config_set("maxmemory", 0)
     assert s.usage()["encoded"] == 0 and s.lookup("a", [0, 1]).tiers == [None, None]
