@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         DatasetError,
         SenecaError,
         SpecError,
+        WorkerError,
     )
     from seneca.loader import SenecaLoader
     from seneca.loader.source import CacheableDataset
@@ -47,6 +48,7 @@ _HOMES = {
     "SenecaLoader": "seneca.loader",
     "SpecError": "seneca.errors",
     "Storage": "seneca.pipeline.storage",
+    "WorkerError": "seneca.errors",
     "decode": "seneca.pipeline.codec",
     "encode": "seneca.pipeline.codec",
 }
@@ -63,6 +65,7 @@ __all__ = [
     "SenecaLoader",
     "SpecError",
     "Storage",
+    "WorkerError",
     "decode",
     "encode",
 ]

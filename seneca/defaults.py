@@ -132,6 +132,12 @@ AHEAD_INTERRUPT_WAIT_S = 0.1
 #: (``seneca.loader._worker_exit``).
 WORKER_EXIT_WAIT_S = 2.0
 
+#: How long the loop waits, once a worker's connection broke while it handed over a batch, for
+#: DataLoader's SIGCHLD handler to name the worker that died, and how often it lets the handler
+#: run meanwhile (``seneca.loader._lost_worker``).
+WORKER_LOSS_WAIT_S = 1.0
+WORKER_LOSS_POLL_S = 0.01
+
 
 #: Embedded cache: name of the shared server when ``cache=None``, and how often its watchdog
 #: checks whether any user process is still alive.

@@ -16,6 +16,7 @@ __all__ = [
     "SpecError",
     "StaleJobsError",
     "UnknownJobError",
+    "WorkerError",
 ]
 
 
@@ -79,11 +80,15 @@ class ForeignDataError(ServerFunctionError):
         return str(self).split(" ", 1)[1] if " " in str(self) else ""
 
 
+class WorkerError(SenecaError, RuntimeError):
+    """A DataLoader worker lost while it handed over a batch (killed, or out of memory)."""
+
+
 # Users meet these as ``seneca.ConfigError`` (tracebacks and reprs show the name they import);
 # the engine's own errors as ``seneca.errors.*``. Both names resolve, so they pickle.
 _PUBLIC = (
     SenecaError, ConfigError, SpecError, DatasetError, CodecError, CacheError,
-    CacheUnavailableError,
+    CacheUnavailableError, WorkerError,
 )  # fmt: skip
 for _error in _PUBLIC:
     _error.__module__ = "seneca"

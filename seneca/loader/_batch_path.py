@@ -29,15 +29,18 @@ iterator over the one before (:data:`Stage`):
    recorded (``timeline.Timeline``);
 6. **ahead**: with workers, the stages above run one batch ahead in a thread
    (``_ahead.made_ahead``);
-7. **device hand-over**: the loop's stream waits for the copy (``_device.handed_over``);
-8. **track**: with ODS, the batch counted for ``state_dict`` (``ods.progress.EpochProgress``);
-9. **budget tick**: a look at the dataset's share of the node and, with ``split="auto"``, at
-   the plan, between batches and at the end (``_budgets.Budgets.tick``, ``AutoPlanner.tick``);
-10. **stats**: progress lines and the epoch's summary (``_stats.summarised``);
-11. **handed**: with ``SENECA_TIMELINE`` set, the times the loop takes each batch and asks for
+7. **lost worker**: with workers, a worker's connection broken while it handed a batch over
+   raised as the worker's death, in the loop's thread (``_lost_worker.reported``);
+8. **device hand-over**: the loop's stream waits for the copy (``_device.handed_over``);
+9. **track**: with ODS, the batch counted for ``state_dict`` (``ods.progress.EpochProgress``);
+10. **budget tick**: a look at the dataset's share of the node and, with ``split="auto"``, at
+    the plan, between batches and at the end (``_budgets.Budgets.tick``, ``AutoPlanner.tick``);
+11. **stats**: progress lines and the epoch's summary (``_stats.summarised``);
+12. **handed**: with ``SENECA_TIMELINE`` set, the times the loop takes each batch and asks for
     the next recorded, and the iteration's times written (``timeline.Timeline``).
 
-A loader that reads its dataset uncached runs only the device stages.
+A loader that reads its dataset uncached runs only the device stages and, with workers, the lost
+worker's.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ import torch
 from seneca import defaults
 from seneca.loader._ahead import closing, made_ahead
 from seneca.loader._device import DeviceFeed, handed_over, staged
+from seneca.loader._lost_worker import reported
 from seneca.loader._slots import released
 from seneca.loader._stats import Counters, summarised
 from seneca.loader.timeline import Timeline
@@ -69,9 +73,10 @@ Stage = Callable[[Iterator[Any]], Iterator[Any]]
 
 @dataclass
 class BatchPath:
-    """What a loader runs on each batch in its own process (the stages 4-10 above).
+    """What a loader runs on each batch in its own process (the stages 4-12 above).
 
-    ``cached``: the loader reads through the cache (else only the device stages run);
+    ``cached``: the loader reads through the cache (else only the device and lost worker
+    stages run);
     ``feed``: the device feed (None: batches stay on the CPU); ``tail``: the batch tail run in
     this process (None: none, or the feed runs it); ``pin``: pin batches (``pin_memory``);
     ``ahead``: make batches a batch ahead in a thread (with workers); ``sampler``,
@@ -122,6 +127,8 @@ class BatchPath:
             out.append(("made", lambda it: timeline.passed(it, "made")))
         if self.cached and self.ahead:
             out.append(("ahead", lambda it: self._made_ahead(it, cuda)))
+        if self.ahead:
+            out.append(("lost worker", reported))
         if feed is not None:
             out.append(("device hand-over", lambda it: handed_over(it, feed)))
         if not self.cached:
