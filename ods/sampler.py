@@ -46,7 +46,7 @@ from ods.store import OdsStore
 from seneca_base.backoff import Backoff
 from seneca_base.errors import CacheUnavailableError, ConfigError, UnknownJobError
 
-__all__ = ["OdsBatchSampler", "OdsSampler", "Ranks"]
+__all__ = ["Decided", "OdsBatchSampler", "OdsSampler", "Ranks"]
 
 _log = logging.getLogger("seneca.ods")
 
@@ -61,6 +61,13 @@ class Ranks(Protocol):
     def barrier(self) -> None:
         """Return once every rank has called it."""
         ...
+
+
+class Decided(list):
+    """A batch of :class:`Pick` as the sampler yields it, and :attr:`record`, its sample
+    indices as the sampler counts them for :meth:`OdsBatchSampler.state_dict`."""
+
+    record: array
 
 
 class _BackingOff(CacheUnavailableError):
@@ -268,9 +275,28 @@ class OdsBatchSampler:
             yield self._record(epoch, [Pick(i, None, 0) for i in batch])
         return False
 
-    def _record(self, epoch: int, picks: list[Pick]) -> list[Pick]:
-        self.yielded.setdefault(epoch, []).append(array("I", [p.index for p in picks]))
-        return picks
+    def _record(self, epoch: int, picks: list[Pick]) -> Decided:
+        batch = Decided(picks)
+        batch.record = array("I", [p.index for p in picks])
+        self.yielded.setdefault(epoch, []).append(batch.record)
+        return batch
+
+    def swapped(self, batch: Sequence[Pick], swaps: Sequence[tuple[int, int]]) -> None:
+        """Note that ``batch`` (one this sampler yielded) was served with sample ``index`` at
+        ``position`` for each ``(position, index)`` of ``swaps``: misses its maker swapped
+        for copies cached after the batch was decided (``OdsStore.swap``)."""
+        record = getattr(batch, "record", None)
+        if record is None:
+            raise ValueError("swapped: not a batch this sampler yielded")
+        for position, index in swaps:
+            record[position] = index
+
+    @property
+    def swaps_late(self) -> bool:
+        """Whether a batch's misses may be swapped late for copies cached after it was
+        decided: with substitution, and one rank (ranks that finish their shares at different
+        times could leave a sample put back unserved)."""
+        return self.substitute and self.num_replicas == 1
 
     def _release(self, picks: Sequence[Pick]) -> None:
         """Unpin the hits of ``picks`` that will not be fetched."""

@@ -39,7 +39,7 @@ import redis
 from ods import defaults
 from ods.admission import admit
 from ods.bitmaps import set_bit
-from ods.decision import Decision, merge_decisions, parse_decision
+from ods.decision import Decision, Pick, merge_decisions, parse_decision
 from ods.engine import Engine
 from ods.functions import POLICIES, error_of
 from ods.keys import Keys
@@ -301,6 +301,22 @@ class OdsStore(Engine):
         )
         self.unlink_values(evicted, now=False)
         return [int(i) for i in got], [int(i) for i in still]
+
+    def swap(self, job: str, epoch: int, misses: Sequence[int]) -> list[Pick]:
+        """Serve copies cached since a batch of ``epoch`` was decided in place of its
+        ``misses`` not yet made (in the order the caller would make them): as many as the
+        job may use, drawn as :meth:`decide` draws its substitutions. The k-th pick returned
+        (a hit, pinned until released) replaces the k-th miss; the misses replaced go back to
+        the job's unserved samples and come in a later batch. None once every sample of the
+        epoch has been served (a miss put back then would never come)."""
+        if not misses:
+            return []
+        args = [int(epoch), self.lease_ms, self._seed(), self.samples, self.policy]
+        args += [defaults.SPEND_CANDIDATES, defaults.DEMAND_JOBS]
+        hits, tiers, bucket = self.call("swap", job, *args, *misses, jobs=True)
+        return [
+            Pick(int(i), tier_of_letter(t), int(bucket)) for i, t in zip(hits, tiers, strict=True)
+        ]
 
     def release_command(self, job: str, bucket: int, hits: Sequence[int]) -> tuple[object, ...]:
         """:meth:`release_hits` as one ``FCALL`` command, to send in a pipeline after the reads

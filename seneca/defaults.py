@@ -95,6 +95,9 @@ CACHE_RETRY_CAP = 4.0
 #: between two looks for them
 PROMISE_WAIT = 1.0
 PROMISE_POLL = 0.01
+#: A worker makes its batch's misses this many at a time, and before each few swaps those still
+#: to make for copies other jobs cached since the batch was decided (``Fetcher._made_late``)
+SWAP_EVERY = 8
 #: Seconds a fetch looks again for decided values it found missing before it takes them for
 #: gone: an admission makes its entries visible a round trip before their values are in place
 #: (measured: every such value was there 1 ms later), and one evicted after its pin lapsed is

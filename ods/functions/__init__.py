@@ -42,6 +42,7 @@ COMMANDS = (
     "lookup",
     "release",
     "claim",
+    "swap",
     "admit",
     "forget",
     "shrink",

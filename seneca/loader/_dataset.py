@@ -18,7 +18,7 @@ import torch.utils.data
 from ods.decision import Pick
 from ods.store import OdsStore
 from seneca.loader._desk import DeskClient
-from seneca.loader._fetch import Fetcher
+from seneca.loader._fetch import Fetcher, Swaps
 from seneca.loader._link import CacheLink
 from seneca.loader._roles import Role
 from seneca.loader._roles import current as current_role
@@ -152,5 +152,8 @@ class CachedDataset(torch.utils.data.Dataset):
         if share.slot is not None:
             part.slot = share.slot
             part.rows = BatchRows.over(share.slot.tensor[: len(share.picks)])
-        part.extend(self.fetcher.fetch(share.picks, evict=True, rows=part.rows, role=role))
+        late = None if share.epoch is None else Swaps(share.epoch)
+        fetched = self.fetcher.fetch(share.picks, evict=True, rows=part.rows, role=role, late=late)
+        part.extend(fetched)
+        part.swaps = late.made if late is not None else None
         return part

@@ -12,7 +12,8 @@ the worker makes it in.
 
 The wire, on a Unix socket the desk listens on (each worker process connects once): a request
 is the ticket's iteration and tag (12 bytes); the answer is a head (a count, the batch slot the
-batch is made in or -1, and the length of a description of the slots: 12 bytes), the
+batch is made in or -1, the length of a description of the slots, and the ODS epoch whose
+misses the worker may swap late or -1: 20 bytes), the
 description when the slot is one of slots this worker has not been handed yet (JSON,
 ``seneca.loader._slots.SlotLayout``; the slots' memory rides with the answer as a file
 descriptor, ``SCM_RIGHTS``), then the count's picks (index, tier code or promised, pin bucket:
@@ -47,7 +48,8 @@ __all__ = ["NO_BATCH", "Desk", "DeskClient", "Share"]
 log = logging.getLogger("seneca")
 
 _REQUEST = struct.Struct("<IQ")  # iteration, tag
-_HEAD = struct.Struct("<iiI")  # count, slot (-1: none), length of the slots' description
+#: count, slot (-1: none), length of the slots' description, epoch of late swaps (-1: none)
+_HEAD = struct.Struct("<iiIq")
 _PICK = struct.Struct("<qbq")  # index, tier code, pin bucket
 #: a tier's code on the wire: its position here (None: read from storage); a promised miss's
 #: code is :data:`_PROMISED`
@@ -59,11 +61,14 @@ NO_BATCH = -1
 
 @dataclass
 class Share:
-    """What a worker makes of a ticket: the decided batch's ``picks``, and the slot the batch
-    is made in (None: none; ``seneca.loader._slots``)."""
+    """What a worker makes of a ticket: the decided batch's ``picks``, the slot the batch is
+    made in (None: none; ``seneca.loader._slots``), and the ODS epoch the batch is of when its
+    misses not yet made may be swapped for copies cached meanwhile (None: they may not;
+    ``ods.store.OdsStore.swap``)."""
 
     picks: list[Pick]
     slot: Lent | None = None
+    epoch: int | None = None
 
 
 #: what the desk calls for a ticket: (iteration, tag) -> the worker's share (None: no batch)
@@ -166,7 +171,7 @@ class Desk:
             reply, fd = _encoded(share, self._named.get(conn))
         except Exception:  # a worker must not wait forever: it gets no batch, the loop raises
             log.exception("deciding ticket %d failed", tag)
-            share, reply, fd = None, _HEAD.pack(NO_BATCH, -1, 0), None
+            share, reply, fd = None, _HEAD.pack(NO_BATCH, -1, 0, -1), None
         if share is not None and share.slot is not None:
             self._named[conn] = share.slot.layout
         self.answered += 1
@@ -202,7 +207,8 @@ class DeskClient:
             head, fds, _, _ = socket.recv_fds(sock, _HEAD.size, 1)
             if not head:
                 raise ConnectionError("the desk closed the connection")
-            count, slot, named = _HEAD.unpack(head + _received(sock, _HEAD.size - len(head)))
+            head += _received(sock, _HEAD.size - len(head))
+            count, slot, named, epoch = _HEAD.unpack(head)
             if count == NO_BATCH:
                 return None
             if named:
@@ -224,7 +230,7 @@ class DeskClient:
         lent, described = None, self._maps.described
         if slot >= 0 and described is not None:
             lent = Lent(described, slot, self._maps.tensor(slot))
-        return Share(picks, lent)
+        return Share(picks, lent, None if epoch < 0 else epoch)
 
     def _connected(self) -> socket.socket:
         if self._sock is None or self._pid != os.getpid():
@@ -239,13 +245,14 @@ def _encoded(share: Share | None, named: SlotLayout | None) -> tuple[bytes, int 
     """The answer for a ticket with ``share`` (None: no batch) to a worker handed the slots
     ``named`` last, and the descriptor to hand it with the answer (None: none)."""
     if share is None:
-        return _HEAD.pack(NO_BATCH, -1, 0), None
+        return _HEAD.pack(NO_BATCH, -1, 0, -1), None
     lent, slot, described, fd = share.slot, -1, b"", None
     if lent is not None:
         slot = lent.index
         if lent.layout != named:
             described, fd = lent.layout.encode(), lent.fd
-    head = _HEAD.pack(len(share.picks), slot, len(described))
+    epoch = -1 if share.epoch is None else share.epoch
+    head = _HEAD.pack(len(share.picks), slot, len(described), epoch)
     picks = b"".join(
         _PICK.pack(p.index, _PROMISED if p.promised else _CODES.index(p.tier), p.bucket)
         for p in share.picks

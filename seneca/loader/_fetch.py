@@ -21,6 +21,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -37,7 +38,7 @@ from seneca.loader._stats import Counters
 from seneca.pipeline import codec
 from seneca_base.tiers import TIERS
 
-__all__ = ["Fetcher", "ReadsAhead"]
+__all__ = ["Fetcher", "ReadsAhead", "Swaps"]
 
 log = logging.getLogger("seneca")
 
@@ -64,6 +65,16 @@ def _placer(rows: BatchRows, picks: Sequence[Any]) -> Place:
         return None if layout is None else rows.place(where[j], *layout)
 
     return place
+
+
+@dataclass
+class Swaps:
+    """A batch whose misses not yet made may be swapped late for copies cached after it was
+    decided: its ODS ``epoch``, and the swaps :meth:`Fetcher.fetch` made, (position, index
+    served instead) each."""
+
+    epoch: int
+    made: list[tuple[int, int]] = field(default_factory=list)
 
 
 class ReadsAhead:
@@ -118,12 +129,14 @@ class Fetcher:
         evict: bool,
         rows: BatchRows | None = None,
         role: Role = TRAINING,
+        late: Swaps | None = None,
     ) -> list[tuple[Any, Any]]:
         """The samples of a batch of ``ods.decision.Pick``; ``evict``: offer values to a full
         encoded tier too (ODS batches: the policy evicts what live jobs need least; a loader's
         own order has no demand to evict for). ``rows``: the rows of the batch's images (pick k
         in row k; ``seneca.loader._tickets`` gives a batch slot's), by default made here.
-        ``role``: the calling process's."""
+        ``role``: the calling process's. ``late``: the batch's misses may be swapped late
+        (:meth:`_made_late`), the swaps noted there."""
         count: Counter = Counter(samples=len(picks))
         store = self.link.store
         # with the batch tail deferred, augmented hits are read into the rows of the batch
@@ -142,7 +155,16 @@ class Fetcher:
         # (elsewhere a promised sample is made as a miss: the training loop does not wait)
         waits = role.worker and used is not None
         promised = {k for k, p in enumerate(picks) if p.promised} if waits else set()
-        out = self._samples(picks, values, count, rows, offers, aug_ok, skip=promised)
+        # misses made a few at a time, each few decided again as late as that (see _made_late)
+        later: list[int] = []
+        if late is not None and used is not None and live > 1:
+            misses = [k for k, p in enumerate(picks) if p.tier is None and not p.promised]
+            later = misses[defaults.SWAP_EVERY :]
+        out = self._samples(picks, values, count, rows, offers, aug_ok, skip={*promised, *later})
+        if later:
+            picks = list(picks)
+            made = (values, out, count, rows, offers, aug_ok, role)
+            out = self._made_late(picks, later, late, *made)
         claimed: set[int] = set()
         if promised:
             claimed = self._claim(picks, promised, values, count)
@@ -155,6 +177,68 @@ class Fetcher:
             self._admit(offers, made, count, used)
         self.counters.add(role.row, count)
         return out
+
+    def _made_late(
+        self,
+        picks: list[Pick],
+        later: list[int],
+        late: Swaps,
+        values: list,
+        out: list,
+        count: Counter,
+        rows: BatchRows | None,
+        offers: Offers,
+        aug_ok: bool,
+        role: Role,
+    ) -> list:
+        """Make the batch's misses at positions ``later``, ``defaults.SWAP_EVERY`` at a time,
+        each time first swapping those still to make for copies other jobs cached since the
+        batch was decided (``OdsStore.swap``): a batch decided together with its job's other
+        workers' finds few copies, while copies keep coming as it is made. Each swapped
+        position becomes a hit in ``picks`` (its value read into ``values``, its pin released
+        in the same round trip) and is noted in ``late``; returns the batch's samples."""
+        link = self.link
+        store = link.store
+        while later:
+            try:
+                got = store.swap(link.job, late.epoch, [picks[k].index for k in later])
+            except CACHE_FAILURES as err:
+                link.failed(err, count)
+                got = []
+            swapped = later[: len(got)]
+            for k, pick in zip(swapped, got, strict=True):
+                picks[k] = pick
+                late.made.append((k, pick.index))
+            if swapped:
+                self._read_swapped(picks, swapped, values, count, rows, role)
+                count["swapped"] += len(swapped)
+            later = later[len(got) :]
+            now = {*swapped, *later[: defaults.SWAP_EVERY]}
+            later = later[defaults.SWAP_EVERY :]
+            made = self._samples(picks, values, count, rows, offers, aug_ok, only=now)
+            out = [made[k] if k in now else sample for k, sample in enumerate(out)]
+        return out
+
+    def _read_swapped(
+        self,
+        picks: list[Pick],
+        swapped: list[int],
+        values: list,
+        count: Counter,
+        rows: BatchRows | None,
+        role: Role,
+    ) -> None:
+        """Read the values of the hits swapped in at positions ``swapped`` into ``values``
+        (and their rows), releasing their pins in the same round trip."""
+        only = set(swapped)
+        view = [p if k in only else Pick(p.index, None, 0) for k, p in enumerate(picks)]
+        try:
+            read, _, _ = self._read(view, count, rows, role)
+        except CACHE_FAILURES as err:
+            self.link.failed(err, count)
+            read = [(None, None)] * len(picks)
+        for k in swapped:
+            values[k] = read[k]
 
     # -- the round trip -------------------------------------------------------------------------
 

@@ -51,6 +51,8 @@ FIELDS = (
     # came as that job's copy in time
     "promised",
     "promises_kept",
+    # misses a worker swapped for copies cached after its batch was decided
+    "swapped",
     # what the loader's own plan is made from (seneca._autoplan): time spent (ns) and bytes
     "ns_storage",
     "ns_decode",
@@ -180,4 +182,5 @@ def job_stats(c: dict[str, int], substitutions: int) -> dict[str, Any]:
     out["substitutions"] = substitutions
     out["ods_gone"] = c["ods_gone"]
     out["promised"], out["promises_kept"] = c["promised"], c["promises_kept"]
+    out["swapped"] = c["swapped"]
     return out

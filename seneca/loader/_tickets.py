@@ -67,6 +67,9 @@ class Tagged(list):
     tag: int = -1
     rows: BatchRows | None = None
     slot: Lent | None = None
+    #: the misses swapped late for copies cached after the batch was decided: (position,
+    #: index served instead) each (``ods.store.OdsStore.swap``)
+    swaps: list[tuple[int, int]] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,26 +89,27 @@ class SlotBatch(list):
 
 def collate_part(data: Any) -> Any:
     """The DataLoader's ``collate_fn`` with tickets: a ticket's batch becomes ``(tag, images,
-    targets)`` (images: :class:`InSlot` when made in the batch's slot; ``None, None`` for a
-    ticket with no batch); anything else as ``collate_rows``.
+    targets, swaps)`` (images: :class:`InSlot` when made in the batch's slot; ``None, None,
+    None`` for a ticket with no batch; swaps: :attr:`Tagged.swaps`); anything else as
+    ``collate_rows``.
     Targets that are plain numbers stay a list, collated in the loader process
     (:meth:`TicketSampler.merged`): a tensor would cross to it in shared memory, and each shared
     tensor costs a file descriptor handed over on a connection of its own, far more than
     making the tensor there (measured: ``docs/benchmarks.md``, the hit path's small costs)."""
     if isinstance(data, Tagged):
         if not data:
-            return (data.tag, None, None)
+            return (data.tag, None, None, None)
         numbers = all(
             isinstance(s, tuple) and len(s) == 2 and type(s[1]) in (int, float) for s in data
         )
         rows = data.rows
         if data.slot is not None and rows is not None and _all_in(rows, data):
             targets = [s[1] for s in data] if numbers else default_collate([s[1] for s in data])
-            return (data.tag, InSlot(data.slot.index), targets)
+            return (data.tag, InSlot(data.slot.index), targets, data.swaps)
         images, targets = collate_rows(data)
         if numbers:
             targets = [s[1] for s in data]
-        return (data.tag, images, targets)
+        return (data.tag, images, targets, data.swaps)
     return collate_rows(data)
 
 
@@ -152,6 +156,8 @@ class TicketSampler:
         self.in_slots = 0
         #: the most batches decided and not yet merged at once (what deciding late bounds)
         self.most_decided = 0
+        #: misses the workers swapped late for copies cached after their batch was decided
+        self.swapped = 0
 
     def __len__(self) -> int:
         return len(self.sampler)
@@ -205,7 +211,8 @@ class TicketSampler:
             return
         self._mark(tag, "decided")
         lent = self.slots.take() if self.slots is not None else None
-        self._pending[tag] = Share(picks, lent)
+        late = getattr(self.sampler, "swaps_late", False)
+        self._pending[tag] = Share(picks, lent, self.sampler.current if late else None)
         self._order.append(tag)
         self.most_decided = max(self.most_decided, len(self._pending))
 
@@ -228,14 +235,14 @@ class TicketSampler:
                     self._stop_source()
 
     def _merging(self, it: Iterator[Any], mark: Any) -> Iterator[Any]:
-        arrived: dict[int, tuple[Any, Any]] = {}  # parts whose batch is not due yet
+        arrived: dict[int, tuple[Any, Any, Any]] = {}  # parts whose batch is not due yet
         while True:
             due = self._due(arrived)
             if due is not None:
                 yield self._merged(due, *arrived.pop(due), mark)
                 continue
             try:
-                tag, images, targets = next(it)
+                tag, images, targets, swaps = next(it)
             except StopIteration:
                 with self._lock:
                     left = [t for t in self._order if t in arrived]
@@ -245,9 +252,9 @@ class TicketSampler:
             if self._undecided(tag):
                 continue  # a ticket with no batch
             mark(tag, "part")
-            arrived[tag] = (images, targets)
+            arrived[tag] = (images, targets, swaps)
 
-    def _due(self, arrived: dict[int, tuple[Any, Any]]) -> int | None:
+    def _due(self, arrived: dict[int, tuple[Any, Any, Any]]) -> int | None:
         """The tag of the batch decided first and not merged yet, once its part has arrived
         (None: not yet). Batches reach the loop in the order they were decided, whatever order
         DataLoader returns the parts in: ``state_dict`` counts the loop's batches as the
@@ -257,12 +264,19 @@ class TicketSampler:
                 return self._order.popleft()
         return None
 
-    def _merged(self, tag: int, images: Any, targets: Any, mark: Any) -> list[Any]:
-        """Batch ``tag`` from its worker's part."""
+    def _merged(self, tag: int, images: Any, targets: Any, swaps: Any, mark: Any) -> list[Any]:
+        """Batch ``tag`` from its worker's part (``swaps``: the misses its worker swapped late,
+        (position, index served instead) each)."""
         if isinstance(targets, list):  # numbers (see collate_part)
             targets = default_collate(targets)
         self.parts += images is not None
         self.in_slots += isinstance(images, InSlot)
+        if swaps:
+            with self._lock:
+                share = self._pending.get(tag)
+            if share is not None:
+                self.sampler.swapped(share.picks, swaps)
+                self.swapped += len(swaps)
         batch = self._batch(tag, images, targets)
         mark(tag, "merged")
         return batch

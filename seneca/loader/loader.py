@@ -421,7 +421,9 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         ``substitutions`` (misses replaced by hits), ``ods_gone`` (decided hits found
         evicted, read from the next tier or storage), ``promised`` (with workers: misses
         another job was making when decided, near an epoch's end: a worker waits for its copy) and
-        ``promises_kept`` (those that came as that copy in time); with ``device=``,
+        ``promises_kept`` (those that came as that copy in time), ``swapped`` (with
+        workers: misses served instead as copies other jobs cached while the batch was
+        made; the misses come later in the epoch); with ``device=``,
         ``device``: the batches staged and the host buffers made and reused for their copies
         (``DeviceFeed.stats``).
         """

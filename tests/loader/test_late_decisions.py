@@ -70,18 +70,19 @@ def test_the_desk_answers_picks_of_every_tier_their_slot_and_no_batch():
         calls.append((iteration, tag))
         if tag >= 2:
             return None
-        return Share(picks, lent if tag == 1 else None)
+        return Share(picks, lent, 2**33) if tag == 1 else Share(picks)
 
     desk, client = _answers(decide)
     try:
         share = client.ask(5, 1)
         assert share.picks == picks
         assert share.slot.index == lent.index and share.slot.layout == lent.layout
+        assert share.epoch == 2**33  # the epoch whose misses the worker may swap late
         share.slot.tensor[5] = 9  # the slot itself, mapped in the worker
         assert lent.tensor[5].tolist() == [9, 9, 9, 9]
         assert client.ask(5, 2) is None  # no batch
         share = client.ask(6, 0)
-        assert share.picks == picks and share.slot is None
+        assert share.picks == picks and share.slot is None and share.epoch is None
         assert client.ask(6, 1).slot.layout == lent.layout  # named once, known after
         assert calls == [(5, 1), (5, 2), (6, 0), (6, 1)] and desk.answered == 4
     finally:
@@ -164,7 +165,7 @@ def test_each_ticket_gets_the_next_batch_when_its_worker_asks():
         assert Batches.drawn == 3
         # the parts come in ticket order (DataLoader's in_order); the loop gets the batches in
         # the order they were decided, which state_dict counts as the first ones consumed
-        parts = [(t, torch.full((2, 1), t), [t, t]) for t in (tag0, tag1, tag2)]
+        parts = [(t, torch.full((2, 1), t), [t, t], None) for t in (tag0, tag1, tag2)]
         merged = [int(images[0]) for images, _ in tickets.merged(iter(parts))]
         assert merged == [tag1, tag0, tag2]
     finally:

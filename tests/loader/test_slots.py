@@ -83,8 +83,8 @@ def _worker(described, fd, index, n, out):
     part.rows = BatchRows.over(part.slot.tensor[:n])
     samples = [(torch.full((2, 3), 10 + k, dtype=torch.uint8), k) for k in range(n)]
     part.extend(part.rows.settle(k, s) for k, s in enumerate(samples))
-    tag, images, targets = collate_part(part)
-    out.put((tag, images.index if isinstance(images, InSlot) else None, targets))
+    tag, images, targets, swaps = collate_part(part)
+    out.put((tag, images.index if isinstance(images, InSlot) else None, targets, swaps))
 
 
 def test_a_worker_makes_its_rows_in_the_slot_the_desk_named():
@@ -100,7 +100,7 @@ def test_a_worker_makes_its_rows_in_the_slot_the_desk_named():
     args = (lent.layout.encode(), lent.fd, lent.index, 3, out)
     proc = ctx.Process(target=_worker, args=args)
     proc.start()
-    assert out.get(timeout=60) == (3, 1, [0, 1, 2])  # only the slot's number crossed
+    assert out.get(timeout=60) == (3, 1, [0, 1, 2], None)  # only the slot's number crossed
     proc.join(60)
     assert proc.exitcode == 0
     assert lent.tensor[:, 0, 0].tolist() == [10, 11, 12, 0]  # the batch's 3 rows, in place

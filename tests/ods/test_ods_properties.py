@@ -1,5 +1,6 @@
 """Property-based test: random interleavings of join, request, fetch, next epoch and leave keep
-every ODS guarantee (hypothesis drives the real store against a real Redis)."""
+every ODS guarantee (hypothesis drives the real store against a real Redis). Swaps of misses
+not yet made have their own in test_swap.py."""
 
 import collections
 import itertools
