@@ -13,16 +13,9 @@
 -- promised miss), pin bucket.
 local want, lease, n = tonumber(args[a]), tonumber(args[a + 1]), tonumber(args[a + 3])
 local substitute, policy = args[a + 4] == '1', policy_of(args[a + 5])
-local choose = {spends = substitute and policy.spends, per = tonumber(args[a + 7]),
-                most = tonumber(args[a + 8]), others = {}}
-if choose.spends then  -- (the declared jobs are read before anything is written)
-  local live = live_declared()
-  if not live then return fail('SENECA_JOBS') end
-  for _, j in ipairs(live) do
-    if j.name ~= job then choose.others[#choose.others + 1] = j end
-  end
-  choose.spends = #choose.others > 0  -- (a job alone has no other jobs' needs to weigh)
-end
+local per, most = tonumber(args[a + 7]), tonumber(args[a + 8])
+local choose = chooser(substitute and policy.spends, per, most)
+if not choose then return fail('SENECA_JOBS') end
 math.randomseed(tonumber(args[a + 2]))
 local st = job_state(tonumber(args[a + 6] or ''))
 if not st then return fail('SENECA_NOJOB', job) end

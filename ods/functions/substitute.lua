@@ -165,3 +165,20 @@ local function from_cache(U, want, n, left, taken, choose)
   end
   return chosen, tiers, #chosen - natural_hits(want, total, left), exact
 end
+
+-- how a call chooses among C's samples (from_cache's choose): spends, whether copies the other
+-- live jobs need least go first (a job alone has no other jobs' needs to weigh), per, most: its
+-- candidates per sample served and jobs sampled for demand. nil when the declared jobs are stale
+-- (read before anything is written)
+local function chooser(spends, per, most)
+  local choose = {spends = spends, per = per, most = most, others = {}}
+  if spends then
+    local live = live_declared()
+    if not live then return nil end
+    for _, j in ipairs(live) do
+      if j.name ~= job then choose.others[#choose.others + 1] = j end
+    end
+    choose.spends = #choose.others > 0
+  end
+  return choose
+end

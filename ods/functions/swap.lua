@@ -12,16 +12,8 @@
 -- Returns the hits (the k-th replaces the k-th miss), their tier letters, the pin bucket.
 local e, lease, n = tonumber(args[a]), tonumber(args[a + 1]), tonumber(args[a + 3])
 local policy = policy_of(args[a + 4])
-local choose = {spends = policy.spends, per = tonumber(args[a + 5]),
-                most = tonumber(args[a + 6]), others = {}}
-if choose.spends then  -- (the declared jobs are read before anything is written)
-  local live = live_declared()
-  if not live then return fail('SENECA_JOBS') end
-  for _, j in ipairs(live) do
-    if j.name ~= job then choose.others[#choose.others + 1] = j end
-  end
-  choose.spends = #choose.others > 0
-end
+local choose = chooser(policy.spends, tonumber(args[a + 5]), tonumber(args[a + 6]))
+if not choose then return fail('SENECA_JOBS') end
 math.randomseed(tonumber(args[a + 2]))
 local misses = {}
 for k = a + 7, #args do
