@@ -274,6 +274,7 @@ def _summary(
         job["loop_cpu_ms_per_batch"] = _loop_cpu_ms(r)
         job["ods_gone"] = s.get("ods_gone", 0)
         job["promised"] = [s.get("promised", 0), s.get("promises_kept", 0)]
+        job["swapped"] = s.get("swapped", 0)
         job["admitted"] = {t: s[t].get("admitted", 0) for t in TIERS}
         job["full"] = {t: s[t].get("full", 0) for t in TIERS}
         if r.get("split"):

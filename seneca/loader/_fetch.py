@@ -165,16 +165,20 @@ class Fetcher:
             picks = list(picks)
             made = (values, out, count, rows, offers, aug_ok, role)
             out = self._made_late(picks, later, late, *made)
-        claimed: set[int] = set()
+        # an ODS batch's misses are pending until offered (a lookup's are not)
+        mine = [k for k, p in enumerate(picks) if p.tier is None and evict]
         if promised:
+            # what the batch made is offered before it waits for other jobs' copies: at an
+            # epoch's end the jobs promise each other what they make, and each would wait for
+            # copies the others offer only once done waiting themselves
+            self._admit(offers, [picks[k].index for k in mine if k not in promised], count, used)
+            offers = offers.rest()
             claimed = self._claim(picks, promised, values, count)
-            late = self._samples(picks, values, count, rows, offers, aug_ok, only=promised)
-            out = [late[k] if k in promised else sample for k, sample in enumerate(out)]
+            kept = self._samples(picks, values, count, rows, offers, aug_ok, only=promised)
+            out = [kept[k] if k in promised else sample for k, sample in enumerate(out)]
+            mine = [k for k in promised if picks[k].index not in claimed]
         if used is not None:
-            # an ODS batch's misses are pending until offered (a lookup's are not)
-            made = [p.index for p in picks if p.tier is None and p.index not in claimed]
-            made = made if evict else []
-            self._admit(offers, made, count, used)
+            self._admit(offers, [picks[k].index for k in mine], count, used)
         self.counters.add(role.row, count)
         return out
 

@@ -81,6 +81,11 @@ class Offers:
         self.items.append((index, tier, data))
         return True
 
+    def rest(self) -> Offers:
+        """The offers of the rest of the batch, once these are admitted: none yet, the room
+        that is left."""
+        return Offers(self.room, self.charge, self.always)
+
 
 class SampleWork:
     """How a dataset's samples are made: ``source`` (reads, decodes, targets), the user's

@@ -12,6 +12,7 @@ from helpers.indexed import indexed
 from torchvision.transforms import v2
 
 from seneca import SenecaLoader
+from seneca.pipeline import codec
 from seneca.pipeline.transforms import default_train_transform
 
 _N = 48
@@ -91,3 +92,34 @@ def test_a_promise_not_kept_is_made_from_storage_after_the_wait(
     assert stats["promised"] == _N and stats["promises_kept"] == 0 and stats["decodes"] == _N
     assert took >= 0.5  # it waited, and no longer than the wait and the making (and start)
     assert took < 0.5 + 10
+
+
+def test_a_batch_offers_what_it_made_before_it_waits_for_promises(tiny_dataset, redis_url):
+    """At an epoch's end jobs promise each other what they are making: a batch that offered
+    its own copies only once done waiting kept the other job waiting for them, and so waited
+    for that job's copies in vain. Here "other" admits its copies once this batch's are in."""
+    loader = _loader(tiny_dataset, redis_url, "b")
+    store = loader.store
+    store.join("bystander")  # (a job alone marks no misses pending)
+    store.join("other")
+    store.start_epoch("other", 0)
+    theirs = store.decide("other", _N - 8).indices  # pending: made by "other"
+    crop = codec.encode(torch.zeros((3, 16, 16), dtype=torch.uint8))
+    copies = store.client
+
+    def other():  # makes its samples once b's own copies are in the cache
+        deadline = time.monotonic() + 30
+        mine = [i for i in range(_N) if i not in theirs]
+        while not all(copies.getbit(store.tier_key("augmented"), i) for i in mine):
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        store.admit("other", [(i, "augmented", store.charge(len(crop)), crop) for i in theirs])
+
+    thread = threading.Thread(target=other, daemon=True)
+    thread.start()
+    got = _served(loader)  # one batch: the 8 others made here, the rest promised
+    thread.join(10)
+    assert got == collections.Counter(range(_N))
+    stats = loader.stats()
+    assert stats["promised"] == stats["promises_kept"] == _N - 8, stats
+    assert stats["decodes"] == 8
