@@ -64,6 +64,12 @@ class LossTrace:
         for i in indices:
             marks[i] = 1
 
+    def unserved(self, job: int, indices: Iterable[int]) -> None:
+        """``job``'s ``indices`` go back among its unserved samples (swapped late)."""
+        marks = self._jobs[job].served
+        for i in indices:
+            marks[i] = 0
+
     def loaded(self, job: int | None, indices: Iterable[int]) -> None:
         """``job`` loaded ``indices`` from storage after a miss (``None``: a prefetch)."""
         me = None if job is None else (job, self._jobs[job].epoch)

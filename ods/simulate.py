@@ -67,6 +67,10 @@ class SimConfig:
     #: from the maker's copy when the batch is made (a load if the copy is not cached then), as
     #: SenecaLoader's workers do; off: it is loaded like any miss
     promise: bool = False
+    #: a batch's misses past its first ``swap_every`` are swapped, when the batch is made, for
+    #: copies cached since it was decided (``OdsStore.swap``), as SenecaLoader's workers swap
+    #: the misses they have still to make (0: none swapped)
+    swap_every: int = 0
 
     def __post_init__(self) -> None:
         checks = [
@@ -77,6 +81,7 @@ class SimConfig:
             ("--cache-frac", self.cache_frac, 0 <= self.cache_frac <= 1),
             ("--in-making", self.in_making, self.in_making >= 0),
             ("--together", self.together, self.together >= 1),
+            ("--swap-every", self.swap_every, self.swap_every >= 0),
             ("--tier", self.tier, self.tier in SIM_TIERS),
         ]
         for name, value, ok in checks:
@@ -121,6 +126,7 @@ class _Job:
     substitutions: int = 0
     promised: int = 0  # misses taken as promised hits (--promise), and those read as hits
     kept: int = 0
+    swapped: int = 0  # misses swapped for copies cached since their batch was decided
     extra: dict = field(default_factory=dict)
 
 
@@ -175,6 +181,8 @@ def simulate_ods(client: redis.Redis, cfg: SimConfig) -> dict:
             "taken": sum(j.promised for j in jobs),
             "kept": sum(j.kept for j in jobs),
         }
+    if cfg.swap_every:
+        out["swapped"] = sum(j.swapped for j in jobs)
     ms = sorted(x * 1e3 for x in latencies)
     out["decision_ms"] = {
         "p50": statistics.median(ms) if ms else 0.0,
@@ -212,7 +220,7 @@ def _run(
         admitted."""
         while len(making.get(k, ())) > keep:
             batch = making[k].popleft()
-            made = batch.misses
+            made = batch.misses + swapped_late(k, batch)
             if batch.promised:
                 cached = (client.get(store.tier_key(cfg.tier)) or b"").ljust(width, b"\0")
                 gone = [i for i in batch.promised if not test_bit(cached, i)]
@@ -222,6 +230,23 @@ def _run(
                 made = made + gone
             store.admit(jobs[k].name, [(i, cfg.tier, 1, b"") for i in made])
             trace.cache_is(client.get(store.tier_key(cfg.tier)) or b"", made)
+
+    def swapped_late(k: int, batch: _Making) -> list[int]:
+        """Swap the misses of job ``k``'s ``batch`` past its first ``swap_every``; returns
+        those left to load (loaded)."""
+        if not batch.later:
+            return []
+        name = jobs[k].name
+        picks = store.swap(name, batch.epoch, batch.later)
+        if picks:
+            store.release_hits(name, picks[0].bucket, [p.index for p in picks])
+            trace.unserved(k, batch.later[: len(picks)])
+            trace.served(k, [p.index for p in picks])
+            jobs[k].hits += len(picks)
+            jobs[k].swapped += len(picks)
+        left = batch.later[len(picks) :]
+        trace.loaded(k, left)
+        return left
 
     for count, step in enumerate(cfg.steps()):
         job = jobs[step.job]
@@ -260,8 +285,12 @@ def _run(
             promised = [i for i in misses if i in d.promised]
             misses = [i for i in misses if i not in d.promised]
             job.promised += len(promised)
+        later: list[int] = []
+        if cfg.swap_every:  # (never a promised one: another job's mark)
+            later = [i for i in misses if i not in d.promised][cfg.swap_every :]
+            misses = [i for i in misses if i not in set(later)]
         trace.loaded(step.job, misses)
-        making.setdefault(step.job, deque()).append(_Making(misses, promised))
+        making.setdefault(step.job, deque()).append(_Making(misses, promised, later, d.epoch))
         admit(step.job, cfg.in_making)
         if evicted and cfg.policy == "paper":  # refill the room with samples from storage
             refill = _uncached(client, store, rng, len(evicted), cfg.samples, cfg.tier)
@@ -275,10 +304,13 @@ def _run(
 
 @dataclass
 class _Making:
-    """A batch in the making: its misses (loaded) and its promised samples."""
+    """A batch in the making: its misses (loaded), its promised samples, and with swaps its
+    misses to swap when it is made (``later``; of ``epoch``)."""
 
     misses: list[int]
     promised: list[int]
+    later: list[int] = field(default_factory=list)
+    epoch: int = 0
 
 
 def _uncached(

@@ -82,6 +82,13 @@ def _parser() -> argparse.ArgumentParser:
         help="calls each job makes at a time, as a loader's workers that started together "
         "decide their batches together (default 1)",
     )
+    s.add_argument(
+        "--swap-every",
+        type=int,
+        default=0,
+        help="a batch's misses past its first M are swapped, when the batch is made, for "
+        "copies cached since it was decided, as SenecaLoader's workers do (default 0: none)",
+    )
     s.add_argument("--json", action="store_true", help="print JSON")
     return p
 
@@ -143,6 +150,7 @@ def _simulate(args: argparse.Namespace) -> None:
         together=args.together,
         tier=args.tier,
         promise=args.promise,
+        swap_every=args.swap_every,
     )
     client = _client(args.cache)
     result = simulate_ods(client, cfg)
@@ -176,6 +184,8 @@ def _simulate(args: argparse.Namespace) -> None:
     if "promised" in result:
         got = result["promised"]
         print(f"promised: {got['taken']:,} misses other jobs were making, {got['kept']:,} read")
+    if "swapped" in result:
+        print(f"swapped: {result['swapped']:,} misses, for copies cached since their decision")
     _server_rows(result)
 
 

@@ -149,3 +149,22 @@ def test_promised_hits_save_the_loads_of_batches_in_the_making(redis_proc):
     # measured: 1,263 against 1,363 (the ceiling 1,200)
     assert 1200 <= promised["storage_loads"] < plain["storage_loads"]
     assert "promised" not in plain
+
+
+def test_swaps_take_the_copies_that_came_while_a_pair_of_batches_was_made(redis_proc):
+    """Each job's calls in pairs, 2 batches in the making, crops in a small cache: the second
+    of a pair finds the copies taken by the first, and swapping its misses when it is made
+    takes those that came meanwhile (each swap a call of its own)."""
+    cfg = SimConfig(
+        samples=1500, jobs=3, batch=32, epochs=2, cache_frac=0.0734, in_making=2, together=2,
+        tier="augmented", promise=True,
+    )  # fmt: skip
+    plain = simulate_ods(redis_proc.client, cfg)
+    swapped = simulate_ods(redis_proc.client, SimConfig(**{**cfg.__dict__, "swap_every": 8}))
+    assert "swapped" not in plain and swapped["swapped"] > 0
+    assert swapped["served"] == plain["served"]  # every job's epochs whole
+    assert swapped["storage_loads"] < plain["storage_loads"]
+    assert swapped["storage_loads"] >= swapped["ceiling"]["storage_loads"]
+    assert swapped["server_ms"]["swap"]["calls"] > 0
+    with pytest.raises(ConfigError, match="--swap-every"):
+        SimConfig(samples=10, jobs=1, cache_frac=0.1, swap_every=-1)
