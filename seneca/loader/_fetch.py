@@ -161,10 +161,13 @@ class Fetcher:
             misses = [k for k, p in enumerate(picks) if p.tier is None and not p.promised]
             later = misses[defaults.SWAP_EVERY :]
         out = self._samples(picks, values, count, rows, offers, aug_ok, skip={*promised, *later})
-        if later:
+        if later and self._crowded(offers, live, len(picks)):
             picks = list(picks)
             made = (values, out, count, rows, offers, aug_ok, role)
             out = self._made_late(picks, later, late, *made)
+        elif later:
+            rest = self._samples(picks, values, count, rows, offers, aug_ok, only=set(later))
+            out = [rest[k] if k in later else sample for k, sample in enumerate(out)]
         # an ODS batch's misses are pending until offered (a lookup's are not)
         mine = [k for k, p in enumerate(picks) if p.tier is None and evict]
         if promised:
@@ -181,6 +184,20 @@ class Fetcher:
             self._admit(offers, [picks[k].index for k in mine], count, used)
         self.counters.add(role.row, count)
         return out
+
+    def _crowded(self, offers: Offers, live: int, size: int) -> bool:
+        """Whether the cache is short of room for the copies the jobs make next: a tier this
+        batch offered values to has less room left than a batch of ``size`` such values for
+        each of the ``live`` jobs. Only then are copies dropped before every job that needs
+        them has had them, so that a miss made now rather than a copy that came meanwhile may
+        cost a decode more; with room, a swap only moves a miss to a later batch, at the cost
+        of a call and a read. Nothing offered yet: short of room, for all it shows."""
+        units: dict[str, list[int]] = {}
+        for _, tier, value in offers.items:
+            units.setdefault(tier, []).append(offers.charge(len(value)))
+        if not units:
+            return True
+        return any(offers.room.get(t, 0) < live * size * sum(c) / len(c) for t, c in units.items())
 
     def _made_late(
         self,

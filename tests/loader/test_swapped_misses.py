@@ -1,11 +1,13 @@
-"""A worker makes its batch's misses a few at a time, and swaps those still to make for copies
-another job cached after the batch was decided: the loop gets every sample once in the epoch,
-and state_dict counts the samples it was served; on a real redis-server."""
+"""A worker makes its batch's misses a few at a time and, while the cache is short of room,
+swaps those still to make for copies another job cached after the batch was decided: the loop
+gets every sample once in the epoch, and state_dict counts the samples it was served; on a
+real redis-server."""
 
 import collections
 import threading
 import time
 
+import pytest
 import torch
 from helpers.indexed import indexed
 from torchvision.transforms import v2
@@ -25,13 +27,26 @@ class _Slow(torch.nn.Module):
         return x
 
 
-def _loader(root, redis_url, **kw):
+#: a crop of a 16 x 16 image, as another job caches it
+_CROP = codec.encode(torch.zeros((3, 16, 16), dtype=torch.uint8))
+
+
+def _loader(root, redis_url, crops=36):
+    """Job "a", its cache room for ``crops`` crops: short of room for a batch of 16 per live
+    job once a's first 8 are offered (swaps are made only then)."""
     ds = indexed(root)
     ds.transform = v2.Compose([_Slow(), *default_train_transform(16).transforms])
-    return SenecaLoader(
-        ds, batch_size=16, shuffle=True, num_workers=1, cache=redis_url, cache_size="20MB",
-        split=(0, 0, 1), job="a", **kw,
-    )  # fmt: skip
+
+    def made(size):
+        return SenecaLoader(
+            ds, batch_size=16, shuffle=True, num_workers=1, cache=redis_url, cache_size=size,
+            split=(0, 0, 1), job="a",
+        )  # fmt: skip
+
+    probe = made(1 << 20)
+    per_crop = probe.store.charge(len(_CROP))
+    probe.close()
+    return made(crops * per_crop)
 
 
 def _crops_once_decided(store):
@@ -40,7 +55,7 @@ def _crops_once_decided(store):
     store.join("b")
     store.start_epoch("b", 0)
     client = store.client
-    crop = codec.encode(torch.zeros((3, 16, 16), dtype=torch.uint8))
+    crop = _CROP
 
     def cache():
         deadline = time.monotonic() + 30
@@ -59,14 +74,18 @@ def _samples(bitmap):
     return {8 * b + k for b, byte in enumerate(bitmap) for k in range(8) if byte >> (7 - k) & 1}
 
 
-def test_misses_still_to_make_are_served_as_copies_cached_meanwhile(tiny_dataset, redis_url):
-    loader = _loader(tiny_dataset, redis_url)
+@pytest.mark.parametrize(("crops", "swapped"), [(36, 8), (400, 0)])
+def test_misses_still_to_make_are_served_as_copies_cached_meanwhile(
+    tiny_dataset, redis_url, crops, swapped
+):
+    """Short of room, the first batch's 8 misses past the first 8 are served as b's crops;
+    with room for a batch per job, they are made (a swap would only move them later)."""
+    loader = _loader(tiny_dataset, redis_url, crops)
     thread = _crops_once_decided(loader.store)
     it = iter(loader)
     _, first = next(it)
     thread.join(10)
-    # the first batch: 8 misses made, then the other 8 served as b's crops
-    assert loader.stats()["swapped"] == 8
+    assert loader.stats()["swapped"] == swapped
     assert _samples(loader.state_dict()["consumed"]) == set(first.tolist())
     seen = collections.Counter(first.tolist())
     seen.update(i for _, y in it for i in y.tolist())
