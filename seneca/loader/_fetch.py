@@ -77,6 +77,22 @@ class Swaps:
     made: list[tuple[int, int]] = field(default_factory=list)
 
 
+@dataclass
+class _Making:
+    """A batch being made: its picks (a swap changes them), the values read per pick, what it
+    counts, its rows, its offers to the cache, whether crops may be offered (``aug_ok``), the
+    role of the process making it, and its samples so far (None where not made yet)."""
+
+    picks: list[Pick]
+    values: list
+    count: Counter
+    rows: BatchRows | None
+    offers: Offers
+    aug_ok: bool
+    role: Role
+    out: list = field(default_factory=list)
+
+
 class ReadsAhead:
     """The reads of a dataset's next batch sent ahead (at most one batch's): what they were
     sent for, and their replies to come."""
@@ -160,30 +176,28 @@ class Fetcher:
         if late is not None and used is not None and live > 1:
             misses = [k for k, p in enumerate(picks) if p.tier is None and not p.promised]
             later = misses[defaults.SWAP_EVERY :]
-        out = self._samples(picks, values, count, rows, offers, aug_ok, skip={*promised, *later})
-        if later and self._crowded(offers, live, len(picks)):
-            picks = list(picks)
-            made = (values, out, count, rows, offers, aug_ok, role)
-            out = self._made_late(picks, later, late, *made)
+        b = _Making(list(picks), values, count, rows, offers, aug_ok, role)
+        self._make(b, skip={*promised, *later})
+        if later and late is not None and self._crowded(offers, live, len(picks)):
+            self._made_late(b, later, late)
         elif later:
-            rest = self._samples(picks, values, count, rows, offers, aug_ok, only=set(later))
-            out = [rest[k] if k in later else sample for k, sample in enumerate(out)]
+            self._make(b, only=set(later))
         # an ODS batch's misses are pending until offered (a lookup's are not)
-        mine = [k for k, p in enumerate(picks) if p.tier is None and evict]
+        mine = [k for k, p in enumerate(b.picks) if p.tier is None and evict]
         if promised:
             # what the batch made is offered before it waits for other jobs' copies: at an
             # epoch's end the jobs promise each other what they make, and each would wait for
             # copies the others offer only once done waiting themselves
-            self._admit(offers, [picks[k].index for k in mine if k not in promised], count, used)
-            offers = offers.rest()
-            claimed = self._claim(picks, promised, values, count)
-            kept = self._samples(picks, values, count, rows, offers, aug_ok, only=promised)
-            out = [kept[k] if k in promised else sample for k, sample in enumerate(out)]
-            mine = [k for k in promised if picks[k].index not in claimed]
+            made = [b.picks[k].index for k in mine if k not in promised]
+            self._admit(b.offers, made, count, used)
+            b.offers = b.offers.rest()
+            claimed = self._claim(b.picks, promised, values, count)
+            self._make(b, only=promised)
+            mine = [k for k in promised if b.picks[k].index not in claimed]
         if used is not None:
-            self._admit(offers, [picks[k].index for k in mine], count, used)
+            self._admit(b.offers, [b.picks[k].index for k in mine], count, used)
         self.counters.add(role.row, count)
-        return out
+        return b.out
 
     def _crowded(self, offers: Offers, live: int, size: int) -> bool:
         """Whether the cache is short of room for the copies the jobs make next: a tier this
@@ -199,67 +213,54 @@ class Fetcher:
             return True
         return any(offers.room.get(t, 0) < live * size * sum(c) / len(c) for t, c in units.items())
 
-    def _made_late(
-        self,
-        picks: list[Pick],
-        later: list[int],
-        late: Swaps,
-        values: list,
-        out: list,
-        count: Counter,
-        rows: BatchRows | None,
-        offers: Offers,
-        aug_ok: bool,
-        role: Role,
-    ) -> list:
-        """Make the batch's misses at positions ``later``, ``defaults.SWAP_EVERY`` at a time,
+    def _made_late(self, b: _Making, later: list[int], late: Swaps) -> None:
+        """Make batch ``b``'s misses at positions ``later``, ``defaults.SWAP_EVERY`` at a time,
         each time first swapping those still to make for copies other jobs cached since the
         batch was decided (``OdsStore.swap``): a batch decided together with its job's other
         workers' finds few copies, while copies keep coming as it is made. Each swapped
-        position becomes a hit in ``picks`` (its value read into ``values``, its pin released
-        in the same round trip) and is noted in ``late``; returns the batch's samples."""
+        position becomes a hit in ``b.picks`` (its value read, its pin released in the same
+        round trip) and is noted in ``late``."""
         link = self.link
-        store = link.store
         while later:
             try:
-                got = store.swap(link.job, late.epoch, [picks[k].index for k in later])
+                got = link.store.swap(link.job, late.epoch, [b.picks[k].index for k in later])
             except CACHE_FAILURES as err:
-                link.failed(err, count)
+                link.failed(err, b.count)
                 got = []
             swapped = later[: len(got)]
             for k, pick in zip(swapped, got, strict=True):
-                picks[k] = pick
+                b.picks[k] = pick
                 late.made.append((k, pick.index))
             if swapped:
-                self._read_swapped(picks, swapped, values, count, rows, role)
-                count["swapped"] += len(swapped)
+                self._read_swapped(b, swapped)
+                b.count["swapped"] += len(swapped)
             later = later[len(got) :]
-            now = {*swapped, *later[: defaults.SWAP_EVERY]}
+            self._make(b, only={*swapped, *later[: defaults.SWAP_EVERY]})
             later = later[defaults.SWAP_EVERY :]
-            made = self._samples(picks, values, count, rows, offers, aug_ok, only=now)
-            out = [made[k] if k in now else sample for k, sample in enumerate(out)]
-        return out
 
-    def _read_swapped(
-        self,
-        picks: list[Pick],
-        swapped: list[int],
-        values: list,
-        count: Counter,
-        rows: BatchRows | None,
-        role: Role,
-    ) -> None:
-        """Read the values of the hits swapped in at positions ``swapped`` into ``values``
-        (and their rows), releasing their pins in the same round trip."""
+    def _read_swapped(self, b: _Making, swapped: list[int]) -> None:
+        """Read the values of the hits swapped into batch ``b`` at positions ``swapped`` (into
+        their rows), releasing their pins in the same round trip."""
         only = set(swapped)
-        view = [p if k in only else Pick(p.index, None, 0) for k, p in enumerate(picks)]
+        view = [p if k in only else Pick(p.index, None, 0) for k, p in enumerate(b.picks)]
         try:
-            read, _, _ = self._read(view, count, rows, role)
+            read, _, _ = self._read(view, b.count, b.rows, b.role)
         except CACHE_FAILURES as err:
-            self.link.failed(err, count)
-            read = [(None, None)] * len(picks)
+            self.link.failed(err, b.count)
+            read = [(None, None)] * len(view)
         for k in swapped:
-            values[k] = read[k]
+            b.values[k] = read[k]
+
+    def _make(
+        self, b: _Making, skip: Collection[int] = (), only: Collection[int] | None = None
+    ) -> None:
+        """Make batch ``b``'s samples at the positions not in ``skip`` (and in ``only``) into
+        ``b.out``."""
+        made = self._samples(b.picks, b.values, b.count, b.rows, b.offers, b.aug_ok, skip, only)
+        if not b.out:
+            b.out = made
+        elif only is not None:
+            b.out = [made[k] if k in only else sample for k, sample in enumerate(b.out)]
 
     # -- the round trip -------------------------------------------------------------------------
 
