@@ -11,8 +11,10 @@ A batch of a SenecaLoader that caches goes through these stages, in this order:
    the loader process and its workers share), and the worker makes the batch in it.
 3. **fetch**: a DataLoader worker (or the loader process, without workers) fetches the
    batch's samples (``_fetch.Fetcher``: the values in one round trip, augmented hits read
-   straight into their rows, misses read from storage, each sample's remaining work by
-   ``_samples.SampleWork``, the new values offered to the cache) and collates them
+   straight into their rows, misses read from storage (with workers, a few at a time, and
+   while the cache is short of room swapped for copies cached since the decision), each
+   sample's remaining work by ``_samples.SampleWork``, the new values offered to the cache)
+   and collates them
    (``_rows.collate_rows``, ``_tickets.collate_part``): with a slot, in its rows, so that only
    the slot's number and the targets cross to the loader process.
 

@@ -11,7 +11,9 @@ loader process and its workers share, and the worker makes the whole batch in it
 zero-copy reader, pins released, the misses decoded and transformed into theirs, stats
 counted, a hit found gone read from storage). A decided hit is pinned in the cache until it is
 read, and the worker reads it when it starts the batch. What comes back to the loader process
-is the slot's number and the targets (:func:`collate_part`); :meth:`TicketSampler.merged`
+is the slot's number, the targets and the misses the worker swapped late for copies other jobs
+cached meanwhile (:func:`collate_part`; ``Fetcher._made_late``), which amend the sampler's record
+of the batch; :meth:`TicketSampler.merged`
 yields the batches in the order they were decided, ready for the batch tail, so the loader
 process neither reads hits nor copies rows. Each ticket gets the epoch's next batch when its
 worker asks, whatever its place among the tickets: a batch's hits are then pinned only while
@@ -156,8 +158,6 @@ class TicketSampler:
         self.in_slots = 0
         #: the most batches decided and not yet merged at once (what deciding late bounds)
         self.most_decided = 0
-        #: misses the workers swapped late for copies cached after their batch was decided
-        self.swapped = 0
 
     def __len__(self) -> int:
         return len(self.sampler)
@@ -276,7 +276,6 @@ class TicketSampler:
                 share = self._pending.get(tag)
             if share is not None:
                 self.sampler.swapped(share.picks, swaps)
-                self.swapped += len(swaps)
         batch = self._batch(tag, images, targets)
         mark(tag, "merged")
         return batch
