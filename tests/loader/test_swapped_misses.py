@@ -74,13 +74,17 @@ def _samples(bitmap):
     return {8 * b + k for b, byte in enumerate(bitmap) for k in range(8) if byte >> (7 - k) & 1}
 
 
-@pytest.mark.parametrize(("crops", "swapped"), [(36, 8), (400, 0)])
+@pytest.mark.parametrize(
+    ("cache", "crops", "swapped"), [("server", 36, 8), ("server", 400, 0), ("cluster", 36, 8)]
+)
 def test_misses_still_to_make_are_served_as_copies_cached_meanwhile(
-    tiny_dataset, redis_url, crops, swapped
+    tiny_dataset, request, cache, crops, swapped
 ):
     """Short of room, the first batch's 8 misses past the first 8 are served as b's crops;
-    with room for a batch per job, they are made (a swap would only move them later)."""
-    loader = _loader(tiny_dataset, redis_url, crops)
+    with room for a batch per job, they are made (a swap would only move them later). (On a
+    cluster the swap runs on the dataset's node, the swapped copies are read from theirs.)"""
+    url = request.getfixturevalue("redis_proc" if cache == "server" else "redis_cluster").url
+    loader = _loader(tiny_dataset, url, crops)
     thread = _crops_once_decided(loader.store)
     it = iter(loader)
     _, first = next(it)
