@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import redis
+from redis.exceptions import RedisClusterException
 
 from ods import defaults
 from ods.bitmaps import set_bit, test_bit
@@ -49,6 +50,11 @@ from seneca_base.errors import CacheUnavailableError, ConfigError, UnknownJobErr
 __all__ = ["Decided", "OdsBatchSampler", "OdsSampler", "Ranks"]
 
 _log = logging.getLogger("seneca.ods")
+
+
+#: what a call to an unreachable cache raises: the epoch goes on from storage (a Redis Cluster
+#: none of whose nodes answers raises RedisClusterException, not a ConnectionError)
+_OUTAGES = (redis.ConnectionError, redis.TimeoutError, OSError, RedisClusterException)
 
 
 class Ranks(Protocol):
@@ -471,7 +477,7 @@ class OdsBatchSampler:
                 if run.prefetch is not None:
                     run.prefetch[0].cancel()
                 raise
-            except (redis.ConnectionError, redis.TimeoutError, OSError) as err:
+            except _OUTAGES as err:
                 if run.prefetch is not None:
                     run.prefetch[0].cancel()
                 if not isinstance(err, _BackingOff):

@@ -31,16 +31,15 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-import redis
-
 from ods import defaults as ods_defaults
+from seneca.loader._link import CACHE_FAILURES
 from seneca_base.errors import SenecaError
 
 __all__ = ["LeaseKeeper", "keeper"]
 
 log = logging.getLogger("seneca")
 
-_OUTAGES = (redis.RedisError, OSError, SenecaError)  # the fetches report outages
+_OUTAGES = (*CACHE_FAILURES, SenecaError)  # the fetches report outages
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from collections import Counter
 from typing import Any
 
 import redis
+from redis.exceptions import RedisClusterException
 
 from ods.decision import Pick
 from ods.store import OdsStore
@@ -28,8 +29,9 @@ __all__ = ["CACHE_FAILURES", "CacheLink", "job_backoff"]
 
 log = logging.getLogger("seneca")
 
-#: what a call to the cache raises when the cache fails (read around unless ``strict``)
-CACHE_FAILURES = (redis.RedisError, OSError, CacheError)
+#: what a call to the cache raises when the cache fails (read around unless ``strict``); a
+#: Redis Cluster none of whose nodes answers raises RedisClusterException, not a RedisError
+CACHE_FAILURES = (redis.RedisError, OSError, CacheError, RedisClusterException)
 
 
 def job_backoff(name: str, unreachable: bool = False) -> Backoff:

@@ -1,0 +1,53 @@
+"""A Redis Cluster none of whose nodes answers (redis-py then raises RedisClusterException, not
+a ConnectionError) is an outage like any other: the epoch goes on from storage, every sample
+once, and the process's lease thread lives on; on real cluster nodes."""
+
+import collections
+import threading
+import time
+
+import redis
+from helpers.indexed import indexed
+
+from ods.sampler import OdsBatchSampler
+from ods.store import OdsStore
+from seneca import SenecaLoader
+from seneca.loader._lease import keeper
+from seneca_base.backoff import Backoff
+
+
+def test_a_cluster_that_stops_answering_is_read_around(tiny_dataset, redis_cluster, caplog):
+    loader = SenecaLoader(
+        indexed(tiny_dataset), batch_size=8, shuffle=True, cache=redis_cluster.url,
+        cache_size="20MB",
+    )  # fmt: skip
+    it = iter(loader)
+    seen = collections.Counter(next(it)[1].tolist())
+    for port in list(redis_cluster.ports):
+        redis_cluster.kill(port)
+    with caplog.at_level("WARNING", logger="seneca"):
+        for _, y in it:
+            seen.update(y.tolist())
+            time.sleep(0.3)  # (the job retries the cache after 0.25 s, then less often)
+    assert seen == collections.Counter(range(48))
+    assert "reading from storage" in caplog.text
+    keeper().keep(loader.store, "another", leave=False)  # wakes the thread: it renews now
+    time.sleep(2)  # (each renewal is refused at once)
+    assert any(t.name == "seneca-leases" and t.is_alive() for t in threading.enumerate())
+
+
+def test_an_ods_sampler_whose_cluster_stops_answering_finishes_its_epoch(redis_cluster):
+    """Its retries of the cache then meet RedisClusterException: still an outage."""
+    client = redis.RedisCluster.from_url(redis_cluster.url)
+    store = OdsStore(client, "outage", 200, capacity={"encoded": 50}, seed=1)
+    backoff = Backoff(redis_cluster.url, 0.05, 0.1)
+    sampler = OdsBatchSampler(store, "a", batch_size=8, backoff=backoff)
+    it = iter(sampler)
+    served = [p.index for p in next(it)]
+    for port in list(redis_cluster.ports):
+        redis_cluster.kill(port)
+    for batch in it:
+        served += [p.index for p in batch]
+        time.sleep(0.02)  # (several retries of the cache in the epoch)
+    assert sorted(served) == list(range(200))
+    client.close()
