@@ -146,6 +146,8 @@ class LeaseKeeper:
             held.store.renew(held.job)
         except _OUTAGES as err:
             log.debug("lease of job %s not renewed: %s", held.job, err)
+        except Exception:  # the thread renews every job of the process: it must not end
+            log.exception("renewing the lease of job %s failed", held.job)
         else:
             self.renewals += 1
 
