@@ -179,6 +179,23 @@ class OdsBatchSampler:
             self.store.join(self.job, self.indices)
             self._joined = True
 
+    def _start_afresh(self) -> None:
+        """Before a one-rank job's first epoch in this sampler: whatever an earlier run under
+        the job's name left in the cache goes (its epochs would count as served, and this
+        run's loops would get fewer samples or none). A run that continues one restores it
+        with :meth:`load_state_dict` first; ranks of a data-parallel job share their epochs."""
+        epoch, _ = self.store.join(self.job, self.indices)
+        self._joined = True
+        if epoch >= 0:
+            _log.info(
+                "job %s: an earlier run under this name reached epoch %d in the cache; this "
+                "run starts afresh (load_state_dict continues a run)",
+                self.job,
+                epoch,
+            )
+            self.store.leave(self.job)
+            self._joined = False
+
     def _members(self) -> Sequence[int]:
         return range(self.store.samples) if self.indices is None else self.indices
 
@@ -444,6 +461,13 @@ class OdsBatchSampler:
         first batch is asked for: DataLoader makes an iterator it never uses besides each one
         it uses."""
         epoch = self.next_epoch()
+        # this sampler's first epoch, not a continued one, of a job of one rank
+        fresh = (
+            self._last is None
+            and not self._resuming
+            and self._restored is None
+            and self.num_replicas == 1
+        )
         self._last, self._resuming, self.epoch = epoch, False, epoch + 1
         if self.seeds is not None:
             self.store.reseed(self.seeds())
@@ -461,6 +485,9 @@ class OdsBatchSampler:
                 if back:  # the epoch goes on from what this sampler has yielded
                     self._rejoin(epoch)
                 else:
+                    if fresh:
+                        fresh = False
+                        self._start_afresh()
                     self.join()
                     try:
                         self.store.start_epoch(self.job, epoch)

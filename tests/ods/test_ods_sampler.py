@@ -50,6 +50,7 @@ def test_restore_from_consumed_batches(redis_proc):
     again = OdsBatchSampler(store, "job", batch_size=10)  # a new process resumes the job
     store.join("job")
     assert store.restore("job", 0, consumed) == 30
+    again.resume(0)  # (a sampler told nothing starts its job afresh)
     rest = list(again)
     seen = collections.Counter(p.index for b in decided[:3] + rest for p in b)
     assert set(seen) == set(range(100)) and max(seen.values()) == 1
@@ -164,3 +165,18 @@ def test_each_epoch_starts_with_the_job_registered_before_its_first_decision(red
     for _ in range(2):
         assert sum(len(b) for b in sampler) == 20
     assert seen == [(0, 1), 0, (1, 1), 0]  # once an epoch: joined, nothing decided yet
+
+
+@pytest.mark.parametrize("epochs_before", [1, 3])
+def test_a_new_run_under_a_used_job_name_gets_every_sample_each_epoch(redis_proc, epochs_before):
+    """A script run again with the same job name (a sweep, a rerun after a crash without a
+    checkpoint): its loops get every sample, not what the earlier run left unserved."""
+    store, earlier = make(redis_proc, batch_size=16)
+    for _ in range(epochs_before):
+        list(earlier)
+    first = list(earlier)[:2]  # and one left after two batches
+    assert len(first) == 2
+    rerun = OdsBatchSampler(store, "job", batch_size=16)
+    for _ in range(2):
+        seen = collections.Counter(p.index for b in rerun for p in b)
+        assert seen == collections.Counter(range(100))
