@@ -57,12 +57,7 @@ elseif #rest > 0 and #picked > 0 then  -- (each part alone is in random order al
 elseif #rest > 0 then
   picked = rest  -- with substitution, the rest are misses: C held none of them
 end
--- one call: the served samples still there leave U
-local bf = {}
-for k, i in ipairs(clear) do
-  bf[4 * k - 3], bf[4 * k - 2], bf[4 * k - 1], bf[4 * k] = 'SET', 'u1', str(i), '0'
-end
-chunked('BITFIELD', U, nil, bf, 4)
+set_bits(U, clear, 0)  -- one call: the served samples still there leave U
 local out_tiers = serve(picked, tiers, policy, exact and K.xc or nil, n)
 if shared then
   -- misses another job is making now (left when nothing else was: the end of an epoch) are

@@ -32,13 +32,7 @@ if #misses == 0 or left <= 0 or not U or redis.call('EXISTS', U) == 0 then
 end
 local picked, tiers, _, exact = from_cache(U, #misses, n, left, {}, choose)
 if #picked == 0 then return {{}, {}, bucket} end
-if not exact then  -- the chosen leave U (exact: they left it with a BITOP)
-  local bf = {}
-  for k, i in ipairs(picked) do
-    bf[4 * k - 3], bf[4 * k - 2], bf[4 * k - 1], bf[4 * k] = 'SET', 'u1', str(i), '0'
-  end
-  chunked('BITFIELD', U, nil, bf, 4)
-end
+if not exact then set_bits(U, picked, 0) end  -- the chosen leave U (exact: with a BITOP)
 local out_tiers = serve(picked, tiers, policy, exact and K.xc or nil, n)
 if exact then redis.call('DEL', K.xc) end
 local back = {}
