@@ -9,6 +9,7 @@ import time
 
 import pytest
 import torch
+from helpers.engine import members
 from helpers.indexed import indexed
 from torchvision.transforms import v2
 
@@ -70,10 +71,6 @@ def _crops_once_decided(store):
     return thread
 
 
-def _samples(bitmap):
-    return {8 * b + k for b, byte in enumerate(bitmap) for k in range(8) if byte >> (7 - k) & 1}
-
-
 @pytest.mark.parametrize(
     ("cache", "crops", "swapped"), [("server", 36, 8), ("server", 400, 0), ("cluster", 36, 8)]
 )
@@ -90,7 +87,7 @@ def test_misses_still_to_make_are_served_as_copies_cached_meanwhile(
     _, first = next(it)
     thread.join(10)
     assert loader.stats()["swapped"] == swapped
-    assert _samples(loader.state_dict()["consumed"]) == set(first.tolist())
+    assert members(loader.state_dict()["consumed"]) == set(first.tolist())
     seen = collections.Counter(first.tolist())
     seen.update(i for _, y in it for i in y.tolist())
     assert seen == collections.Counter(range(48))  # the swapped misses came later, once each

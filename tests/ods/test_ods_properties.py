@@ -5,7 +5,8 @@ not yet made have their own in test_swap.py."""
 import collections
 import itertools
 
-from hypothesis import HealthCheck, given, settings
+from helpers.engine import on_a_server
+from hypothesis import given
 from hypothesis import strategies as st
 
 from ods.store import OdsStore
@@ -24,11 +25,7 @@ op = st.one_of(
 )
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@on_a_server(60)
 @given(ops=st.lists(op, min_size=1, max_size=60), policy=st.sampled_from(["seneca", "paper"]))
 def test_random_interleavings_keep_the_guarantees(redis_proc, ops, policy):
     store = OdsStore(

@@ -7,6 +7,7 @@ import collections
 import time
 
 import pytest
+from helpers.engine import pending
 
 from ods.store import OdsStore
 
@@ -15,16 +16,6 @@ def make_store(redis_proc, n, **kw):
     kw.setdefault("capacity", {"encoded": n})
     kw.setdefault("seed", 1)
     return OdsStore(redis_proc.client, "ds", n, **kw)
-
-
-def pending(redis_proc, store):
-    """The samples marked pending, over every bucket's key."""
-    r = redis_proc.client
-    out = set()
-    for key in r.keys(store.keys.meta + "pend:*"):
-        raw = r.get(key) or b""
-        out |= {8 * b + k for b, byte in enumerate(raw) for k in range(8) if byte >> (7 - k) & 1}
-    return out
 
 
 def start(store, *jobs):

@@ -5,7 +5,8 @@ none is put back once the epoch has been served; on a real redis-server."""
 import collections
 import itertools
 
-from hypothesis import HealthCheck, given, settings
+from helpers.engine import on_a_server, pending
+from hypothesis import given
 from hypothesis import strategies as st
 
 from ods.store import OdsStore
@@ -30,14 +31,6 @@ def _cache(store, job, decision):
     return misses
 
 
-def _pending(redis_proc, store):
-    r, out = redis_proc.client, set()
-    for key in r.keys(store.keys.meta + "pend:*"):
-        raw = r.get(key) or b""
-        out |= {8 * b + k for b, byte in enumerate(raw) for k in range(8) if byte >> (7 - k) & 1}
-    return out
-
-
 def test_misses_not_yet_made_are_served_as_copies_cached_since(redis_proc):
     store = _store(redis_proc)
     a, b = store.decide("a", 8), store.decide("b", 8)
@@ -47,8 +40,8 @@ def test_misses_not_yet_made_are_served_as_copies_cached_since(redis_proc):
     assert len(picks) == 6 and {p.index for p in picks} <= set(made)
     assert all(p.tier == "augmented" for p in picks)
     back = b.indices[2 : 2 + len(picks)]
-    assert not set(back) & _pending(redis_proc, store)  # nobody makes them now
-    assert set(b.indices[:2]) <= _pending(redis_proc, store)
+    assert not set(back) & pending(redis_proc, store)  # nobody makes them now
+    assert set(b.indices[:2]) <= pending(redis_proc, store)
     # b's epoch: its batch as swapped, then the rest, every sample once
     served = collections.Counter(b.indices[:2] + [p.index for p in picks])
     store.release_hits("b", picks[0].bucket, [p.index for p in picks])
@@ -99,11 +92,7 @@ _op = st.tuples(
 )
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@on_a_server(40)
 @given(ops=st.lists(_op, min_size=10, max_size=80), policy=st.sampled_from(["seneca", "paper"]))
 def test_random_swaps_keep_every_epoch_exactly_once(redis_proc, ops, policy):
     """Three jobs decide, swap the misses of their batches not yet made, and make batches
