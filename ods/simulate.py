@@ -288,7 +288,8 @@ def _run(
         later: list[int] = []
         if cfg.swap_every:  # (never a promised one: another job's mark)
             later = [i for i in misses if i not in d.promised][cfg.swap_every :]
-            misses = [i for i in misses if i not in set(later)]
+            swapping = set(later)
+            misses = [i for i in misses if i not in swapping]
         trace.loaded(step.job, misses)
         making.setdefault(step.job, deque()).append(_Making(misses, promised, later, d.epoch))
         admit(step.job, cfg.in_making)
