@@ -38,6 +38,12 @@ DECIDE_CHUNK = 128
 #: ... and one sample more per this many samples of the dataset, so that a call's work per
 #: sample stays about that of its whole-bitmap operations (which grow with the dataset).
 DECIDE_CHUNK_SAMPLES = 12_500
+#: A dataset of more samples than this keeps its ODS metadata in shards of at most this many
+#: samples, each a dataset of its own in its own hash slot (``ods.shards``; ``ods simulate
+#: --shard-size``). 2^32: a bitmap's limit in Redis (a string of 512 MB), so only a dataset too
+#: large for one bitmap is sharded by default (smaller shards cut each call's server time, but
+#: at 14.2M samples and 16 jobs they cost more calls and loads: see docs/ods.md).
+SHARD_SIZE = 1 << 32
 #: Entries (at most) one ``shrink`` call evicts from a tier above its budget.
 SHRINK_CHUNK = 256
 #: Live jobs (at most) over which an admission counts how much a sample is still needed (and a

@@ -18,10 +18,12 @@ needing job counts once; a copy a job then met as a miss is one of the ``dropped
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-__all__ = ["CAUSES", "LossTrace"]
+from ods.shards import ShardMap
+
+__all__ = ["CAUSES", "LossTrace", "ShardedTrace"]
 
 
 @dataclass
@@ -107,3 +109,56 @@ class LossTrace:
         self._needers[i] = needers
         if evicted:
             self.counts["evicted_needed"] += len(needers)
+
+
+class ShardedTrace:
+    """The loads of a run whose metadata is kept in shards (``ods.shards``): a
+    :class:`LossTrace` per shard, each in its shard's indices; the calls and ``counts`` as one
+    trace's, ``cache_is`` given the bitmaps of the shards that changed."""
+
+    def __init__(self, shards: ShardMap) -> None:
+        self.map = shards
+        self.traces = [LossTrace(n) for n in shards.sizes()]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        out = dict.fromkeys(self.traces[0].counts, 0)
+        for t in self.traces:
+            for cause, n in t.counts.items():
+                out[cause] += n
+        return out
+
+    @property
+    def loads(self) -> int:
+        return sum(t.loads for t in self.traces)
+
+    def start(self, job: int, epoch: int) -> None:
+        for t in self.traces:
+            t.start(job, epoch)
+
+    def leave(self, job: int) -> None:
+        for t in self.traces:
+            t.leave(job)
+
+    def _each(self, indices: Iterable[int]) -> Iterator[tuple[LossTrace, list[int]]]:
+        for k, places in self.map.split(list(indices)).items():
+            yield self.traces[k], [local for _, local in places]
+
+    def served(self, job: int, indices: Iterable[int]) -> None:
+        for t, local in self._each(indices):
+            t.served(job, local)
+
+    def unserved(self, job: int, indices: Iterable[int]) -> None:
+        for t, local in self._each(indices):
+            t.unserved(job, local)
+
+    def loaded(self, job: int | None, indices: Iterable[int]) -> None:
+        for t, local in self._each(indices):
+            t.loaded(job, local)
+
+    def cache_is(self, bitmaps: Mapping[int, bytes], loaded: Iterable[int]) -> None:
+        """Each shard's tier bitmap in ``bitmaps`` (those of every shard a call changed since
+        the last, and of every shard ``loaded`` is in) after a call that loaded ``loaded``."""
+        local = {k: [i for _, i in places] for k, places in self.map.split(list(loaded)).items()}
+        for k, bitmap in bitmaps.items():
+            self.traces[k].cache_is(bitmap, local.get(k, []))

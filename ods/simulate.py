@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 
 import redis
 
-from ods.bitmaps import test_bit
+from ods import defaults
 from ods.ceiling import ceiling, crop_ceiling
-from ods.losses import LossTrace
+from ods.losses import LossTrace, ShardedTrace
 from ods.servertime import NOISE_NAME, ServerTimes, summarize
+from ods.shards import ShardedStore, open_store
 from ods.store import OdsStore
 from ods.timeline import Step, timeline
 from seneca_base.errors import ConfigError
@@ -71,6 +72,8 @@ class SimConfig:
     #: copies cached since it was decided (``OdsStore.swap``), as SenecaLoader's workers swap
     #: the misses they have still to make (0: none swapped)
     swap_every: int = 0
+    #: the metadata's shard size (``ods.shards``): a dataset of more samples is kept in shards
+    shard_size: int = defaults.SHARD_SIZE
 
     def __post_init__(self) -> None:
         checks = [
@@ -83,6 +86,7 @@ class SimConfig:
             ("--together", self.together, self.together >= 1),
             ("--swap-every", self.swap_every, self.swap_every >= 0),
             ("--tier", self.tier, self.tier in SIM_TIERS),
+            ("--shard-size", self.shard_size, self.shard_size >= 1),
         ]
         for name, value, ok in checks:
             if not ok:
@@ -95,6 +99,11 @@ class SimConfig:
             raise ConfigError(f"--starts: expected {self.jobs} values, got {len(self.starts)}")
         if any(s < 0 for s in self.starts):
             raise ConfigError(f"--starts: must not be negative, got {list(self.starts)}")
+        if self.samples > self.shard_size and (self.swap_every or self.policy == "paper"):
+            raise ConfigError(
+                "--shard-size: a dataset in shards is simulated without --swap-every and with "
+                "the seneca policy"
+            )
 
     @property
     def capacity(self) -> int:
@@ -157,10 +166,11 @@ def _report(name: str, cfg: SimConfig, jobs: list[_Job], loads: int) -> dict:
 def simulate_ods(client: redis.Redis, cfg: SimConfig) -> dict:
     """Run the setup with the real ODS store; adds decision latency (at the client), server
     time per engine call (``server_ms``, see ``ods.servertime``) and metadata memory."""
-    store = OdsStore(
+    store = open_store(
         client,
         f"simulate-{uuid.uuid4().hex[:8]}",
         cfg.samples,
+        cfg.shard_size,
         policy=cfg.policy,
         capacity={cfg.tier: cfg.capacity},
         lease=3600,
@@ -168,7 +178,7 @@ def simulate_ods(client: redis.Redis, cfg: SimConfig) -> dict:
     )
     jobs = [_Job(f"job{k}", s) for k, s in enumerate(cfg.job_speeds())]
     latencies: list[float] = []
-    trace = LossTrace(cfg.samples)
+    trace = LossTrace(cfg.samples) if isinstance(store, OdsStore) else ShardedTrace(store.map)
     with ServerTimes(client) as server:
         try:
             memory = _run(client, store, cfg, jobs, latencies, server, trace)
@@ -199,12 +209,12 @@ def simulate_ods(client: redis.Redis, cfg: SimConfig) -> dict:
 
 def _run(
     client: redis.Redis,
-    store: OdsStore,
+    store: OdsStore | ShardedStore,
     cfg: SimConfig,
     jobs: list[_Job],
     latencies: list[float],
     server: ServerTimes,
-    trace: LossTrace,
+    trace: LossTrace | ShardedTrace,
 ) -> int:
     """The calls of the run, its loads noted in ``trace``; returns the metadata bytes when
     the first job leaves (every job that has joined still registered)."""
@@ -212,7 +222,6 @@ def _run(
     memory = None
     joined: set[int] = set()
     making: dict[int, deque[_Making]] = {}  # per job, its batches in the making
-    width = (cfg.samples + 7) // 8  # a tier bitmap's bytes (Redis keeps it only as long as set)
 
     def admit(k: int, keep: int) -> None:
         """Make job ``k``'s oldest batches in the making until ``keep`` are left: its promised
@@ -222,14 +231,14 @@ def _run(
             batch = making[k].popleft()
             made = batch.misses + swapped_late(k, batch)
             if batch.promised:
-                cached = (client.get(store.tier_key(cfg.tier)) or b"").ljust(width, b"\0")
-                gone = [i for i in batch.promised if not test_bit(cached, i)]
+                cached = store.cached(cfg.tier, batch.promised)
+                gone = [i for i, c in zip(batch.promised, cached, strict=True) if not c]
                 jobs[k].hits += len(batch.promised) - len(gone)
                 jobs[k].kept += len(batch.promised) - len(gone)
                 trace.loaded(k, gone)
                 made = made + gone
             store.admit(jobs[k].name, [(i, cfg.tier, 1, b"") for i in made])
-            trace.cache_is(client.get(store.tier_key(cfg.tier)) or b"", made)
+            _cache_is(client, store, trace, cfg.tier, made)
 
     def swapped_late(k: int, batch: _Making) -> list[int]:
         """Swap the misses of job ``k``'s ``batch`` past its first ``swap_every``; returns
@@ -297,10 +306,27 @@ def _run(
             refill = _uncached(client, store, rng, len(evicted), cfg.samples, cfg.tier)
             trace.loaded(None, refill)
             store.admit(job.name, [(i, cfg.tier, 1, b"") for i in refill])
-            trace.cache_is(client.get(store.tier_key(cfg.tier)) or b"", refill)
+            _cache_is(client, store, trace, cfg.tier, refill)
     if memory is None:
         memory = store.memory()
     return memory
+
+
+def _cache_is(
+    client: redis.Redis,
+    store: OdsStore | ShardedStore,
+    trace: LossTrace | ShardedTrace,
+    tier: str,
+    loaded: list[int],
+) -> None:
+    """Show ``trace`` the cache after a call that loaded ``loaded``: its tier's bitmap, in
+    shards each shard's that a call changed since it last looked."""
+    if isinstance(store, OdsStore):
+        trace.cache_is(client.get(store.tier_key(tier)) or b"", loaded)  # type: ignore[arg-type]
+        return
+    changed = store.changed() | set(store.map.split(loaded))
+    bitmaps = {k: client.get(store.shards[k].tier_key(tier)) or b"" for k in changed}
+    trace.cache_is(bitmaps, loaded)  # type: ignore[arg-type]
 
 
 @dataclass

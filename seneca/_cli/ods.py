@@ -12,6 +12,7 @@ import sys
 
 import redis
 
+from ods import defaults as ods_defaults
 from ods.servertime import THRESHOLD_US
 from ods.simulate import BASELINES, SIM_TIERS, SimConfig, simulate_baseline, simulate_ods
 from ods.store import POLICIES
@@ -89,6 +90,13 @@ def _parser() -> argparse.ArgumentParser:
         help="a batch's misses past its first M are swapped, when the batch is made, for "
         "copies cached since it was decided, as SenecaLoader's workers do (default 0: none)",
     )
+    s.add_argument(
+        "--shard-size",
+        type=int,
+        default=ods_defaults.SHARD_SIZE,
+        help="a dataset of more samples keeps its metadata in shards of at most this many "
+        f"samples, each in its own hash slot (default {ods_defaults.SHARD_SIZE:,})",
+    )
     s.add_argument("--json", action="store_true", help="print JSON")
     return p
 
@@ -151,6 +159,7 @@ def _simulate(args: argparse.Namespace) -> None:
         tier=args.tier,
         promise=args.promise,
         swap_every=args.swap_every,
+        shard_size=args.shard_size,
     )
     client = _client(args.cache)
     result = simulate_ods(client, cfg)

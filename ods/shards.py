@@ -1,0 +1,268 @@
+"""Shards: a large dataset's ODS metadata as sub-datasets of at most a fixed size, so that no call
+grows with the dataset.
+
+Every ODS call works on one hash slot (``{<dataset>}``), and `decide` runs a few operations over
+whole bitmaps of N bits: at 14.2M samples its fixed part is about 2 ms, and one server thread
+serves every call of the dataset. :class:`ShardMap` splits the N samples into shards of at most
+``size`` samples, and :class:`ShardedStore` keeps each shard as a dataset of its own
+(``<dataset>#<k>``: its own hash slot, so shards spread over a cluster's nodes), with its own
+bitmaps, jobs, pins and a share of every tier's budget in proportion to its samples. A job
+joins every shard and starts every epoch in each; each batch is decided in one shard, drawn
+with probability proportional to the samples the job still has there this epoch (another
+shard only where the first runs out), so a call touches one shard and works on at most
+``size`` samples, however large N is.
+
+Why the order is as random as with one shard: drawing a shard in proportion to what the job
+has left in it, then samples uniformly among those, draws each sample with the probability a
+uniform draw over all the job's unserved samples gives it; each shard's epoch serves its
+samples exactly once, so their union serves every sample exactly once. A batch's samples come
+from one shard; shards are not ranges of indices but a fixed pseudo-random scatter of them
+(:meth:`ShardMap.place`: an affine permutation, a multiplier near N times the golden ratio),
+so a run of neighbouring indices (a class of an ImageFolder) spreads evenly over the shards,
+and a batch drawn from one shard is a uniform draw from a random subset of the dataset.
+
+A dataset of at most ``size`` samples is one shard: the store is the :class:`OdsStore` itself,
+with the same keys and calls as without shards (:func:`open_store`).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ods import defaults
+from ods.decision import Decision
+from ods.store import OdsStore
+from seneca_base.errors import ConfigError
+
+__all__ = ["ShardMap", "ShardedDecision", "ShardedStore", "open_store", "split_units"]
+
+_GOLDEN = (math.sqrt(5) - 1) / 2
+
+
+def _multiplier(n: int) -> int:
+    """A multiplier coprime to ``n`` near ``n`` times the golden ratio's fraction: consecutive
+    indices land far apart, and every run of them spreads over the whole range."""
+    m = max(1, round(n * _GOLDEN)) | 1
+    while math.gcd(m, n) != 1:
+        m += 2
+    return m
+
+
+class ShardMap:
+    """Which shard holds each of ``samples`` samples, and at which place (its index within the
+    shard): shard k holds the samples whose position ``index * m mod samples`` falls in
+    ``[k * size, (k + 1) * size)``. One shard: every sample at its own index."""
+
+    def __init__(self, samples: int, size: int) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise ConfigError(f"shard size: expected a positive integer, got {size!r}")
+        self.samples = samples
+        self.size = size
+        self.count = -(-samples // size)
+        self._mul = 1 if self.count == 1 else _multiplier(samples)
+        self._inv = pow(self._mul, -1, samples) if samples > 1 else 1
+
+    def sizes(self) -> list[int]:
+        """Each shard's samples (the last holds the rest)."""
+        return [min(self.size, self.samples - k * self.size) for k in range(self.count)]
+
+    def place(self, index: int) -> tuple[int, int]:
+        """(shard, index within the shard) of sample ``index``."""
+        return divmod(index * self._mul % self.samples, self.size)
+
+    def index(self, shard: int, local: int) -> int:
+        """The sample at ``local`` in ``shard``."""
+        return (shard * self.size + local) * self._inv % self.samples
+
+    def split(self, indices: Sequence[int]) -> dict[int, list[tuple[int, int]]]:
+        """Per shard, (position in ``indices``, index within the shard) of its samples."""
+        out: dict[int, list[tuple[int, int]]] = {}
+        for pos, i in enumerate(indices):
+            k, local = self.place(int(i))
+            out.setdefault(k, []).append((pos, local))
+        return out
+
+
+def split_units(total: int, sizes: Sequence[int]) -> list[int]:
+    """``total`` units shared in proportion to ``sizes``; the rounding's rest one each to the
+    first shards, so that the shares sum to ``total``."""
+    n = sum(sizes)
+    shares = [total * s // n for s in sizes]
+    for k in range(total - sum(shares)):
+        shares[k % len(shares)] += 1
+    return shares
+
+
+@dataclass(frozen=True)
+class ShardedDecision(Decision):
+    """A batch decided in shards: ``parts`` are each shard's decision (its own indices), the
+    rest as :class:`Decision`, in the dataset's indices."""
+
+    parts: tuple[tuple[int, Decision], ...] = ()
+
+
+class ShardedStore:
+    """The cache engine of one dataset kept in shards of at most ``shard_size`` samples: an
+    :class:`OdsStore` per shard, named ``<dataset>#<k>``. Takes :class:`OdsStore`'s arguments;
+    ``capacity`` is the whole dataset's, shared in proportion to the shards' samples.
+
+    The job's calls as with one store: join, start_epoch, decide, release, admit, leave."""
+
+    def __init__(
+        self,
+        client: Any,
+        dataset: str,
+        samples: int,
+        *,
+        shard_size: int = defaults.SHARD_SIZE,
+        capacity: Mapping[str, int] | None = None,
+        seed: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.map = ShardMap(samples, shard_size)
+        self.samples = samples
+        self.sizes = self.map.sizes()
+        capacity = dict(capacity or {})
+        parts = {t: split_units(int(units), self.sizes) for t, units in capacity.items()}
+        self.shards = [
+            OdsStore(
+                client,
+                f"{dataset}#{k}",
+                size,
+                capacity={t: parts[t][k] for t in parts},
+                seed=None if seed is None else seed * 7919 + k,
+                **kwargs,
+            )
+            for k, size in enumerate(self.sizes)
+        ]
+        self._rng = random.Random(seed)
+        self._left: dict[str, list[int]] = {}  # per job: its samples left per shard this epoch
+        self._changed: set[int] = set()  # shards a decision, release or admission called
+
+    @property
+    def commands(self) -> Counter[str]:
+        """Engine calls made, by function (every shard's)."""
+        return sum((s.commands for s in self.shards), Counter())
+
+    def _track(self, job: str, replies: list[tuple[int, int]]) -> tuple[int, int]:
+        """Note each shard's (epoch, served) for ``job``; returns the epoch and the samples
+        served over all shards."""
+        pairs = zip(self.sizes, replies, strict=True)
+        self._left[job] = [size - served for size, (_, served) in pairs]
+        return replies[0][0], sum(served for _, served in replies)
+
+    def join(self, job: str, indices: Sequence[int] | None = None) -> tuple[int, int]:
+        """Register ``job`` in every shard; (epoch, served) as :meth:`OdsStore.join`."""
+        if indices is not None:
+            raise ConfigError("indices: a subset of a dataset kept in shards is not supported")
+        return self._track(job, [s.join(job) for s in self.shards])
+
+    def start_epoch(self, job: str, epoch: int) -> tuple[int, int]:
+        """Start ``epoch`` for ``job`` in every shard; (epoch, served) as now stored."""
+        return self._track(job, [s.start_epoch(job, epoch) for s in self.shards])
+
+    def leave(self, job: str) -> None:
+        for s in self.shards:
+            s.leave(job)
+        self._left.pop(job, None)
+
+    def renew(self, job: str) -> bool:
+        return all([s.renew(job) for s in self.shards])
+
+    def decide(
+        self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
+    ) -> ShardedDecision:
+        """The next batch of ``job``, as :meth:`OdsStore.decide` decides it, in one shard drawn
+        in proportion to the samples the job has left in each (more shards only where the
+        first runs out). Empty once every shard's epoch is served."""
+        left = self._left.setdefault(job, list(self.sizes))
+        parts: list[tuple[int, Decision]] = []
+        want, last = batch, None
+        while want > 0 and any(left):
+            k = self._rng.choices(range(len(left)), weights=left)[0]
+            d = self.shards[k].decide(job, want, substitute, epoch)
+            self._changed.add(k)
+            left[k] = 0 if not d.indices else self.sizes[k] - d.served
+            last = d
+            if d.indices:
+                parts.append((k, d))
+                want -= len(d.indices)
+        index = self.map.index
+        indices = [index(k, i) for k, d in parts for i in d.indices]
+        return ShardedDecision(
+            epoch=(last.epoch if last is not None else (-1 if epoch is None else epoch)),
+            served=sum(self.sizes) - sum(left),
+            substitutions=sum(d.substitutions for _, d in parts),
+            indices=indices,
+            tiers=[t for _, d in parts for t in d.tiers],
+            pin_bucket=parts[0][1].pin_bucket if parts else 0,
+            promised=frozenset(index(k, i) for k, d in parts for i in d.promised),
+            parts=tuple(parts),
+        )
+
+    def release(self, job: str, decision: ShardedDecision) -> list[int]:
+        """Unpin the hits of ``decision``; returns the samples evicted now."""
+        index = self.map.index
+        self._changed.update(k for k, _ in decision.parts)
+        return [index(k, i) for k, d in decision.parts for i in self.shards[k].release(job, d)]
+
+    def admit(
+        self,
+        job: str,
+        items: Sequence[tuple[int, str, int, bytes]],
+        wait: bool = True,
+        made: Sequence[int] = (),
+        later: Collection[int] = (),
+    ) -> list[int]:
+        """:meth:`OdsStore.admit` of each shard's items (``later``: positions in ``items``);
+        the results in the order of ``items``."""
+        out = [0] * len(items)
+        made_in = self.map.split(made)
+        later = set(later)
+        for k, places in self.map.split([it[0] for it in items]).items():
+            self._changed.add(k)
+            mine = [(local, *items[pos][1:]) for pos, local in places]
+            late = [n for n, (pos, _) in enumerate(places) if pos in later]
+            made_k = [local for _, local in made_in.pop(k, [])]
+            got = self.shards[k].admit(job, mine, wait, made_k, late)
+            for (pos, _), r in zip(places, got, strict=True):
+                out[pos] = r
+        for k, places in made_in.items():  # made and not offered, in shards nothing went to
+            self.shards[k].admit(job, [], wait, [local for _, local in places])
+        return out
+
+    def cached(self, tier: str, indices: Sequence[int]) -> list[bool]:
+        """Whether each of ``indices`` is cached in ``tier``."""
+        out = [False] * len(indices)
+        for k, places in self.map.split(indices).items():
+            got = self.shards[k].cached(tier, [local for _, local in places])
+            for (pos, _), c in zip(places, got, strict=True):
+                out[pos] = c
+        return out
+
+    def changed(self) -> set[int]:
+        """The shards called to decide, release or admit since this was last asked."""
+        out, self._changed = self._changed, set()
+        return out
+
+    def memory(self) -> int:
+        """Bytes Redis uses for the dataset's metadata, every shard's."""
+        return sum(s.memory() for s in self.shards)
+
+    def clear(self) -> int:
+        return sum(s.clear() for s in self.shards)
+
+
+def open_store(
+    client: Any, dataset: str, samples: int, shard_size: int = defaults.SHARD_SIZE, **kwargs: Any
+) -> OdsStore | ShardedStore:
+    """The store of a dataset: one :class:`OdsStore` when it fits one shard, else a
+    :class:`ShardedStore`."""
+    if samples <= shard_size:
+        return OdsStore(client, dataset, samples, **kwargs)
+    return ShardedStore(client, dataset, samples, shard_size=shard_size, **kwargs)

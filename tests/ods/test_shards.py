@@ -1,0 +1,99 @@
+"""A dataset's ODS metadata in shards (ods.shards): the shard map is a bijection that scatters
+neighbouring indices; a store in shards serves every job's epoch exactly once, its hits from
+the cache, each shard in its own hash slot; a dataset of one shard is the plain store; and
+``ods simulate`` runs on shards, its loads filed by cause as on one store; on a real
+redis-server."""
+
+import collections
+
+import pytest
+
+from ods.shards import ShardedStore, ShardMap, open_store, split_units
+from ods.simulate import SimConfig, simulate_ods
+from ods.store import OdsStore
+from seneca_base.errors import ConfigError
+
+
+@pytest.mark.parametrize(("samples", "size"), [(50, 16), (10_000, 2_500), (1_001, 1_000), (7, 7)])
+def test_the_shard_map_is_a_bijection_onto_the_shards_places(samples, size):
+    m = ShardMap(samples, size)
+    assert sum(m.sizes()) == samples and all(0 < s <= size for s in m.sizes())
+    places = [m.place(i) for i in range(samples)]
+    assert len(set(places)) == samples
+    for i, (k, local) in enumerate(places):
+        assert 0 <= local < m.sizes()[k]
+        assert m.index(k, local) == i
+
+
+def test_one_shard_keeps_every_index_and_many_scatter_neighbours():
+    assert [ShardMap(100, 100).place(i) for i in range(100)] == [(0, i) for i in range(100)]
+    m = ShardMap(10_000, 2_500)
+    # a run of 100 neighbouring indices (a class of an ImageFolder) spreads over every shard
+    counts = collections.Counter(m.place(i)[0] for i in range(100))
+    assert sorted(counts) == [0, 1, 2, 3] and all(15 <= c <= 35 for c in counts.values())
+
+
+def test_budgets_are_shared_in_proportion_and_sum_to_the_whole():
+    assert split_units(10, [16, 16, 16, 2]) == [4, 3, 3, 0]
+    assert sum(split_units(1_000, [2_500, 2_500, 2_500, 2_500])) == 1_000
+    with pytest.raises(ConfigError, match="shard size"):
+        ShardMap(10, 0)
+
+
+def test_a_dataset_that_fits_one_shard_is_the_plain_store(redis_proc):
+    assert type(open_store(redis_proc.client, "one", 100, 100)) is OdsStore
+    assert type(open_store(redis_proc.client, "many", 101, 100)) is ShardedStore
+
+
+def test_every_epoch_is_each_sample_once_with_hits_from_the_cache(redis_proc):
+    n, jobs = 50, ("a", "b", "c")
+    cap = {"encoded": 12}
+    store = ShardedStore(redis_proc.client, "sh", n, shard_size=16, capacity=cap, seed=3)
+    for job in jobs:
+        store.join(job)
+    for epoch in range(2):
+        got = {job: [] for job in jobs}
+        for job in jobs:
+            assert store.start_epoch(job, epoch) == (epoch, 0)
+        while True:
+            empty = 0
+            for job in jobs:
+                d = store.decide(job, 7)
+                if not d.indices:
+                    empty += 1
+                    continue
+                assert d.epoch == epoch and d.served == len(got[job]) + len(d.indices)
+                hits = [i for i, t in zip(d.indices, d.tiers, strict=True) if t]
+                assert all(store.cached("encoded", hits))  # pinned: still there
+                got[job] += d.indices
+                store.release(job, d)
+                misses = [i for i, t in zip(d.indices, d.tiers, strict=True) if not t]
+                store.admit(job, [(i, "encoded", 1, b"") for i in misses])
+            if empty == len(jobs):
+                break
+        for job in jobs:
+            assert sorted(got[job]) == list(range(n)), job
+    # each shard's keys in a hash slot of its own; a shard's budget is its share
+    tags = {key.split(b"{")[1].split(b"}")[0] for key in redis_proc.client.keys(b"*sh#*")}
+    assert tags == {b"sh#0", b"sh#1", b"sh#2", b"sh#3"}
+    assert sum(s.usage()["encoded"] for s in store.shards) <= 12
+    assert store.memory() > 0 and store.clear() > 0
+
+
+def test_a_subset_of_a_sharded_dataset_is_refused(redis_proc):
+    store = ShardedStore(redis_proc.client, "sub", 40, shard_size=16)
+    with pytest.raises(ConfigError, match="indices"):
+        store.join("a", [1, 2, 3])
+
+
+def test_simulate_runs_on_shards_with_its_loads_by_cause(redis_proc):
+    cfg = SimConfig(samples=2_000, jobs=3, cache_frac=0.2, batch=32, epochs=2, shard_size=500)
+    out = simulate_ods(redis_proc.client, cfg)
+    assert out["served"] == 3 * 2 * 2_000
+    causes = out["loads_by_cause"]
+    assert causes["first"] == 2_000 and causes["prefetch"] == 0
+    assert out["storage_loads"] == sum(causes[c] for c in ("first", "dropped_needed", "not_needed"))
+    assert out["storage_loads"] >= out["ceiling"]["storage_loads"]
+    assert out["server_ms"]["decide"]["calls"] >= 3 * 2 * 2_000 // 32
+    with pytest.raises(ConfigError, match="shard"):
+        SimConfig(samples=2_000, jobs=1, cache_frac=0.2, shard_size=500, swap_every=8)
