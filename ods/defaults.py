@@ -44,6 +44,10 @@ DECIDE_CHUNK_SAMPLES = 12_500
 #: large for one bitmap is sharded by default (smaller shards cut each call's server time, but
 #: at 14.2M samples and 16 jobs they cost more calls and loads: see docs/ods.md).
 SHARD_SIZE = 1 << 32
+#: Samples (at least) one ``decide`` call in a shard may serve: a batch of up to 1,024 is
+#: decided in one call, as on one store at ImageNet-22k's size, so that jobs in step find the
+#: copies the others just made few enough to list in one scan (smaller calls draw them by probes).
+SHARD_DECIDE_CHUNK = 1_024
 #: Entries (at most) one ``shrink`` call evicts from a tier above its budget.
 SHRINK_CHUNK = 256
 #: Live jobs (at most) over which an admission counts how much a sample is still needed (and a

@@ -36,6 +36,7 @@ from typing import Any
 
 from ods import defaults
 from ods.decision import Decision
+from ods.defaults import DECIDE_CHUNK_SAMPLES
 from ods.store import OdsStore
 from seneca_base.errors import ConfigError
 
@@ -55,29 +56,40 @@ def _multiplier(n: int) -> int:
 
 class ShardMap:
     """Which shard holds each of ``samples`` samples, and at which place (its index within the
-    shard): shard k holds the samples whose position ``index * m mod samples`` falls in
-    ``[k * size, (k + 1) * size)``. One shard: every sample at its own index."""
+    shard). The shards are as many as shards of at most ``size`` samples need, and as equal as
+    can be (the first ``samples mod count`` hold one more), so each shard's bitmaps are the same
+    size; shard k holds the samples whose position ``index * m mod samples`` falls in its range
+    of positions. One shard: every sample at its own index."""
 
     def __init__(self, samples: int, size: int) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise ConfigError(f"shard size: expected a positive integer, got {size!r}")
         self.samples = samples
-        self.size = size
         self.count = -(-samples // size)
+        self.size, self._big = divmod(samples, self.count)  # _big shards hold size + 1
+        self._split = self._big * (self.size + 1)  # the positions of the larger shards
         self._mul = 1 if self.count == 1 else _multiplier(samples)
         self._inv = pow(self._mul, -1, samples) if samples > 1 else 1
 
     def sizes(self) -> list[int]:
-        """Each shard's samples (the last holds the rest)."""
-        return [min(self.size, self.samples - k * self.size) for k in range(self.count)]
+        """Each shard's samples."""
+        return [self.size + (k < self._big) for k in range(self.count)]
 
     def place(self, index: int) -> tuple[int, int]:
         """(shard, index within the shard) of sample ``index``."""
-        return divmod(index * self._mul % self.samples, self.size)
+        p = index * self._mul % self.samples
+        if p < self._split:
+            return divmod(p, self.size + 1)
+        k, local = divmod(p - self._split, self.size)
+        return self._big + k, local
 
     def index(self, shard: int, local: int) -> int:
         """The sample at ``local`` in ``shard``."""
-        return (shard * self.size + local) * self._inv % self.samples
+        if shard < self._big:
+            p = shard * (self.size + 1) + local
+        else:
+            p = self._split + (shard - self._big) * self.size + local
+        return p * self._inv % self.samples
 
     def split(self, indices: Sequence[int]) -> dict[int, list[tuple[int, int]]]:
         """Per shard, (position in ``indices``, index within the shard) of its samples."""
@@ -136,12 +148,14 @@ class ShardedStore:
                 size,
                 capacity={t: parts[t][k] for t in parts},
                 seed=None if seed is None else seed * 7919 + k,
+                decide_chunk=max(defaults.SHARD_DECIDE_CHUNK, size // DECIDE_CHUNK_SAMPLES),
                 **kwargs,
             )
             for k, size in enumerate(self.sizes)
         ]
-        self._rng = random.Random(seed)
+        self.dataset = dataset
         self._left: dict[str, list[int]] = {}  # per job: its samples left per shard this epoch
+        self._epoch: dict[str, int] = {}  # per job: its latest epoch
         self._changed: set[int] = set()  # shards a decision, release or admission called
 
     @property
@@ -154,6 +168,7 @@ class ShardedStore:
         served over all shards."""
         pairs = zip(self.sizes, replies, strict=True)
         self._left[job] = [size - served for size, (_, served) in pairs]
+        self._epoch[job] = replies[0][0]
         return replies[0][0], sum(served for _, served in replies)
 
     def join(self, job: str, indices: Sequence[int] | None = None) -> tuple[int, int]:
@@ -184,7 +199,7 @@ class ShardedStore:
         parts: list[tuple[int, Decision]] = []
         want, last = batch, None
         while want > 0 and any(left):
-            k = self._rng.choices(range(len(left)), weights=left)[0]
+            k = self._shard_for(job, left)
             d = self.shards[k].decide(job, want, substitute, epoch)
             self._changed.add(k)
             left[k] = 0 if not d.indices else self.sizes[k] - d.served
@@ -204,6 +219,19 @@ class ShardedStore:
             promised=frozenset(index(k, i) for k, d in parts for i in d.promised),
             parts=tuple(parts),
         )
+
+    def _shard_for(self, job: str, left: list[int]) -> int:
+        """A shard drawn with probability proportional to ``left``, by a number every job of
+        the dataset draws alike at the same point of the same epoch (its samples served so
+        far): each job's draws are as random as independent ones, and jobs in step draw the
+        same shard, so each finds there the copies the others just made."""
+        point = f"{self.dataset}:{self._epoch.get(job, 0)}:{sum(self.sizes) - sum(left)}"
+        target = random.Random(point).random() * sum(left)
+        for k, w in enumerate(left):
+            target -= w
+            if target < 0:
+                return k
+        return max(k for k, w in enumerate(left) if w)
 
     def release(self, job: str, decision: ShardedDecision) -> list[int]:
         """Unpin the hits of ``decision``; returns the samples evicted now."""

@@ -85,6 +85,8 @@ class OdsStore(Engine):
             or release deletes it (see ``ods.defaults.ORPHAN_GRACE_MS``).
         job_forget: seconds after its lease ran out that a job's metadata is deleted by any
             job's next admission or release (None: ``ods.defaults.JOB_FORGET``).
+        decide_chunk: the samples one ``decide`` call serves at most (None: the rule of
+            :attr:`decide_chunk`; a shard of a larger dataset gets more: ``ods.shards``).
     """
 
     def __init__(
@@ -104,6 +106,7 @@ class OdsStore(Engine):
         prefix: str = defaults.KEY_PREFIX,
         view: str = "",
         seed: int | None = None,
+        decide_chunk: int | None = None,
     ) -> None:
         if policy not in POLICIES:
             raise ConfigError(f"policy: expected one of {', '.join(POLICIES)}, got {policy!r}")
@@ -127,6 +130,7 @@ class OdsStore(Engine):
         self.capacity = {t: int(capacity.get(t, 0)) for t in TIERS}
         self.overhead = int(overhead)
         self.lease_ms = int((defaults.JOB_LEASE if lease is None else lease) * 1000)
+        self._decide_chunk = decide_chunk
 
     def apply_split(self, split: Split, size: int) -> None:
         """Budget the tiers as ``split`` of a cache of ``size`` units: what every split that
@@ -245,7 +249,9 @@ class OdsStore(Engine):
     @property
     def decide_chunk(self) -> int:
         """The samples one ``decide`` call serves at most (``ods.defaults.DECIDE_CHUNK``,
-        more for a large dataset)."""
+        more for a large dataset, unless given when the store was made)."""
+        if self._decide_chunk is not None:
+            return self._decide_chunk
         return max(defaults.DECIDE_CHUNK, self.samples // defaults.DECIDE_CHUNK_SAMPLES)
 
     def decide_later(

@@ -18,6 +18,7 @@ from seneca_base.errors import ConfigError
 def test_the_shard_map_is_a_bijection_onto_the_shards_places(samples, size):
     m = ShardMap(samples, size)
     assert sum(m.sizes()) == samples and all(0 < s <= size for s in m.sizes())
+    assert max(m.sizes()) - min(m.sizes()) <= 1
     places = [m.place(i) for i in range(samples)]
     assert len(set(places)) == samples
     for i, (k, local) in enumerate(places):
@@ -35,6 +36,7 @@ def test_one_shard_keeps_every_index_and_many_scatter_neighbours():
 
 def test_budgets_are_shared_in_proportion_and_sum_to_the_whole():
     assert split_units(10, [16, 16, 16, 2]) == [4, 3, 3, 0]
+    assert ShardMap(50, 16).sizes() == [13, 13, 12, 12]
     assert sum(split_units(1_000, [2_500, 2_500, 2_500, 2_500])) == 1_000
     with pytest.raises(ConfigError, match="shard size"):
         ShardMap(10, 0)
@@ -97,3 +99,21 @@ def test_simulate_runs_on_shards_with_its_loads_by_cause(redis_proc):
     assert out["server_ms"]["decide"]["calls"] >= 3 * 2 * 2_000 // 32
     with pytest.raises(ConfigError, match="shard"):
         SimConfig(samples=2_000, jobs=1, cache_frac=0.2, shard_size=500, swap_every=8)
+
+
+def test_jobs_in_step_draw_the_same_shards_and_a_job_draws_them_in_proportion(redis_proc):
+    n = 4 * 250
+    store = ShardedStore(redis_proc.client, "step", n, shard_size=250, seed=1)
+    for job in ("a", "b"):
+        store.join(job)
+    firsts = collections.Counter()
+    for epoch in range(120):
+        for job in ("a", "b"):
+            store.start_epoch(job, epoch)
+        a, b = store.decide("a", 10), store.decide("b", 10)
+        assert [k for k, _ in a.parts] == [k for k, _ in b.parts]  # in step: the same shard
+        firsts[a.parts[0][0]] += 1
+        store.release("a", a)
+        store.release("b", b)
+    # each shard drawn about a quarter of the time (the shards are equal)
+    assert sorted(firsts) == [0, 1, 2, 3] and all(15 <= c <= 45 for c in firsts.values())
