@@ -39,7 +39,7 @@ from redis.cluster import RedisCluster
 from ods import deadlines
 from ods.redis_internals import connection_of, socket_of
 
-__all__ = ["Sent", "abandon", "is_cluster", "kept", "receive", "run", "send"]
+__all__ = ["Sent", "abandon", "is_cluster", "kept", "primaries", "receive", "run", "send"]
 
 _KEYLESS = {"TIME", "PING", "INFO", "SLOWLOG", "FUNCTION", "CONFIG", "CLUSTER", "MEMORY"}
 _SPLIT = {"MGET": "GET", "UNLINK": "UNLINK", "DEL": "DEL", "EXISTS": "EXISTS"}
@@ -61,6 +61,13 @@ Read = Callable[[Any, int], Any]
 def is_cluster(client: Any) -> bool:
     """Whether ``client`` talks to a Redis Cluster."""
     return isinstance(client, RedisCluster)
+
+
+def primaries(client: Any) -> list[redis.Redis]:
+    """A client of each server that holds keys: a cluster's primaries, or ``client`` itself."""
+    if not is_cluster(client):
+        return [client]
+    return [_connection(client, node) for node in client.get_primaries()]
 
 
 def _name(command: Sequence[Any]) -> str:

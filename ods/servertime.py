@@ -9,7 +9,9 @@ percentiles as 0. Redis 7 also logs the slow commands a function runs, which are
 threshold of 0 would log every one of them and slow the functions down. The log is read and
 emptied every few batches, and the server's settings are restored on close. A server that
 refuses ``CONFIG SET`` (managed Redis) gives no figures. The log holds every client's calls:
-measure on a server nothing else uses (``ods simulate`` starts its own by default).
+measure on a server nothing else uses (``ods simulate`` starts its own by default). On a Redis
+Cluster every primary's log is read, and each primary's time in the engine's calls is kept
+(:attr:`ServerTimes.busy`): the busiest one bounds how many calls the cluster serves a second.
 
 :meth:`ServerTimes.noise` runs a script of constant work (:data:`NOISE`, a loop of arithmetic
 of fixed length) whose times are collected under :data:`NOISE_NAME`: run
@@ -25,6 +27,8 @@ from collections.abc import Mapping
 
 import redis
 
+from ods.routing import primaries
+
 __all__ = ["NOISE", "NOISE_NAME", "THRESHOLD_US", "ServerTimes", "summarize"]
 
 _LOG_LEN = 1_000_000
@@ -39,58 +43,72 @@ class ServerTimes:
     """Collects the server time (ms) of each engine call, per command."""
 
     def __init__(self, client: redis.Redis) -> None:
-        self.client = client
+        self.nodes = primaries(client)
         self.ms: dict[str, list[float]] = defaultdict(list)
-        self._saved: dict[str, str] | None = None
+        #: per server (``routing.primaries`` order): ms it spent in the engine's calls
+        self.busy = [0.0] * len(self.nodes)
+        self._saved: list[dict[str, str]] | None = None
         self._noise_sha: str | None = None
         #: how many times :meth:`noise` ran its script
         self.noise_calls = 0
 
     def __enter__(self) -> ServerTimes:
+        saved = []
         try:
-            got = self.client.config_get("slowlog-*")
-            self.client.config_set("slowlog-log-slower-than", THRESHOLD_US)
-            self.client.config_set("slowlog-max-len", _LOG_LEN)
-        except redis.ResponseError:
-            return self  # not permitted: no figures
-        self._saved = {k: got[k] for k in ("slowlog-log-slower-than", "slowlog-max-len")}
-        self.client.slowlog_reset()
+            for node in self.nodes:
+                got = node.config_get("slowlog-*")
+                saved.append({k: got[k] for k in ("slowlog-log-slower-than", "slowlog-max-len")})
+                node.config_set("slowlog-log-slower-than", THRESHOLD_US)
+                node.config_set("slowlog-max-len", _LOG_LEN)
+                node.slowlog_reset()
+        except redis.ResponseError:  # not permitted: no figures
+            self._restore(saved)
+            return self
+        self._saved = saved
         return self
 
     @property
     def active(self) -> bool:
         return self._saved is not None
 
+    def _restore(self, saved: list[dict[str, str]]) -> None:
+        for node, settings in zip(self.nodes, saved, strict=False):
+            for key, value in settings.items():
+                node.config_set(key, value)
+
     def noise(self) -> None:
         """Run the constant-work script once (its time is collected by :meth:`drain`)."""
         if not self.active:
             return
+        first = self.nodes[0]  # (the host's noise: one server is enough)
         if self._noise_sha is None:
-            self._noise_sha = self.client.script_load(NOISE)
-        self.client.evalsha(self._noise_sha, 0)
+            self._noise_sha = first.script_load(NOISE)
+        first.evalsha(self._noise_sha, 0)
         self.noise_calls += 1
 
     def drain(self) -> None:
-        """Move the logged engine calls out of the slow log."""
+        """Move the logged engine calls out of the slow logs."""
         if not self.active:
             return
-        entries = self.client.execute_command("SLOWLOG", "GET", _LOG_LEN)
-        self.client.slowlog_reset()
-        for entry in entries:
-            args = entry[3]
-            if len(args) < 2:
-                continue
-            name, first = bytes(args[0]).upper(), bytes(args[1]).decode(errors="replace")
-            if name == b"FCALL":
-                self.ms[first.rsplit("_", 1)[-1]].append(int(entry[2]) / 1000)
-            elif name == b"EVALSHA" and first == self._noise_sha:
-                self.ms[NOISE_NAME].append(int(entry[2]) / 1000)
+        for k, node in enumerate(self.nodes):
+            entries = node.execute_command("SLOWLOG", "GET", _LOG_LEN)
+            node.slowlog_reset()
+            for entry in entries:
+                args = entry[3]
+                if len(args) < 2:
+                    continue
+                name, first = bytes(args[0]).upper(), bytes(args[1]).decode(errors="replace")
+                ms = int(entry[2]) / 1000
+                if name == b"FCALL":
+                    self.ms[first.rsplit("_", 1)[-1]].append(ms)
+                    self.busy[k] += ms
+                elif name == b"EVALSHA" and first == self._noise_sha:
+                    self.ms[NOISE_NAME].append(ms)
 
     def __exit__(self, *exc: object) -> None:
         if self.active:
             self.drain()
-            for key, value in (self._saved or {}).items():
-                self.client.config_set(key, value)
+            self._restore(self._saved or [])
             self._saved = None
 
 

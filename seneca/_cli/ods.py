@@ -207,6 +207,14 @@ def _server_rows(result: dict) -> None:
     print(f"{head:<39} {'calls':>8} {'p50':>8} {'p99':>8} {'max':>8}")
     for cmd, v in server.items():
         print(f"  {cmd:<37} {v['calls']:>8,} {v['p50']:>8.2f} {v['p99']:>8.2f} {v['max']:>8.2f}")
+    busy = result.get("server_busy_ms") or []
+    if busy and max(busy) > 0:
+        each = " / ".join(f"{b / 1000:.2f}" for b in busy)
+        rate = result["served"] / (max(busy) / 1000)
+        print(
+            f"engine calls held {len(busy)} server(s) {each} s; samples decided per second "
+            f"of the busiest one's time: {rate:,.0f}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

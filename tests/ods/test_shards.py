@@ -7,6 +7,7 @@ redis-server."""
 import collections
 
 import pytest
+import redis
 
 from ods.shards import ShardedStore, ShardMap, open_store, split_units
 from ods.simulate import SimConfig, simulate_ods
@@ -117,3 +118,17 @@ def test_jobs_in_step_draw_the_same_shards_and_a_job_draws_them_in_proportion(re
         store.release("b", b)
     # each shard drawn about a quarter of the time (the shards are equal)
     assert sorted(firsts) == [0, 1, 2, 3] and all(15 <= c <= 45 for c in firsts.values())
+
+
+def test_shards_spread_over_a_cluster_and_every_primary_s_time_is_measured(redis_cluster):
+    client = redis.RedisCluster(host="127.0.0.1", port=redis_cluster.ports[0])
+    cfg = SimConfig(samples=3_000, jobs=2, cache_frac=0.2, batch=32, epochs=1, shard_size=200)
+    out = simulate_ods(client, cfg)
+    assert out["served"] == 2 * 3_000 and out["loads_by_cause"]["first"] == 3_000
+    busy = out["server_busy_ms"]
+    assert len(busy) == 3 and all(b > 0 for b in busy)  # 15 shards: some on every primary
+    assert out["server_ms"]["decide"]["calls"] >= 2 * 3_000 // 32
+    # the servers' settings are back as they were
+    for port in redis_cluster.ports:
+        node = redis.Redis(port=port)
+        assert node.config_get("slowlog-max-len")["slowlog-max-len"] != "1000000"
