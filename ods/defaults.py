@@ -40,10 +40,9 @@ DECIDE_CHUNK = 128
 DECIDE_CHUNK_SAMPLES = 12_500
 #: A dataset of more samples than this keeps its ODS metadata in shards of at most this many
 #: samples, each a dataset of its own in its own hash slot (``ods.shards``; ``ods simulate
-#: --shard-size``). 2^32: a bitmap's limit in Redis (a string of 512 MB), so only a dataset too
-#: large for one bitmap is sharded by default (smaller shards cut each call's server time, but
-#: at 14.2M samples and 16 jobs they cost more calls and loads: see docs/ods.md).
-SHARD_SIZE = 1 << 32
+#: --shard-size``): a call then works on one shard, and its fixed part (its operations over
+#: whole bitmaps) does not grow with the dataset. ImageNet-1k (1.28M) is one shard.
+SHARD_SIZE = 1 << 21
 #: Samples (at least) one ``decide`` call in a shard may serve: a batch of up to 1,024 is
 #: decided in one call, as on one store at ImageNet-22k's size, so that jobs in step find the
 #: copies the others just made few enough to list in one scan (smaller calls draw them by probes).

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from ods.bitmaps import clear_bit, set_bit, test_bit
 from ods.shards import ShardMap
 
 __all__ = ["CAUSES", "LossTrace", "ShardedTrace"]
@@ -29,7 +30,7 @@ __all__ = ["CAUSES", "LossTrace", "ShardedTrace"]
 @dataclass
 class _Job:
     epoch: int
-    served: bytearray  # per sample: 1 once served in the current epoch
+    served: bytearray  # a bit per sample: set once served in the current epoch
 
 
 #: The causes a load is filed under (see the module docstring).
@@ -44,7 +45,7 @@ class LossTrace:
         self.samples = samples
         self.counts: dict[str, int] = dict.fromkeys((*CAUSES, "evicted_needed"), 0)
         self._jobs: dict[int, _Job] = {}
-        self._loaded = bytearray(samples)  # per sample: 1 once loaded
+        self._loaded = bytearray((samples + 7) // 8)  # a bit per sample: set once loaded
         #: per sample whose last copy left: the (job, epoch) pairs that still needed it then
         self._needers: dict[int, frozenset[tuple[int, int]]] = {}
         self._cached = 0  # the cache's bitmap after the last call, as an integer
@@ -56,7 +57,7 @@ class LossTrace:
 
     def start(self, job: int, epoch: int) -> None:
         """Job ``job`` starts ``epoch`` (its first: it joins)."""
-        self._jobs[job] = _Job(epoch, bytearray(self.samples))
+        self._jobs[job] = _Job(epoch, bytearray((self.samples + 7) // 8))
 
     def leave(self, job: int) -> None:
         self._jobs.pop(job, None)
@@ -64,19 +65,19 @@ class LossTrace:
     def served(self, job: int, indices: Iterable[int]) -> None:
         marks = self._jobs[job].served
         for i in indices:
-            marks[i] = 1
+            set_bit(marks, i)
 
     def unserved(self, job: int, indices: Iterable[int]) -> None:
         """``job``'s ``indices`` go back among its unserved samples (swapped late)."""
         marks = self._jobs[job].served
         for i in indices:
-            marks[i] = 0
+            clear_bit(marks, i)
 
     def loaded(self, job: int | None, indices: Iterable[int]) -> None:
         """``job`` loaded ``indices`` from storage after a miss (``None``: a prefetch)."""
         me = None if job is None else (job, self._jobs[job].epoch)
         for i in indices:
-            if not self._loaded[i]:
+            if not test_bit(self._loaded, i):
                 cause = "first"
             elif me is None:
                 cause = "prefetch"
@@ -84,7 +85,7 @@ class LossTrace:
                 cause = "dropped_needed"
             else:
                 cause = "not_needed"
-            self._loaded[i] = 1
+            set_bit(self._loaded, i)
             self.counts[cause] += 1
             self._needers.pop(i, None)
 
@@ -105,7 +106,9 @@ class LossTrace:
         self._cached = now
 
     def _left(self, i: int, evicted: bool) -> None:
-        needers = frozenset((k, j.epoch) for k, j in self._jobs.items() if not j.served[i])
+        needers = frozenset(
+            (k, j.epoch) for k, j in self._jobs.items() if not test_bit(j.served, i)
+        )
         self._needers[i] = needers
         if evicted:
             self.counts["evicted_needed"] += len(needers)
@@ -113,36 +116,48 @@ class LossTrace:
 
 class ShardedTrace:
     """The loads of a run whose metadata is kept in shards (``ods.shards``): a
-    :class:`LossTrace` per shard, each in its shard's indices; the calls and ``counts`` as one
-    trace's, ``cache_is`` given the bitmaps of the shards that changed."""
+    :class:`LossTrace` per shard, each in its shard's indices, made when a call first touches
+    the shard (a stretch of a large run allocates only the shards it touched); the calls and
+    ``counts`` as one trace's, ``cache_is`` given the bitmaps of the shards that changed."""
 
     def __init__(self, shards: ShardMap) -> None:
         self.map = shards
-        self.traces = [LossTrace(n) for n in shards.sizes()]
+        self.traces: dict[int, LossTrace] = {}
+        self._epochs: dict[int, int] = {}  # per job: the epoch it is in
 
     @property
     def counts(self) -> dict[str, int]:
-        out = dict.fromkeys(self.traces[0].counts, 0)
-        for t in self.traces:
+        out = dict.fromkeys((*CAUSES, "evicted_needed"), 0)
+        for t in self.traces.values():
             for cause, n in t.counts.items():
                 out[cause] += n
         return out
 
     @property
     def loads(self) -> int:
-        return sum(t.loads for t in self.traces)
+        return sum(t.loads for t in self.traces.values())
+
+    def _trace(self, k: int) -> LossTrace:
+        t = self.traces.get(k)
+        if t is None:
+            t = self.traces[k] = LossTrace(self.map.sizes()[k])
+            for job, epoch in self._epochs.items():
+                t.start(job, epoch)
+        return t
 
     def start(self, job: int, epoch: int) -> None:
-        for t in self.traces:
+        self._epochs[job] = epoch
+        for t in self.traces.values():
             t.start(job, epoch)
 
     def leave(self, job: int) -> None:
-        for t in self.traces:
+        self._epochs.pop(job, None)
+        for t in self.traces.values():
             t.leave(job)
 
     def _each(self, indices: Iterable[int]) -> Iterator[tuple[LossTrace, list[int]]]:
         for k, places in self.map.split(list(indices)).items():
-            yield self.traces[k], [local for _, local in places]
+            yield self._trace(k), [local for _, local in places]
 
     def served(self, job: int, indices: Iterable[int]) -> None:
         for t, local in self._each(indices):
@@ -161,4 +176,4 @@ class ShardedTrace:
         the last, and of every shard ``loaded`` is in) after a call that loaded ``loaded``."""
         local = {k: [i for _, i in places] for k, places in self.map.split(list(loaded)).items()}
         for k, bitmap in bitmaps.items():
-            self.traces[k].cache_is(bitmap, local.get(k, []))
+            self._trace(k).cache_is(bitmap, local.get(k, []))

@@ -37,6 +37,7 @@ from typing import Any
 from ods import defaults
 from ods.decision import Decision
 from ods.defaults import DECIDE_CHUNK_SAMPLES
+from ods.keys import glob_escape
 from ods.store import OdsStore
 from seneca_base.errors import ConfigError
 
@@ -123,7 +124,11 @@ class ShardedStore:
     :class:`OdsStore` per shard, named ``<dataset>#<k>``. Takes :class:`OdsStore`'s arguments;
     ``capacity`` is the whole dataset's, shared in proportion to the shards' samples.
 
-    The job's calls as with one store: join, start_epoch, decide, release, admit, leave."""
+    The job's calls as with one store: join, start_epoch, decide, release, admit, leave.
+    ``lazy``: a job joins a shard and starts its epoch there only when it first draws it (for
+    ``ods simulate``: a stretch of an epoch then allocates only the shards it touches; a job
+    resumed mid-epoch, or other jobs' demand in shards a job has not reached, need them eager).
+    """
 
     def __init__(
         self,
@@ -134,9 +139,11 @@ class ShardedStore:
         shard_size: int = defaults.SHARD_SIZE,
         capacity: Mapping[str, int] | None = None,
         seed: int | None = None,
+        lazy: bool = False,
         **kwargs: Any,
     ) -> None:
         self.map = ShardMap(samples, shard_size)
+        self.lazy = lazy
         self.samples = samples
         self.sizes = self.map.sizes()
         capacity = dict(capacity or {})
@@ -157,6 +164,10 @@ class ShardedStore:
         self._left: dict[str, list[int]] = {}  # per job: its samples left per shard this epoch
         self._epoch: dict[str, int] = {}  # per job: its latest epoch
         self._changed: set[int] = set()  # shards a decision, release or admission called
+        self._joined: dict[str, set[int]] = {}  # per job: the shards it joined
+        self._started: dict[str, set[int]] = {}  # lazy: per job, the shards of its epoch
+        prefix, data = glob_escape(kwargs.get("prefix", defaults.KEY_PREFIX)), glob_escape(dataset)
+        self._patterns = [f"{prefix}:{{{data}#*", f"{prefix}:v:{{{data}#*"]  # metadata, values
 
     @property
     def commands(self) -> Counter[str]:
@@ -172,22 +183,44 @@ class ShardedStore:
         return replies[0][0], sum(served for _, served in replies)
 
     def join(self, job: str, indices: Sequence[int] | None = None) -> tuple[int, int]:
-        """Register ``job`` in every shard; (epoch, served) as :meth:`OdsStore.join`."""
+        """Register ``job`` in every shard (lazy: in none yet); (epoch, served) as
+        :meth:`OdsStore.join`."""
         if indices is not None:
             raise ConfigError("indices: a subset of a dataset kept in shards is not supported")
+        if self.lazy:
+            self._joined.setdefault(job, set())
+            return self._track(job, [(self._epoch.get(job, -1), 0)] * len(self.shards))
+        self._joined[job] = set(range(len(self.shards)))
         return self._track(job, [s.join(job) for s in self.shards])
 
     def start_epoch(self, job: str, epoch: int) -> tuple[int, int]:
-        """Start ``epoch`` for ``job`` in every shard; (epoch, served) as now stored."""
+        """Start ``epoch`` for ``job`` in every shard (lazy: in each when first drawn);
+        (epoch, served) as now stored."""
+        if self.lazy:
+            self._started[job] = set()
+            return self._track(job, [(epoch, 0)] * len(self.shards))
         return self._track(job, [s.start_epoch(job, epoch) for s in self.shards])
 
+    def _reach(self, job: str, k: int) -> None:
+        """Lazy: ``job`` joins shard ``k`` and starts its epoch there, if not yet."""
+        started = self._started.setdefault(job, set())
+        if not self.lazy or k in started:
+            return
+        joined = self._joined.setdefault(job, set())
+        if k not in joined:
+            self.shards[k].join(job)
+            joined.add(k)
+        self.shards[k].start_epoch(job, self._epoch.get(job, 0))
+        started.add(k)
+
     def leave(self, job: str) -> None:
-        for s in self.shards:
-            s.leave(job)
+        for k in sorted(self._joined.pop(job, set())):
+            self.shards[k].leave(job)
         self._left.pop(job, None)
+        self._started.pop(job, None)
 
     def renew(self, job: str) -> bool:
-        return all([s.renew(job) for s in self.shards])
+        return all([self.shards[k].renew(job) for k in sorted(self._joined.get(job, ()))])
 
     def decide(
         self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
@@ -200,6 +233,7 @@ class ShardedStore:
         want, last = batch, None
         while want > 0 and any(left):
             k = self._shard_for(job, left)
+            self._reach(job, k)
             d = self.shards[k].decide(job, want, substitute, epoch)
             self._changed.add(k)
             left[k] = 0 if not d.indices else self.sizes[k] - d.served
@@ -278,19 +312,34 @@ class ShardedStore:
         out, self._changed = self._changed, set()
         return out
 
+    def _keys(self, pattern: str) -> list[bytes]:
+        return list(self.shards[0].client.scan_iter(match=pattern, count=1000))
+
     def memory(self) -> int:
-        """Bytes Redis uses for the dataset's metadata, every shard's."""
-        return sum(s.memory() for s in self.shards)
+        """Bytes Redis uses for the dataset's metadata, every shard's (one scan)."""
+        client = self.shards[0].client
+        keys = self._keys(self._patterns[0])
+        return sum(int(client.memory_usage(k, samples=0) or 0) for k in keys)
 
     def clear(self) -> int:
-        return sum(s.clear() for s in self.shards)
+        """Delete every key of every shard (metadata, values, staged values); returns how many."""
+        pipe = self.shards[0].client.pipeline(transaction=False)
+        for pattern in self._patterns:
+            for key in self._keys(pattern):
+                pipe.unlink(key)
+        return sum(pipe.execute())
 
 
 def open_store(
-    client: Any, dataset: str, samples: int, shard_size: int = defaults.SHARD_SIZE, **kwargs: Any
+    client: Any,
+    dataset: str,
+    samples: int,
+    shard_size: int = defaults.SHARD_SIZE,
+    lazy: bool = False,
+    **kwargs: Any,
 ) -> OdsStore | ShardedStore:
     """The store of a dataset: one :class:`OdsStore` when it fits one shard, else a
-    :class:`ShardedStore`."""
+    :class:`ShardedStore` (``lazy``: see there)."""
     if samples <= shard_size:
         return OdsStore(client, dataset, samples, **kwargs)
-    return ShardedStore(client, dataset, samples, shard_size=shard_size, **kwargs)
+    return ShardedStore(client, dataset, samples, shard_size=shard_size, lazy=lazy, **kwargs)

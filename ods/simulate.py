@@ -175,6 +175,7 @@ def simulate_ods(client: redis.Redis, cfg: SimConfig) -> dict:
         capacity={cfg.tier: cfg.capacity},
         lease=3600,
         seed=cfg.seed,
+        lazy=True,
     )
     jobs = [_Job(f"job{k}", s) for k, s in enumerate(cfg.job_speeds())]
     latencies: list[float] = []

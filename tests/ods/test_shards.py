@@ -132,3 +132,21 @@ def test_shards_spread_over_a_cluster_and_every_primary_s_time_is_measured(redis
     for port in redis_cluster.ports:
         node = redis.Redis(port=port)
         assert node.config_get("slowlog-max-len")["slowlog-max-len"] != "1000000"
+
+
+def test_lazy_shards_are_made_only_when_drawn_and_the_epoch_is_still_each_sample_once(redis_proc):
+    n = 400
+    store = ShardedStore(redis_proc.client, "lz", n, shard_size=50, seed=2, lazy=True)
+    store.join("a")
+    store.start_epoch("a", 0)
+    got = store.decide("a", 30).indices
+    touched = {key.split(b"{")[1].split(b"}")[0] for key in redis_proc.client.keys(b"*lz#*")}
+    assert touched == {b"lz#" + str(k).encode() for k in store.changed()} and len(touched) == 1
+    while True:
+        d = store.decide("a", 30)
+        if not d.indices:
+            break
+        got += d.indices
+    assert sorted(got) == list(range(n))
+    store.leave("a")
+    assert store.clear() > 0 and not redis_proc.client.keys(b"*lz#*")
