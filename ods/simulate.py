@@ -101,8 +101,9 @@ class SimConfig:
             raise ConfigError(f"--starts: must not be negative, got {list(self.starts)}")
         if self.samples > self.shard_size and (self.swap_every or self.policy == "paper"):
             raise ConfigError(
-                "--shard-size: a dataset in shards is simulated without --swap-every and with "
-                "the seneca policy"
+                f"--shard-size: a dataset in shards ({self.samples:,} samples, shards of "
+                f"{self.shard_size:,}) is simulated without --swap-every and with the seneca "
+                f"policy; give --shard-size {self.samples} to keep it in one"
             )
 
     @property

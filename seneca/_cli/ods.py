@@ -161,6 +161,9 @@ def _simulate(args: argparse.Namespace) -> None:
         swap_every=args.swap_every,
         shard_size=args.shard_size,
     )
+    if args.compare:  # the other policies' configurations, checked before any run
+        for policy in (p for p in POLICIES if p != cfg.policy):
+            dataclasses.replace(cfg, policy=policy)
     client = _client(args.cache)
     result = simulate_ods(client, cfg)
     others = []
