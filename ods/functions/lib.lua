@@ -247,6 +247,12 @@ local function add_pins(pk, pc, list, delta)
   set_bits(pk, flip, 0)
 end
 
+-- delete key (a bitmap of the bucket before, which no call sets bits in any more) once no bit
+-- is set: the bitmaps of two buckets are held only while the older one still marks something
+local function drop_if_empty(key)
+  if redis.call('BITPOS', key, 1) == -1 then redis.call('DEL', key) end
+end
+
 -- the tier the caller's job can use for each sample of list (nil: none): the first tier (TIERS
 -- order) that holds it, the augmented one only if the job has not used that copy. present:
 -- the tiers that exist, when every sample of list is known to be in one of them (members of C):

@@ -38,6 +38,7 @@ end
 local function clear_pending(list)
   if #list == 0 then return end
   for _, key in ipairs(pending_keys()) do set_bits(key, list, 0) end
+  if redis.call('EXISTS', K.pend1) == 1 then drop_if_empty(K.pend1) end
 end
 
 -- U's samples that no job is making and the caller has not taken: the scratch bitmap x:g

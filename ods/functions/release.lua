@@ -15,5 +15,6 @@ if #hits == 0 then return EVICTED end
 local b = math.floor(now / PIN_LEASE)
 if bucket == b then add_pins(K.pin, K.pinc, hits, -1)
 elseif bucket == b - 1 then add_pins(K.pin1, K.pinc1, hits, -1) end  -- older pins lapsed
+if redis.call('EXISTS', K.pin1) == 1 then drop_if_empty(K.pin1) end
 policy.released(hits, live)
 return noted()
