@@ -1,6 +1,7 @@
 """Property-based test: random interleavings of join, request, fetch, next epoch and leave keep
-every ODS guarantee (hypothesis drives the real store against a real Redis). Swaps of misses
-not yet made have their own in test_swap.py."""
+every ODS guarantee (hypothesis drives the real store against a real Redis), on one store and
+with the dataset in shards of 16 samples (ods.shards). Swaps of misses not yet made have their
+own in test_swap.py."""
 
 import collections
 import itertools
@@ -9,7 +10,7 @@ from helpers.engine import on_a_server
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ods.store import OdsStore
+from ods.shards import open_store
 
 N = 60
 JOBS = ("a", "b", "c")
@@ -26,11 +27,17 @@ op = st.one_of(
 
 
 @on_a_server(60)
-@given(ops=st.lists(op, min_size=1, max_size=60), policy=st.sampled_from(["seneca", "paper"]))
-def test_random_interleavings_keep_the_guarantees(redis_proc, ops, policy):
-    store = OdsStore(
-        redis_proc.client, f"p{next(_ids)}", N, policy=policy, capacity=CAPACITY, seed=7
+@given(
+    ops=st.lists(op, min_size=1, max_size=60),
+    policy=st.sampled_from(["seneca", "paper"]),
+    shard_size=st.sampled_from([N, 16]),
+)
+def test_random_interleavings_keep_the_guarantees(redis_proc, ops, policy, shard_size):
+    dataset = f"p{next(_ids)}"
+    store = open_store(
+        redis_proc.client, dataset, N, shard_size, policy=policy, capacity=CAPACITY, seed=7
     )
+    stores = getattr(store, "shards", [store])  # a store per shard, or the one
     members: dict[str, set[int]] = {}
     epoch: dict[str, int] = {}
     served: dict[str, collections.Counter] = {}
@@ -39,8 +46,9 @@ def test_random_interleavings_keep_the_guarantees(redis_proc, ops, policy):
     aug_used: set[tuple[str, int, int]] = set()
     for name, job, arg in ops:
         if name == "join" and job not in members:
-            members[job] = set(range(0, N, 2)) if arg else set(range(N))
-            store.join(job, sorted(members[job]) if arg else None)
+            subset = arg and len(stores) == 1  # (a subset is for one store only)
+            members[job] = set(range(0, N, 2)) if subset else set(range(N))
+            store.join(job, sorted(members[job]) if subset else None)
             epoch[job] = 0
             store.start_epoch(job, 0)
             served[job] = collections.Counter()
@@ -81,9 +89,10 @@ def test_random_interleavings_keep_the_guarantees(redis_proc, ops, policy):
             pending.pop(job, None)
             # a job that joins again under the name is a new job: its used copies went
             aug_used.difference_update({c for c in aug_used if c[0] == job})
-        state = store.state()
+        states = [s.state() for s in stores]
         for tier, cap in CAPACITY.items():
-            entries = state[tier]["entries"]
-            assert 0 <= entries <= cap
-            assert entries == redis_proc.client.bitcount(store.tier_key(tier))
+            assert 0 <= sum(got[tier]["entries"] for got in states) <= cap
+            for one, got in zip(stores, states, strict=True):  # each shard within its share
+                assert got[tier]["entries"] <= one.capacity[tier]
+                assert got[tier]["entries"] == redis_proc.client.bitcount(one.tier_key(tier))
     store.clear()
