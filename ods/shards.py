@@ -203,8 +203,10 @@ class ShardedStore:
 
     def _reach(self, job: str, k: int) -> None:
         """Lazy: ``job`` joins shard ``k`` and starts its epoch there, if not yet."""
+        if not self.lazy:
+            return
         started = self._started.setdefault(job, set())
-        if not self.lazy or k in started:
+        if k in started:
             return
         joined = self._joined.setdefault(job, set())
         if k not in joined:
@@ -220,14 +222,19 @@ class ShardedStore:
         self._started.pop(job, None)
 
     def renew(self, job: str) -> bool:
-        return all([self.shards[k].renew(job) for k in sorted(self._joined.get(job, ()))])
+        """Renew ``job``'s lease in every shard it joined; whether it is registered (as
+        :meth:`OdsStore.renew`)."""
+        if job not in self._joined:
+            return False
+        return all([self.shards[k].renew(job) for k in sorted(self._joined[job])])
 
     def decide(
         self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
     ) -> ShardedDecision:
         """The next batch of ``job``, as :meth:`OdsStore.decide` decides it, in one shard drawn
         in proportion to the samples the job has left in each (more shards only where the
-        first runs out). Empty once every shard's epoch is served."""
+        first runs out). Empty once every shard's epoch is served. The samples left are this
+        store's count for the job's latest epoch: ``epoch`` names that one (or None)."""
         left = self._left.setdefault(job, list(self.sizes))
         parts: list[tuple[int, Decision]] = []
         want, last = batch, None

@@ -150,3 +150,14 @@ def test_lazy_shards_are_made_only_when_drawn_and_the_epoch_is_still_each_sample
     assert sorted(got) == list(range(n))
     store.leave("a")
     assert store.clear() > 0 and not redis_proc.client.keys(b"*lz#*")
+
+
+def test_a_job_s_lease_is_renewed_in_every_shard_until_it_leaves(redis_proc):
+    store = ShardedStore(redis_proc.client, "ls", 100, shard_size=30)
+    store.join("a")
+    assert store.renew("a")
+    live = [s.state()["live_jobs"] for s in store.shards]
+    assert live == [1, 1, 1, 1]
+    store.leave("a")
+    assert [s.state()["live_jobs"] for s in store.shards] == [0, 0, 0, 0]
+    assert not store.renew("a")  # gone: not renewed into being
