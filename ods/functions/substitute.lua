@@ -74,6 +74,31 @@ local function shuffle_together(list, tiers)
   end
 end
 
+-- the positions 1..#need in order of need (small whole numbers), equal ones in their order: a
+-- counting sort, as a sort by (need, position) orders them without comparing (a sort of 4,096
+-- candidates took 3.3 ms in Lua)
+local function by_need(need)
+  local lists, top = {}, 0
+  for k = 1, #need do
+    local d = need[k]
+    local list = lists[d]
+    if not list then
+      list = {}
+      lists[d] = list
+      if d > top then top = d end
+    end
+    list[#list + 1] = k
+  end
+  local order = {}
+  for d = 0, top do
+    local list = lists[d]
+    if list then
+      for _, k in ipairs(list) do order[#order + 1] = k end
+    end
+  end
+  return order
+end
+
 -- of cands (members of C in random order, each marked in taken), want to serve: under a
 -- policy that spends copies first (policies/seneca.lua: choose.spends), the ones the other
 -- live jobs (choose.others) need least this epoch, counted as an admission counts demand (over
@@ -97,10 +122,7 @@ local function chosen_of(cands, want, present, taken, choose)
         for m, k in ipairs(at) do need[k] = d[m] end
       end
     end
-    table.sort(order, function(x, y)  -- (ties in cands' order: at random)
-      if need[x] ~= need[y] then return need[x] < need[y] end
-      return x < y
-    end)
+    order = by_need(need)
   end
   local out, out_tiers, back = {}, {}, {}
   for r, k in ipairs(order) do
