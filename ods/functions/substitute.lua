@@ -137,6 +137,29 @@ local function chosen_of(cands, want, present, taken, choose)
   return out, out_tiers, back
 end
 
+-- up to want samples of C (x:c) that none of the other live jobs sampled for demand still needs
+-- this epoch (their bits unset in each one's r), drawn at random, added to taken: the copies
+-- chosen_of would put first, found among all of C with a few operations over whole bitmaps (a
+-- shard's, or a dataset's of at most a few million samples) instead of among per x want
+-- candidates, each of which costs a probe and a read of every sampled job's bit. (Augmented
+-- copies: a job that used the copy needs it no more, but counts here; those are left to
+-- chosen_of.)
+local function unneeded(want, n, taken, choose)
+  local jobs = demand_jobs('e', choose.others, choose.most)
+  if #jobs == 0 then return {} end
+  local rs = {}
+  for k, j in ipairs(jobs) do rs[k] = j.r end
+  redis.call('BITOP', 'OR', K.xg, unpack(rs))
+  -- C & ~needed as C ^ (C & needed): NOT would end where the needed bitmap ends
+  redis.call('BITOP', 'AND', K.xg, K.xg, K.xc)
+  redis.call('BITOP', 'XOR', K.xg, K.xg, K.xc)
+  local zeros = redis.call('BITCOUNT', K.xg)
+  local out = {}
+  if zeros > 0 then out = pick(K.xg, want, n, zeros / n, taken, nil, true) end
+  redis.call('DEL', K.xg)
+  return out
+end
+
 -- want samples of C (x:c, holding total) by probes for m candidates (chosen_of), added to taken
 -- (all of C when it holds fewer), with their tiers. When the dataset is small enough for the
 -- operations over whole bitmaps here and in pin_bitmap (about 8) to cost less than the bits of
@@ -144,9 +167,28 @@ end
 -- loses them in one BITOP (returns true: the caller pins them with x:c); else x:c is deleted
 local function probe_c(U, want, m, n, total, present, taken, choose)
   local whole = 8 * WHOLE * n < 2 * want
+  local spare = (choose.spends and m > want) and unneeded(want, n, taken, choose) or {}
+  local rest = want - #spare
+  if rest <= 0 then  -- enough copies no sampled job needs: those
+    redis.call('DEL', K.xc)
+    if whole then  -- x:c holds exactly them, and U loses them in one BITOP
+      set_bits(K.xc, spare, 1)
+      redis.call('BITOP', 'XOR', U, U, K.xc)
+    end
+    return spare, usable_tiers(spare, present), whole
+  end
+  if #spare > 0 then m = math.min(m, choose.per * rest) end
   if whole then redis.call('COPY', K.xc, K.xg, 'REPLACE') end
   local cands, cleared = pick(K.xc, m, n, total / n, taken, nil, true)
-  local chosen, tiers, back = chosen_of(cands, want, present, taken, choose)
+  local chosen, tiers, back = chosen_of(cands, rest, present, taken, choose)
+  if #spare > 0 then  -- the spare ones first
+    local all, all_tiers = spare, usable_tiers(spare, present)
+    for k, i in ipairs(chosen) do
+      local at = #all + 1
+      all[at], all_tiers[at] = i, tiers[k]
+    end
+    chosen, tiers = all, all_tiers
+  end
   if not whole then
     redis.call('DEL', K.xc)  -- fewer than want chosen: all of C was (pick clears what it finds)
     return chosen, tiers, false
@@ -154,6 +196,7 @@ local function probe_c(U, want, m, n, total, present, taken, choose)
   if cleared then set_bits(K.xc, back, 1) else set_bits(K.xc, chosen, 0) end
   redis.call('BITOP', 'XOR', K.xc, K.xc, K.xg)  -- C xor (C less the chosen): the chosen
   redis.call('DEL', K.xg)
+  if #spare > 0 then set_bits(K.xc, spare, 1) end  -- (pick left them in x:c: not cleared)
   redis.call('BITOP', 'XOR', U, U, K.xc)  -- (x:c is a subset of U)
   return chosen, tiers, true
 end
