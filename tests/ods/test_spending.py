@@ -64,3 +64,20 @@ def test_a_job_that_joins_is_weighed_from_the_next_decision_on(redis_proc):
     d = store.decide("a", 32)
     assert all(t == "encoded" for t in d.tiers)
     assert set(d.indices) <= c_served
+
+
+def test_the_copies_no_other_job_needs_are_found_among_all_of_c_not_among_candidates(redis_proc):
+    n = 4_096
+    store = make_store(redis_proc, n, "seneca")
+    for job in ("a", "b"):
+        store.join(job)
+        store.start_epoch(job, 0)
+    b_served = set(served_until(store, "b", 64))  # b needs all but 64 samples
+    store.admit("b", [(i, "encoded", 1, b"") for i in range(n)])  # every sample cached
+    d = store.decide("a", 48)
+    assert all(t == "encoded" for t in d.tiers)
+    # 4 x 48 candidates drawn at random would hold about 3 of the 64 copies b no longer needs;
+    # a takes 48 of those 64, found among all of C
+    assert set(d.indices) <= b_served
+    epoch = an_epoch_after(store, "a", d.indices)
+    assert sorted(epoch) == list(range(n))
