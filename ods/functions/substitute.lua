@@ -137,6 +137,9 @@ local function chosen_of(cands, want, present, taken, choose)
   return out, out_tiers, back
 end
 
+-- how a call that does not spend copies first chooses among C's candidates (chosen_of)
+local AT_RANDOM = {spends = false}
+
 -- up to want samples of C (x:c) that none of the other live jobs sampled for demand still needs
 -- this epoch (their bits unset in each one's r), drawn at random, added to taken: the copies
 -- chosen_of would put first, found among all of C with a few operations over whole bitmaps (a
@@ -177,7 +180,9 @@ local function probe_c(U, want, m, n, total, present, taken, choose)
     end
     return spare, usable_tiers(spare, present), whole
   end
-  if #spare > 0 then m = math.min(m, choose.per * rest) end
+  if choose.spends and m > want then  -- the rest at random: ranking them reads every
+    m, choose = rest, AT_RANDOM        -- candidate's bits of every sampled job (4 us each)
+  end
   if whole then redis.call('COPY', K.xc, K.xg, 'REPLACE') end
   local cands, cleared = pick(K.xc, m, n, total / n, taken, nil, true)
   local chosen, tiers, back = chosen_of(cands, rest, present, taken, choose)
