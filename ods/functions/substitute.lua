@@ -140,27 +140,60 @@ end
 -- how a call that does not spend copies first chooses among C's candidates (chosen_of)
 local AT_RANDOM = {spends = false}
 
--- up to want samples of C (x:c) that none of the other live jobs sampled for demand still needs
--- this epoch (their bits unset in each one's r), drawn at random, added to taken: the copies
--- chosen_of would put first, found among all of C with a few operations over whole bitmaps (a
--- shard's, or a dataset's of at most a few million samples) instead of among per x want
--- candidates, each of which costs a probe and a read of every sampled job's bit. (Augmented
--- copies: a job that used the copy needs it no more, but counts here; those are left to
--- chosen_of.)
-local function unneeded(want, n, taken, choose)
+-- x:g := the samples of C (x:c) that none of the other live jobs sampled for demand still needs
+-- this epoch (their bits unset in each one's r), with a few operations over whole bitmaps (a
+-- shard's, or a dataset's of a few million samples); returns how many (nil: no job to ask, x:g
+-- not made). (Augmented copies: a job that used the copy needs it no more, but counts here;
+-- those are left to the rest.)
+local function unneeded_bitmap(choose)
   local jobs = demand_jobs('e', choose.others, choose.most)
-  if #jobs == 0 then return {} end
+  if #jobs == 0 then return nil end
   local rs = {}
   for k, j in ipairs(jobs) do rs[k] = j.r end
   redis.call('BITOP', 'OR', K.xg, unpack(rs))
   -- C & ~needed as C ^ (C & needed): NOT would end where the needed bitmap ends
   redis.call('BITOP', 'AND', K.xg, K.xg, K.xc)
   redis.call('BITOP', 'XOR', K.xg, K.xg, K.xc)
-  local zeros = redis.call('BITCOUNT', K.xg)
+  return redis.call('BITCOUNT', K.xg)
+end
+
+-- up to want of those (unneeded_bitmap), drawn at random, added to taken: the copies chosen_of
+-- would put first, found among all of C instead of among per x want candidates, each of which
+-- costs a probe and a read of every sampled job's bit
+local function unneeded(want, n, taken, choose)
+  local zeros = unneeded_bitmap(choose)
   local out = {}
-  if zeros > 0 then out = pick(K.xg, want, n, zeros / n, taken, nil, true) end
+  if zeros and zeros > 0 then out = pick(K.xg, want, n, zeros / n, taken, nil, true) end
   redis.call('DEL', K.xg)
   return out
+end
+
+-- of list (all of C, listed), want: the ones no sampled job needs first (unneeded_bitmap, one
+-- bit read per member), then the others, each kind at random; added to taken. Returns them, in
+-- random order, and the members left.
+local function spare_first(list, want, taken, choose)
+  local zero = {}
+  if unneeded_bitmap(choose) then
+    for k, b in ipairs(bits(K.xg, list)) do
+      if b == 1 then zero[list[k]] = true end
+    end
+  end
+  redis.call('DEL', K.xg)
+  local first, second = {}, {}
+  for _, i in ipairs(draw(list, #list, {})) do  -- (a shuffle)
+    if zero[i] then first[#first + 1] = i else second[#second + 1] = i end
+  end
+  for _, i in ipairs(second) do first[#first + 1] = i end
+  local chosen, others = {}, {}
+  for k, i in ipairs(first) do
+    if k <= want then
+      chosen[k] = i
+      taken[i] = true
+    else
+      others[#others + 1] = i
+    end
+  end
+  return chosen, others
 end
 
 -- want samples of C (x:c, holding total) by probes for m candidates (chosen_of), added to taken
@@ -223,7 +256,14 @@ local function from_cache(U, want, n, left, taken, choose)
   end
   local m = choose.spends and math.min(total, choose.per * want) or want
   local chosen, tiers, exact = nil, nil, list ~= nil
-  if list then
+  if list and choose.spends and m > want then  -- the spare ones first, the rest at random
+    local others
+    chosen, others = spare_first(list, want, taken, choose)
+    tiers = usable_tiers(chosen, present)
+    shuffle_together(chosen, tiers)
+    set_bits(K.xc, others, 0)
+    redis.call('BITOP', 'XOR', U, U, K.xc)  -- (x:c is a subset of U)
+  elseif list then
     local cands = draw(list, m, taken)
     local others
     chosen, tiers, others = chosen_of(cands, want, present, taken, choose)
