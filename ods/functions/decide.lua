@@ -1,8 +1,9 @@
 -- decide: the next batch of the job's epoch. Arguments: batch, lease (ms), seed, dataset size
--- n, substitute (0/1), policy, epoch ('' for the latest), candidates per sample served from C,
--- jobs sampled for demand. With substitution, the batch is served from C (the cached samples
--- the job may use and has not been served) first, at random (under a policy that spends
--- copies first, those the other live jobs need least: substitute.lua's chosen_of), and the
+-- n, substitute (0/1), policy, epoch ('' for the latest), candidates per sample served from C
+-- (1: no copies spent first), jobs sampled for demand. With substitution, the batch is served
+-- from C (the cached samples the job may use and has not been served) first, at random (under a
+-- policy that spends copies first, those no sampled other job needs before the others:
+-- substitute.lua's from_cache), and the
 -- rest from its other unserved samples, at random: the same batches, in distribution,
 -- as picking at random from all unserved samples and replacing each miss by a random member of
 -- C while C lasts (the displaced misses stay unserved), without looking up or putting back the

@@ -74,72 +74,6 @@ local function shuffle_together(list, tiers)
   end
 end
 
--- the positions 1..#need in order of need (small whole numbers), equal ones in their order: a
--- counting sort, as a sort by (need, position) orders them without comparing (a sort of 4,096
--- candidates took 3.3 ms in Lua)
-local function by_need(need)
-  local lists, top = {}, 0
-  for k = 1, #need do
-    local d = need[k]
-    local list = lists[d]
-    if not list then
-      list = {}
-      lists[d] = list
-      if d > top then top = d end
-    end
-    list[#list + 1] = k
-  end
-  local order = {}
-  for d = 0, top do
-    local list = lists[d]
-    if list then
-      for _, k in ipairs(list) do order[#order + 1] = k end
-    end
-  end
-  return order
-end
-
--- of cands (members of C in random order, each marked in taken), want to serve: under a
--- policy that spends copies first (policies/seneca.lua: choose.spends), the ones the other
--- live jobs (choose.others) need least this epoch, counted as an admission counts demand (over
--- at most choose.most of them, at random), so that the copies other jobs still need stay for
--- them and those no other job needs are used up, and their room freed, first; equally needed
--- ones, and all of them under other policies, at random. Returns the chosen (in random order),
--- their tiers, and the candidates left (no longer marked in taken).
-local function chosen_of(cands, want, present, taken, choose)
-  local tiers = usable_tiers(cands, present)
-  if #cands <= want then return cands, tiers, {} end
-  local order, need = {}, {}
-  for k = 1, #cands do order[k], need[k] = k, 0 end
-  if choose.spends then
-    for _, t in ipairs({'e', 'a'}) do  -- ('e': any tier but the augmented one)
-      local list, at = {}, {}
-      for k = 1, #cands do
-        if (tiers[k] == 'a') == (t == 'a') then list[#list + 1], at[#at + 1] = cands[k], k end
-      end
-      if #list > 0 then
-        local d = demands(list, t, demand_jobs(t, choose.others, choose.most))
-        for m, k in ipairs(at) do need[k] = d[m] end
-      end
-    end
-    order = by_need(need)
-  end
-  local out, out_tiers, back = {}, {}, {}
-  for r, k in ipairs(order) do
-    if r <= want then
-      out[r], out_tiers[r] = cands[k], tiers[k]
-    else
-      back[#back + 1] = cands[k]
-      taken[cands[k]] = nil
-    end
-  end
-  if choose.spends then shuffle_together(out, out_tiers) end
-  return out, out_tiers, back
-end
-
--- how a call that does not spend copies first chooses among C's candidates (chosen_of)
-local AT_RANDOM = {spends = false}
-
 -- x:g := the samples of C (x:c) that none of the other live jobs sampled for demand still needs
 -- this epoch (their bits unset in each one's r), with a few operations over whole bitmaps (a
 -- shard's, or a dataset's of a few million samples); returns how many (nil: no job to ask, x:g
@@ -196,14 +130,15 @@ local function spare_first(list, want, taken, choose)
   return chosen, others
 end
 
--- want samples of C (x:c, holding total) by probes for m candidates (chosen_of), added to taken
--- (all of C when it holds fewer), with their tiers. When the dataset is small enough for the
--- operations over whole bitmaps here and in pin_bitmap (about 8) to cost less than the bits of
--- the chosen samples in U and the pins (2 each), x:c is cut to exactly the chosen samples and U
--- loses them in one BITOP (returns true: the caller pins them with x:c); else x:c is deleted
-local function probe_c(U, want, m, n, total, present, taken, choose)
+-- want samples of C (x:c, holding total) at random, added to taken (all of C when it holds
+-- fewer), with their tiers; when spend, first the ones no sampled other job needs (unneeded).
+-- When the dataset is small enough for the operations over whole bitmaps here and in
+-- pin_bitmap (about 8) to cost less than the bits of the chosen samples in U and the pins (2
+-- each), x:c is cut to exactly the chosen samples and U loses them in one BITOP (returns true:
+-- the caller pins them with x:c); else x:c is deleted
+local function probe_c(U, want, n, total, present, taken, choose, spend)
   local whole = 8 * WHOLE * n < 2 * want
-  local spare = (choose.spends and m > want) and unneeded(want, n, taken, choose) or {}
+  local spare = spend and unneeded(want, n, taken, choose) or {}
   local rest = want - #spare
   if rest <= 0 then  -- enough copies no sampled job needs: those
     redis.call('DEL', K.xc)
@@ -213,40 +148,32 @@ local function probe_c(U, want, m, n, total, present, taken, choose)
     end
     return spare, usable_tiers(spare, present), whole
   end
-  if choose.spends and m > want then  -- the rest at random: ranking them reads every
-    m, choose = rest, AT_RANDOM        -- candidate's bits of every sampled job (4 us each)
-  end
   if whole then redis.call('COPY', K.xc, K.xg, 'REPLACE') end
-  local cands, cleared = pick(K.xc, m, n, total / n, taken, nil, true)
-  local chosen, tiers, back = chosen_of(cands, rest, present, taken, choose)
-  if #spare > 0 then  -- the spare ones first
-    local all, all_tiers = spare, usable_tiers(spare, present)
-    for k, i in ipairs(chosen) do
-      local at = #all + 1
-      all[at], all_tiers[at] = i, tiers[k]
-    end
-    chosen, tiers = all, all_tiers
-  end
+  local drawn, cleared = pick(K.xc, rest, n, total / n, taken, nil, true)
+  local chosen, tiers = spare, usable_tiers(spare, present)  -- the spare ones first
+  for k, t in pairs(usable_tiers(drawn, present)) do tiers[#spare + k] = t end
+  for _, i in ipairs(drawn) do chosen[#chosen + 1] = i end
   if not whole then
     redis.call('DEL', K.xc)  -- fewer than want chosen: all of C was (pick clears what it finds)
     return chosen, tiers, false
   end
-  if cleared then set_bits(K.xc, back, 1) else set_bits(K.xc, chosen, 0) end
-  redis.call('BITOP', 'XOR', K.xc, K.xc, K.xg)  -- C xor (C less the chosen): the chosen
+  if not cleared then set_bits(K.xc, drawn, 0) end
+  redis.call('BITOP', 'XOR', K.xc, K.xc, K.xg)  -- C xor (C less the drawn): the drawn
   redis.call('DEL', K.xg)
-  if #spare > 0 then set_bits(K.xc, spare, 1) end  -- (pick left them in x:c: not cleared)
+  if #spare > 0 then set_bits(K.xc, spare, 1) end  -- (drawn from x:g: still in x:c)
   redis.call('BITOP', 'XOR', U, U, K.xc)  -- (x:c is a subset of U)
   return chosen, tiers, true
 end
 
 -- up to want samples of C, added to taken (all of C when it holds fewer), with the tier of
 -- each, the substitutions they count for, and whether x:c holds exactly them (then they have
--- left U already). The chosen are want of choose.per x want candidates drawn at random
--- (chosen_of; only want under a policy that does not spend copies first). When C holds at
--- most twice want samples all of them are listed in one ordered scan and drawn from, the ones
--- not chosen cleared in x:c, and U loses the chosen ones in one BITOP (cheaper than a bit
--- each: a BITOP over the bitmap costs about as much as 30 bits at a million samples); x:c is
--- then left for the caller (to pin them) to delete. Else random probes.
+-- left U already). Under a policy that spends copies first (choose.spends) with more than one
+-- candidate per sample (choose.per; 1: at random), the ones no sampled other job needs come
+-- first (unneeded_bitmap), the rest at random. When C holds at most twice want samples all of
+-- them are listed in one ordered scan and drawn from, the ones not chosen cleared in x:c, and U
+-- loses the chosen ones in one BITOP (cheaper than a bit each: a BITOP over the bitmap costs
+-- about as much as 30 bits at a million samples); x:c is then left for the caller (to pin
+-- them) to delete. Else random probes (probe_c).
 local function from_cache(U, want, n, left, taken, choose)
   local len, present = cached_unserved(U)
   local total, list = count_c(len, n, want, left)
@@ -254,24 +181,22 @@ local function from_cache(U, want, n, left, taken, choose)
     redis.call('DEL', K.xc)
     return {}, {}, 0, false
   end
-  local m = choose.spends and math.min(total, choose.per * want) or want
+  local spend = choose.spends and choose.per > 1 and total > want
   local chosen, tiers, exact = nil, nil, list ~= nil
-  if list and choose.spends and m > want then  -- the spare ones first, the rest at random
+  if list then
     local others
-    chosen, others = spare_first(list, want, taken, choose)
+    if spend then
+      chosen, others = spare_first(list, want, taken, choose)
+    else
+      chosen, others = draw(list, want, taken), {}
+      for k = #chosen + 1, #list do others[#others + 1] = list[k] end  -- (draw moved the drawn first)
+    end
     tiers = usable_tiers(chosen, present)
-    shuffle_together(chosen, tiers)
-    set_bits(K.xc, others, 0)
-    redis.call('BITOP', 'XOR', U, U, K.xc)  -- (x:c is a subset of U)
-  elseif list then
-    local cands = draw(list, m, taken)
-    local others
-    chosen, tiers, others = chosen_of(cands, want, present, taken, choose)
-    for k = #cands + 1, #list do others[#others + 1] = list[k] end  -- (draw moved the drawn first)
+    if spend then shuffle_together(chosen, tiers) end
     set_bits(K.xc, others, 0)
     redis.call('BITOP', 'XOR', U, U, K.xc)  -- (x:c is a subset of U)
   else
-    chosen, tiers, exact = probe_c(U, want, m, n, total, present, taken, choose)
+    chosen, tiers, exact = probe_c(U, want, n, total, present, taken, choose, spend)
   end
   return chosen, tiers, #chosen - natural_hits(want, total, left), exact
 end
