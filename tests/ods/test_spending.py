@@ -41,7 +41,7 @@ def test_a_decision_serves_first_the_copies_other_jobs_no_longer_need(redis_proc
     assert all(t == "encoded" for t in d.tiers)
     in_b = len(set(d.indices) & b_served)
     if policy == "seneca":
-        # of 128 candidates drawn at random about 96 are samples b was served: a takes 32
+        # 384 of the 512 copies are samples b was served, which b needs no more: a takes 32
         assert in_b == 32
     else:  # at random: about 24 of 32 (all 32 with probability 1e-4)
         assert 12 <= in_b < 32
@@ -76,8 +76,8 @@ def test_the_copies_no_other_job_needs_are_found_among_all_of_c_not_among_candid
     store.admit("b", [(i, "encoded", 1, b"") for i in range(n)])  # every sample cached
     d = store.decide("a", 48)
     assert all(t == "encoded" for t in d.tiers)
-    # 4 x 48 candidates drawn at random would hold about 3 of the 64 copies b no longer needs;
-    # a takes 48 of those 64, found among all of C
+    # 4 x 48 candidates drawn at random (as decisions once did) would hold about 3 of the 64
+    # copies b no longer needs; a takes 48 of those 64, found among all of C
     assert set(d.indices) <= b_served
     epoch = an_epoch_after(store, "a", d.indices)
     assert sorted(epoch) == list(range(n))
