@@ -52,10 +52,10 @@ SHRINK_CHUNK = 256
 #: Live jobs (at most) over which an admission counts how much a sample is still needed (and a
 #: decision, how much the other jobs need the cached samples it may serve).
 DEMAND_JOBS = 4
-#: More than 1: a decision ("seneca" policy) serves first the cached copies none of the other
-#: live jobs sampled for demand still needs, found among all of C with a few BITOPs, the rest
-#: at random; 1: all at random (the rule off, for comparison).
-SPEND_CANDIDATES = 4
+#: A decision ("seneca" policy) serves first the cached copies none of the other live jobs
+#: sampled for demand still needs, found among all of C with a few BITOPs, the rest at random;
+#: False: all at random (the rule off, for comparison).
+SPEND_FIRST = True
 #: Batches the sampler decides per call while the cache covers the job.
 LOOKAHEAD = 4
 #: Times a call is made again after its functions were loaded or the live jobs refreshed.

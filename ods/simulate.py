@@ -203,7 +203,7 @@ def simulate_ods(client: redis.Redis, cfg: SimConfig) -> dict:
     }
     out["metadata_bytes"] = memory
     out["server_ms"] = {}
-    out["server_busy_ms"] = server.busy if server.active or server.ms else []
+    out["server_busy_ms"] = server.busy if server.ms else []  # (none: not measured)
     if server.ms:  # the engine's calls by name, then the constant-work script's
         noise = {NOISE_NAME: server.noise_calls}
         out["server_ms"] = summarize(server.ms, store.commands) | summarize(server.ms, noise)

@@ -213,7 +213,7 @@ class OdsStore(Engine):
             1 if substitute else 0,
             self.policy,
             "" if epoch is None else int(epoch),
-            defaults.SPEND_CANDIDATES,
+            1 if defaults.SPEND_FIRST else 0,
             defaults.DEMAND_JOBS,
         ]
 
@@ -318,7 +318,7 @@ class OdsStore(Engine):
         if not misses:
             return []
         args = [int(epoch), self.lease_ms, self._seed(), self.samples, self.policy]
-        args += [defaults.SPEND_CANDIDATES, defaults.DEMAND_JOBS]
+        args += [1 if defaults.SPEND_FIRST else 0, defaults.DEMAND_JOBS]
         hits, tiers, bucket = self.call("swap", job, *args, *misses, jobs=True)
         return [
             Pick(int(i), tier_of_letter(t), int(bucket)) for i, t in zip(hits, tiers, strict=True)

@@ -1,6 +1,6 @@
 -- decide: the next batch of the job's epoch. Arguments: batch, lease (ms), seed, dataset size
--- n, substitute (0/1), policy, epoch ('' for the latest), candidates per sample served from C
--- (1: no copies spent first), jobs sampled for demand. With substitution, the batch is served
+-- n, substitute (0/1), policy, epoch ('' for the latest), spend copies first (0/1: under a
+-- policy that does), jobs sampled for demand. With substitution, the batch is served
 -- from C (the cached samples the job may use and has not been served) first, at random (under a
 -- policy that spends copies first, those no sampled other job needs before the others:
 -- substitute.lua's from_cache), and the
@@ -14,8 +14,8 @@
 -- promised miss), pin bucket.
 local want, lease, n = tonumber(args[a]), tonumber(args[a + 1]), tonumber(args[a + 3])
 local substitute, policy = args[a + 4] == '1', policy_of(args[a + 5])
-local per, most = tonumber(args[a + 7]), tonumber(args[a + 8])
-local choose = chooser(substitute and policy.spends, per, most)
+local first, most = args[a + 7] == '1', tonumber(args[a + 8])
+local choose = chooser(substitute and policy.spends and first, most)
 if not choose then return fail('SENECA_JOBS') end
 math.randomseed(tonumber(args[a + 2]))
 local st = job_state(tonumber(args[a + 6] or ''))

@@ -167,9 +167,8 @@ end
 
 -- up to want samples of C, added to taken (all of C when it holds fewer), with the tier of
 -- each, the substitutions they count for, and whether x:c holds exactly them (then they have
--- left U already). Under a policy that spends copies first (choose.spends) with more than one
--- candidate per sample (choose.per; 1: at random), the ones no sampled other job needs come
--- first (unneeded_bitmap), the rest at random. When C holds at most twice want samples all of
+-- left U already). Under a policy that spends copies first (choose.spends), the ones no
+-- sampled other job needs come first (unneeded_bitmap), the rest at random. When C holds at most twice want samples all of
 -- them are listed in one ordered scan and drawn from, the ones not chosen cleared in x:c, and U
 -- loses the chosen ones in one BITOP (cheaper than a bit each: a BITOP over the bitmap costs
 -- about as much as 30 bits at a million samples); x:c is then left for the caller (to pin
@@ -181,7 +180,7 @@ local function from_cache(U, want, n, left, taken, choose)
     redis.call('DEL', K.xc)
     return {}, {}, 0, false
   end
-  local spend = choose.spends and choose.per > 1 and total > want
+  local spend = choose.spends and total > want
   local chosen, tiers, exact = nil, nil, list ~= nil
   if list then
     local others
@@ -202,11 +201,10 @@ local function from_cache(U, want, n, left, taken, choose)
 end
 
 -- how a call chooses among C's samples (from_cache's choose): spends, whether copies the other
--- live jobs need least go first (a job alone has no other jobs' needs to weigh), per, most: its
--- candidates per sample served and jobs sampled for demand. nil when the declared jobs are stale
--- (read before anything is written)
-local function chooser(spends, per, most)
-  local choose = {spends = spends, per = per, most = most, others = {}}
+-- live jobs need least go first (a job alone has no other jobs' needs to weigh), most: the jobs
+-- sampled for demand. nil when the declared jobs are stale (read before anything is written)
+local function chooser(spends, most)
+  local choose = {spends = spends, most = most, others = {}}
   if spends then
     local live = live_declared()
     if not live then return nil end

@@ -1,7 +1,7 @@
 -- swap: misses of a batch decided earlier that its maker has not started, for copies cached
 -- since (a batch's misses decided as late as its worker makes them). Arguments: the batch's
--- epoch, lease (ms), seed, dataset size n, policy, candidates per sample served from C, jobs
--- sampled for demand, then the misses, in the order the caller would make them. As many of
+-- epoch, lease (ms), seed, dataset size n, policy, spend copies first (0/1), jobs sampled for
+-- demand, then the misses, in the order the caller would make them. As many of
 -- them as C (the cached samples the job may use and has not been served) holds are replaced
 -- by members of C, drawn as decide draws them (substitute.lua's from_cache: under a policy
 -- that spends copies first, those the other live jobs need least); the first that many
@@ -12,7 +12,7 @@
 -- Returns the hits (the k-th replaces the k-th miss), their tier letters, the pin bucket.
 local e, lease, n = tonumber(args[a]), tonumber(args[a + 1]), tonumber(args[a + 3])
 local policy = policy_of(args[a + 4])
-local choose = chooser(policy.spends, tonumber(args[a + 5]), tonumber(args[a + 6]))
+local choose = chooser(policy.spends and args[a + 5] == '1', tonumber(args[a + 6]))
 if not choose then return fail('SENECA_JOBS') end
 math.randomseed(tonumber(args[a + 2]))
 local misses = {}
