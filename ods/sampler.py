@@ -179,11 +179,28 @@ class OdsBatchSampler:
             self.store.join(self.job, self.indices)
             self._joined = True
 
+    def start_run(self) -> None:
+        """Before a data-parallel job's first iteration in this sampler, unless it continues
+        a run (:meth:`load_state_dict` or :meth:`resume` first): rank 0 clears what an
+        earlier run under the job's name left in the cache, and every rank waits until it
+        has (a collective: every rank calls it, in the thread of the job's other
+        collectives). Without it the ranks would find that run's epochs served. A job of one
+        rank needs no call: its first epoch starts afresh by itself."""
+        if self.num_replicas == 1 or self.ranks is None or not self._first_run():
+            return
+        if self.rank == 0:
+            self._start_afresh()
+        self.ranks.barrier()
+
+    def _first_run(self) -> bool:
+        """Whether no iteration has started in this sampler and none is continued."""
+        return self._last is None and not self._resuming and self._restored is None
+
     def _start_afresh(self) -> None:
-        """Before a one-rank job's first epoch in this sampler: whatever an earlier run under
-        the job's name left in the cache goes (its epochs would count as served, and this
-        run's loops would get fewer samples or none). A run that continues one restores it
-        with :meth:`load_state_dict` first; ranks of a data-parallel job share their epochs."""
+        """Before a job's first epoch in this sampler (all ranks': see :meth:`start_run`):
+        whatever an earlier run under the job's name left in the cache goes (its epochs
+        would count as served, and this run's loops would get fewer samples or none). A run
+        that continues one restores it with :meth:`load_state_dict` first."""
         epoch, _ = self.store.join(self.job, self.indices)
         self._joined = True
         if epoch >= 0:
@@ -462,12 +479,7 @@ class OdsBatchSampler:
         it uses."""
         epoch = self.next_epoch()
         # this sampler's first epoch, not a continued one, of a job of one rank
-        fresh = (
-            self._last is None
-            and not self._resuming
-            and self._restored is None
-            and self.num_replicas == 1
-        )
+        fresh = self._first_run() and self.num_replicas == 1
         self._last, self._resuming, self.epoch = epoch, False, epoch + 1
         if self.seeds is not None:
             self.store.reseed(self.seeds())

@@ -344,6 +344,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         before = self._counters.snapshot()  # before any worker fetches for this iteration
         if self._ods_sampler is None:
             return path.run(super().__iter__(), before)
+        self._ods_sampler.start_run()  # ranks of a job: a run under a used name starts afresh
         token = self._ods_sampler.progress.begin(self._ods_sampler.next_epoch())
         return path.run(super().__iter__(), before, token)
 

@@ -1,7 +1,8 @@
 """One rank of the data-parallel tests (run by torchrun from loader/test_ddp.py; not a test itself).
 
-Modes: ``epochs`` (two epochs), ``stop`` (two batches of epoch 0, then save this rank's
-state_dict), ``resume`` (load this rank's state in a new process group, finish the epoch)."""
+Modes: ``epochs`` (two epochs), ``named`` (two epochs under the job name ``ddp-named``),
+``stop`` (two batches of epoch 0, then save this rank's state_dict), ``resume`` (load this
+rank's state in a new process group, finish the epoch)."""
 
 import json
 import sys
@@ -28,10 +29,10 @@ def main(data: str, url: str, out: str, mode: str = "epochs") -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     ds = indexed(data)
-    job = None if mode == "epochs" else "ddp-resume"
+    job = {"epochs": None, "named": "ddp-named"}.get(mode, "ddp-resume")
     loader = SenecaLoader(ds, batch_size=5, shuffle=True, num_workers=1, cache=url, job=job)
     report: dict = {"job": loader.job, "len": len(loader)}
-    if mode == "epochs":
+    if mode in ("epochs", "named"):
         report["epochs"] = []
         for epoch in range(2):
             loader.set_epoch(epoch)

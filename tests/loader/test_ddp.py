@@ -20,16 +20,33 @@ def torchrun(data, url, out, mode):
     return [json.loads((out / f"{mode}{r}.json").read_text()) for r in range(2)]
 
 
-@pytest.mark.slow
-def test_two_ranks_under_torchrun(tiny_dataset, redis_proc, tmp_path):
-    ranks = torchrun(tiny_dataset, redis_proc.url, tmp_path, "epochs")
-    assert ranks[0]["job"] == ranks[1]["job"] and ranks[0]["job"].startswith("ddp:")
-    assert ranks[0]["len"] == ranks[1]["len"] == 5  # 24 samples per rank in batches of 5
+def assert_every_epoch_whole(ranks):
+    """Each of the two ranks' epochs: 24 samples each, together every sample once."""
     for epoch in range(2):
         shares = [r["epochs"][epoch] for r in ranks]
         assert [len(s) for s in shares] == [24, 24]
         together = collections.Counter(shares[0] + shares[1])
         assert set(together) == set(range(48)) and max(together.values()) == 1
+
+
+@pytest.mark.slow
+def test_two_ranks_under_torchrun(tiny_dataset, redis_proc, tmp_path):
+    ranks = torchrun(tiny_dataset, redis_proc.url, tmp_path, "epochs")
+    assert ranks[0]["job"] == ranks[1]["job"] and ranks[0]["job"].startswith("ddp:")
+    assert ranks[0]["len"] == ranks[1]["len"] == 5  # 24 samples per rank in batches of 5
+    assert_every_epoch_whole(ranks)
+
+
+@pytest.mark.slow
+def test_a_job_name_run_again_gets_whole_epochs_on_every_rank(tiny_dataset, redis_proc, tmp_path):
+    """A second run under the same job name is a new run (no state loaded): its epochs are
+    whole, not counted as served by the run before (whose state stays in the cache)."""
+    for run in range(2):
+        out = tmp_path / str(run)
+        out.mkdir()
+        ranks = torchrun(tiny_dataset, redis_proc.url, out, "named")
+        assert ranks[0]["job"] == ranks[1]["job"] == "ddp-named"
+        assert_every_epoch_whole(ranks)
 
 
 @pytest.mark.slow
