@@ -171,6 +171,7 @@ class OdsBatchSampler:
         self.resumed: tuple[int, int] | None = None
         #: (epoch, bitmap): the samples of that epoch consumed before this sampler resumed it
         self._restored: tuple[int, bytes] | None = None
+        self._run_agreed = False  # start_run has run (the ranks agreed that a run is new)
         self._run: _Run | None = None  # the latest iteration's, while it runs
 
     def join(self) -> None:
@@ -186,8 +187,10 @@ class OdsBatchSampler:
         has (a collective: every rank calls it, in the thread of the job's other
         collectives). Without it the ranks would find that run's epochs served. A job of one
         rank needs no call: its first epoch starts afresh by itself."""
-        if self.num_replicas == 1 or self.ranks is None or not self._first_run():
+        alone = self.num_replicas == 1 or self.ranks is None
+        if alone or self._run_agreed or not self._first_run():
             return
+        self._run_agreed = True  # once: a second call before the first epoch starts is a no-op
         if self.rank == 0:
             self._start_afresh()
         self.ranks.barrier()
