@@ -40,7 +40,7 @@ from redis.exceptions import RedisClusterException
 
 from ods import defaults
 from ods.bitmaps import set_bit, test_bit
-from ods.decision import Decision, Pick, hits_by_bucket, parse_decision
+from ods.decision import Decision, Pick, hits_by_bucket
 from ods.outbox import Call
 from ods.progress import EpochProgress
 from ods.store import OdsStore
@@ -358,10 +358,10 @@ class OdsBatchSampler:
 
     def _collect(self, epoch: int, call: Call, ask: int, held: Sequence[Pick] = ()) -> Decision:
         """The decision of a prefetch (decided again when its reply is an error)."""
-        reply = call.result()
-        if isinstance(reply, redis.ResponseError):  # functions missing, or the job forgotten
+        decision = self.store.collect(call)
+        if decision is None:  # functions missing, or the job forgotten: decide now
             return self._decide(epoch, ask, held)
-        return parse_decision(reply)
+        return decision
 
     def _drop_prefetch(self, epoch: int, prefetch: tuple[Call, int] | None) -> None:
         """Unpin the hits of a prefetched decision that will not be served."""

@@ -34,6 +34,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ods import defaults
 from ods.decision import Decision
 from ods.defaults import DECIDE_CHUNK_SAMPLES
@@ -41,7 +43,17 @@ from ods.keys import glob_escape
 from ods.store import OdsStore
 from seneca_base.errors import ConfigError
 
-__all__ = ["ShardMap", "ShardedDecision", "ShardedStore", "open_store", "split_units"]
+__all__ = [
+    "ShardMap",
+    "ShardedDecision",
+    "ShardedStore",
+    "Unposted",
+    "open_store",
+    "split_units",
+]
+
+#: the largest dataset whose bitmaps ShardMap.places maps with 64-bit products (2^33 samples)
+_VECTOR_LIMIT = 1 << 33
 
 _GOLDEN = (math.sqrt(5) - 1) / 2
 
@@ -92,6 +104,31 @@ class ShardMap:
             p = self._split + (shard - self._big) * self.size + local
         return p * self._inv % self.samples
 
+    def places(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`place` of each of ``indices`` (int64): their shards and local indices."""
+        if self.samples > _VECTOR_LIMIT:
+            raise ConfigError(f"samples: at most {_VECTOR_LIMIT} in shards, got {self.samples}")
+        n, mul = self.samples, self._mul
+        hi = (indices * (mul >> 16)) % n  # the products stay below 2^50
+        p = ((hi << 16) % n + indices * (mul & 0xFFFF)) % n
+        big = p < self._split
+        rest = np.where(big, 0, p - self._split)
+        shard = np.where(big, p // (self.size + 1), self._big + rest // self.size)
+        local = np.where(big, p % (self.size + 1), rest % self.size)
+        return shard, local
+
+    def split_bitmap(self, bitmap: bytes) -> list[bytes]:
+        """A Redis-order bitmap of the dataset's samples as each shard's (of its own
+        indices)."""
+        bits = np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8))[: self.samples]
+        shard, local = self.places(np.flatnonzero(bits).astype(np.int64))
+        out = []
+        for k, size in enumerate(self.sizes()):
+            mine = np.zeros(size, dtype=np.uint8)
+            mine[local[shard == k]] = 1
+            out.append(np.packbits(mine).tobytes())
+        return out
+
     def split(self, indices: Sequence[int]) -> dict[int, list[tuple[int, int]]]:
         """Per shard, (position in ``indices``, index within the shard) of its samples."""
         out: dict[int, list[tuple[int, int]]] = {}
@@ -109,6 +146,29 @@ def split_units(total: int, sizes: Sequence[int]) -> list[int]:
     for k in range(total - sum(shares)):
         shares[k % len(shares)] += 1
     return shares
+
+
+class Unposted:
+    """A decision :meth:`ShardedStore.decide_later` did not post: nothing was sent, so
+    cancelling it leaves nothing pinned."""
+
+    def cancel(self) -> bool:
+        return True
+
+
+class _Outboxes:
+    """The shards' outboxes (``ods.outbox``), settled and flushed together."""
+
+    def __init__(self, shards: Sequence[OdsStore]) -> None:
+        self._shards = shards
+
+    def flush(self) -> None:
+        for shard in self._shards:
+            shard.outbox.flush()
+
+    def settle(self) -> None:
+        for shard in self._shards:
+            shard.outbox.settle()
 
 
 @dataclass(frozen=True)
@@ -161,6 +221,8 @@ class ShardedStore:
             for k, size in enumerate(self.sizes)
         ]
         self.dataset = dataset
+        #: the shards' outboxes, as one (``OdsStore.outbox``)
+        self.outbox = _Outboxes(self.shards)
         self._left: dict[str, list[int]] = {}  # per job: its samples left per shard this epoch
         self._epoch: dict[str, int] = {}  # per job: its latest epoch
         self._changed: set[int] = set()  # shards a decision, release or admission called
@@ -260,6 +322,46 @@ class ShardedStore:
             promised=frozenset(index(k, i) for k, d in parts for i in d.promised),
             parts=tuple(parts),
         )
+
+    def decide_later(
+        self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
+    ) -> Unposted:
+        """Not posted: a decision in shards is made when it is needed (its shard is drawn
+        from what the job has left then), so :meth:`collect` says to :meth:`decide`."""
+        return Unposted()
+
+    def collect(self, call: Unposted) -> None:
+        """See :meth:`decide_later`: None, decide now."""
+        return None
+
+    @property
+    def decide_chunk(self) -> int:
+        """The samples one call of a shard decides at most."""
+        return min(s.decide_chunk for s in self.shards)
+
+    def reseed(self, seed: int) -> None:
+        """Each shard's random choices from ``seed`` on (as :meth:`OdsStore.reseed`)."""
+        for k, shard in enumerate(self.shards):
+            shard.reseed(seed * 7919 + k)
+
+    def restore(self, job: str, epoch: int, consumed: bytes) -> int:
+        """Continue ``epoch`` in every shard with each sample not set in ``consumed`` (a
+        Redis-order bitmap of the dataset's samples), as :meth:`OdsStore.restore`; returns
+        the samples counted as served."""
+        parts = self.map.split_bitmap(consumed)
+        served = [s.restore(job, epoch, bits) for s, bits in zip(self.shards, parts, strict=True)]
+        self._changed.update(range(len(self.shards)))
+        return self._track(job, [(int(epoch), n) for n in served])[1]
+
+    def release_hits(self, job: str, bucket: int, hits: Sequence[int]) -> list[int]:
+        """Unpin ``hits`` (decided in pin bucket ``bucket``) in their shards; returns the
+        samples evicted now."""
+        index, out = self.map.index, []
+        for k, places in self.map.split(hits).items():
+            self._changed.add(k)
+            gone = self.shards[k].release_hits(job, bucket, [local for _, local in places])
+            out += [index(k, i) for i in gone]
+        return out
 
     def _shard_for(self, job: str, left: list[int]) -> int:
         """A shard drawn with probability proportional to ``left``, by a number every job of

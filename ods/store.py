@@ -259,12 +259,18 @@ class OdsStore(Engine):
     ) -> Call:
         """:meth:`decide` of at most :attr:`decide_chunk` samples (one call), posted to this
         process's :attr:`outbox`: sent at the next flush (after the current batch's values
-        were read), or at once when no fetch here flushes. ``parse_decision(call.result())``
-        gives the Decision; an error reply means: call :meth:`decide`."""
+        were read), or at once when no fetch here flushes. :meth:`collect` gives the
+        Decision."""
         if batch > self.decide_chunk:
             raise ConfigError(f"batch: {batch} is more than one call decides ({self.decide_chunk})")
         args = self._decide_args(batch, substitute, epoch)
         return self.outbox.post(self.command("decide", job, *args, jobs=True))
+
+    def collect(self, call: Call) -> Decision | None:
+        """The decision of ``call`` (:meth:`decide_later`'s); None when its reply is an
+        error (the functions missing, the job forgotten): call :meth:`decide`."""
+        reply = call.result()
+        return None if isinstance(reply, redis.ResponseError) else parse_decision(reply)
 
     def lookup(self, job: str, indices: Sequence[int]) -> Decision:
         """Where ``job`` can read each of ``indices`` (its own order, no sampling): tiers as

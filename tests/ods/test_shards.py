@@ -5,10 +5,13 @@ the cache, each shard in its own hash slot; a dataset of one shard is the plain 
 redis-server."""
 
 import collections
+import random
 
+import numpy as np
 import pytest
 import redis
 
+from ods import bitmaps
 from ods.shards import ShardedStore, ShardMap, open_store, split_units
 from ods.simulate import SimConfig, simulate_ods
 from ods.store import OdsStore
@@ -25,6 +28,28 @@ def test_the_shard_map_is_a_bijection_onto_the_shards_places(samples, size):
     for i, (k, local) in enumerate(places):
         assert 0 <= local < m.sizes()[k]
         assert m.index(k, local) == i
+
+
+@pytest.mark.parametrize("samples", [50, 10_001, 5_850_000_000])
+def test_places_of_many_indices_at_once_are_each_one_s_place(samples):
+    m = ShardMap(samples, 1 << 21 if samples > 10**6 else 16)
+    rng = random.Random(samples)
+    picked = [rng.randrange(samples) for _ in range(500)] + [0, samples - 1]
+    shard, local = m.places(np.array(picked, dtype=np.int64))
+    assert list(zip(shard.tolist(), local.tolist(), strict=True)) == [m.place(i) for i in picked]
+
+
+def test_a_bitmap_of_the_dataset_splits_into_each_shard_s_bitmap():
+    m = ShardMap(50, 16)
+    chosen = {0, 3, 17, 31, 49}
+    bits = bytearray(7)
+    for i in chosen:
+        bitmaps.set_bit(bits, i)
+    parts = m.split_bitmap(bytes(bits))
+    assert [len(p) for p in parts] == [(s + 7) // 8 for s in m.sizes()]
+    places = [(k, j) for k, size in enumerate(m.sizes()) for j in range(size)]
+    back = {m.index(k, j) for k, j in places if bitmaps.test_bit(parts[k], j)}
+    assert back == chosen
 
 
 def test_one_shard_keeps_every_index_and_many_scatter_neighbours():

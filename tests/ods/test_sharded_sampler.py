@@ -1,0 +1,75 @@
+"""ODS's batch sampler over a dataset kept in shards (``ods.shards.ShardedStore``): every epoch
+each sample once, hits pinned and released, decisions ahead while the cache covers the job,
+resumes at midpoints, and a shard that forgets the job mid-epoch."""
+
+import collections
+
+import pytest
+from helpers.resume import through_resumes
+
+from ods.decision import hits_by_bucket
+from ods.sampler import OdsBatchSampler
+from ods.shards import ShardedStore
+
+
+def sharded(redis_proc, name, n=200, cached=50):
+    """A store of ``n`` samples in shards of at most 64 (4 shards for 200)."""
+    cap = {"encoded": cached}
+    return ShardedStore(redis_proc.client, name, n, shard_size=64, capacity=cap, seed=2)
+
+
+def fetched(store, job, batch):
+    """What a loader's fetch does with a batch: the hits' pins released, the misses offered."""
+    for bucket, hits in hits_by_bucket(batch).items():
+        store.release_hits(job, bucket, hits)
+    store.admit(job, [(p.index, "encoded", 1, b"") for p in batch if p.tier is None])
+
+
+@pytest.mark.parametrize("cached", [50, 200])
+def test_every_epoch_is_each_sample_once_and_the_cache_serves_later_ones(redis_proc, cached):
+    store = sharded(redis_proc, f"ss{cached}", cached=cached)
+    sampler = OdsBatchSampler(store, "job", batch_size=16, lookahead=4)
+    assert len(sampler) == 13
+    hits = []
+    for epoch in range(3):
+        batches = list(sampler)
+        seen = collections.Counter(p.index for b in batches for p in b)
+        assert set(seen) == set(range(200)) and max(seen.values()) == 1, epoch
+        assert len(batches) == 13 and sampler.epoch == epoch + 1
+        hits.append(sum(p.tier is not None for b in batches for p in b))
+        for batch in batches:
+            fetched(store, "job", batch)
+    assert hits[0] == 0 and hits[1] == hits[2] == cached  # each shard holds its share
+    pins = [k for k in redis_proc.client.keys(f"*ss{cached}#*pin*".encode())]
+    assert all(redis_proc.client.bitcount(k) == 0 for k in pins)  # every hit released
+
+
+@pytest.mark.parametrize("stops", [[0], [3], [1, 1, 1], [4, 0, 2], [2, 5, 4]])
+def test_state_at_midpoints_resumes_every_sample_once(redis_proc, stops):
+    store = sharded(redis_proc, "ssr")
+
+    def start(state):
+        sampler = OdsBatchSampler(store, "job", batch_size=16)
+        if state is not None:
+            sampler.load_state_dict(state)
+        progress = sampler.progress
+        token = progress.begin(sampler.next_epoch())
+        batches = progress.tracked(iter(sampler), token, lambda: sampler.current)
+        return sampler, ([p.index for p in b] for b in batches)
+
+    seen, last = through_resumes(start, stops)
+    assert set(seen) == set(range(200)) and max(seen.values()) == 1
+    assert last.progress.state_dict() == {"epoch": 1, "batches": 0}
+
+
+def test_a_shard_that_forgets_the_job_mid_epoch_costs_no_sample(redis_proc):
+    store = sharded(redis_proc, "ssf")
+    sampler = OdsBatchSampler(store, "job", batch_size=16)
+    it = iter(sampler)
+    got = [p.index for _ in range(5) for p in next(it)]
+    client = redis_proc.client
+    for key in client.keys(b"*{ssf#1}*"):  # one shard's server restarted empty
+        client.delete(key)
+    got += [p.index for b in it for p in b]
+    seen = collections.Counter(got)
+    assert set(seen) == set(range(200)) and max(seen.values()) == 1
