@@ -5,7 +5,8 @@ Every ODS call works on one hash slot (``{<dataset>}``), and `decide` runs a few
 whole bitmaps of N bits: at 14.2M samples its fixed part is about 2 ms, and one server thread
 serves every call of the dataset. :class:`ShardMap` splits the N samples into shards of at most
 ``size`` samples, and :class:`ShardedStore` keeps each shard as a dataset of its own
-(``<dataset>#<k>``: its own hash slot, so shards spread over a cluster's nodes), with its own
+(``<dataset>#<k>.<j>``: its own hash slot, chosen so that shards spread evenly over a cluster's
+nodes: :func:`shard_names`), with its own
 bitmaps, jobs, pins and a share of every tier's budget in proportion to its samples. A job
 joins every shard and starts every epoch in each; each batch is decided in one shard, drawn
 with probability proportional to the samples the job still has there this epoch (another
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import math
 import random
+from binascii import crc_hqx
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,11 +51,15 @@ __all__ = [
     "ShardedStore",
     "Unposted",
     "open_store",
+    "shard_names",
     "split_units",
 ]
 
 #: the largest dataset whose bitmaps ShardMap.places maps with 64-bit products (2^33 samples)
 _VECTOR_LIMIT = 1 << 33
+#: a Redis Cluster's hash slots, and the most shards whose names are chosen to spread over them
+_SLOTS = 16384
+_SPREAD_SHARDS = 64
 
 _GOLDEN = (math.sqrt(5) - 1) / 2
 
@@ -138,6 +144,25 @@ class ShardMap:
         return out
 
 
+def shard_names(dataset: str, count: int) -> list[str]:
+    """The shards' dataset names: ``<dataset>#<k>``, with a suffix ``.<j>`` (the first that
+    does it) that puts shard k's hash slot near the middle of the k-th of ``count`` equal
+    ranges of a Redis Cluster's slots, so that a cluster whose primaries hold equal ranges of
+    slots holds the shards as evenly as their count allows. Past ``_SPREAD_SHARDS`` shards,
+    hashing alone spreads them."""
+    names = [f"{dataset}#{k}" for k in range(count)]
+    if count > _SPREAD_SHARDS:
+        return names
+    width = _SLOTS / count
+    for k, name in enumerate(names):
+        middle, near = (k + 0.5) * width, width / 8
+        j = 0
+        while abs(crc_hqx(f"{name}.{j}".encode(), 0) % _SLOTS - middle) > near:
+            j += 1
+        names[k] = f"{name}.{j}"
+    return names
+
+
 def split_units(total: int, sizes: Sequence[int]) -> list[int]:
     """``total`` units shared in proportion to ``sizes``; the rounding's rest one each to the
     first shards, so that the shares sum to ``total``."""
@@ -181,7 +206,7 @@ class ShardedDecision(Decision):
 
 class ShardedStore:
     """The cache engine of one dataset kept in shards of at most ``shard_size`` samples: an
-    :class:`OdsStore` per shard, named ``<dataset>#<k>``. Takes :class:`OdsStore`'s arguments;
+    :class:`OdsStore` per shard, named by :func:`shard_names`. Takes :class:`OdsStore`'s arguments;
     ``capacity`` is the whole dataset's, shared in proportion to the shards' samples.
 
     The job's calls as with one store: join, start_epoch, decide, release, admit, leave.
@@ -208,10 +233,11 @@ class ShardedStore:
         self.sizes = self.map.sizes()
         capacity = dict(capacity or {})
         parts = {t: split_units(int(units), self.sizes) for t, units in capacity.items()}
+        names = shard_names(dataset, len(self.sizes))
         self.shards = [
             OdsStore(
                 client,
-                f"{dataset}#{k}",
+                names[k],
                 size,
                 capacity={t: parts[t][k] for t in parts},
                 seed=None if seed is None else seed * 7919 + k,

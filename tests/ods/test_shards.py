@@ -10,9 +10,10 @@ import random
 import numpy as np
 import pytest
 import redis
+from redis.crc import key_slot
 
 from ods import bitmaps
-from ods.shards import ShardedStore, ShardMap, open_store, split_units
+from ods.shards import ShardedStore, ShardMap, open_store, shard_names, split_units
 from ods.simulate import SimConfig, simulate_ods
 from ods.store import OdsStore
 from seneca_base.errors import ConfigError
@@ -50,6 +51,16 @@ def test_a_bitmap_of_the_dataset_splits_into_each_shard_s_bitmap():
     places = [(k, j) for k, size in enumerate(m.sizes()) for j in range(size)]
     back = {m.index(k, j) for k, j in places if bitmaps.test_bit(parts[k], j)}
     assert back == chosen
+
+
+@pytest.mark.parametrize("count", [2, 3, 7, 64, 65])
+def test_shard_names_spread_over_a_cluster_s_slots(count):
+    names = shard_names("ImageNet-22k:4f2a", count)
+    assert len(set(names)) == count
+    assert all(name.startswith(f"ImageNet-22k:4f2a#{k}.") for k, name in enumerate(names))
+    slots = [key_slot(name.encode()) for name in names]
+    if count <= 64:  # the k-th in the k-th of count equal ranges
+        assert [int(slot * count / 16384) for slot in slots] == list(range(count))
 
 
 def test_one_shard_keeps_every_index_and_many_scatter_neighbours():
@@ -103,7 +114,7 @@ def test_every_epoch_is_each_sample_once_with_hits_from_the_cache(redis_proc):
             assert sorted(got[job]) == list(range(n)), job
     # each shard's keys in a hash slot of its own; a shard's budget is its share
     tags = {key.split(b"{")[1].split(b"}")[0] for key in redis_proc.client.keys(b"*sh#*")}
-    assert tags == {b"sh#0", b"sh#1", b"sh#2", b"sh#3"}
+    assert tags == {name.encode() for name in shard_names("sh", 4)}
     assert sum(s.usage()["encoded"] for s in store.shards) <= 12
     assert store.memory() > 0 and store.clear() > 0
 
@@ -151,7 +162,13 @@ def test_shards_spread_over_a_cluster_and_every_primary_s_time_is_measured(redis
     out = simulate_ods(client, cfg)
     assert out["served"] == 2 * 3_000 and out["loads_by_cause"]["first"] == 3_000
     busy = out["server_busy_ms"]
-    assert len(busy) == 3 and all(b > 0 for b in busy)  # 15 shards: some on every primary
+    assert len(busy) == 3 and all(b > 0 for b in busy)  # 15 shards: 5 on every primary
+    # shards on as many primaries as can be: one each of three, two and one of seven, ...
+    for count, most in ((3, 1), (7, 3), (15, 5)):
+        nodes = collections.Counter(
+            str(client.get_node_from_key(f"{{{name}}}")) for name in shard_names("c", count)
+        )
+        assert max(nodes.values()) == most and len(nodes) == 3
     assert out["server_ms"]["decide"]["calls"] >= 2 * 3_000 // 32
     # the servers' settings are back as they were
     for port in redis_cluster.ports:
@@ -166,7 +183,8 @@ def test_lazy_shards_are_made_only_when_drawn_and_the_epoch_is_still_each_sample
     store.start_epoch("a", 0)
     got = store.decide("a", 30).indices
     touched = {key.split(b"{")[1].split(b"}")[0] for key in redis_proc.client.keys(b"*lz#*")}
-    assert touched == {b"lz#" + str(k).encode() for k in store.changed()} and len(touched) == 1
+    names = shard_names("lz", 8)
+    assert touched == {names[k].encode() for k in store.changed()} and len(touched) == 1
     while True:
         d = store.decide("a", 30)
         if not d.indices:
