@@ -15,8 +15,9 @@ their letter; ``<form>`` below). A job's name in the engine ends with ``|<view>`
                                          samples served, hits:<letter>, subs (running totals)
     seneca:{<dataset>}:jobs              zset: live jobs -> lease expiry (ms)
     seneca:{<dataset>}:info              hash: what the dataset is, for operators (samples,
-                                         about, budget:<form>, seen); no function reads it
-                                         (the budgets function writes the budgets)
+                                         about, budget:<form>, seen, shard_size where it is in
+                                         shards); no function reads it (the budgets
+                                         function writes the budgets)
     seneca:{<dataset>}:plan              string: the split the dataset's loaders plan together
                                          (JSON: split, inputs, version); no function reads it
     seneca:{<dataset>}:ref, :doom        'paper' policy: hits per sample, samples to evict
@@ -53,6 +54,7 @@ __all__ = [
     "BUDGET_VERSION",
     "DECLARED_JOB_KEYS",
     "JOB_KEYS",
+    "SHARD_SIZE_FIELD",
     "Keys",
     "glob_escape",
     "lua_layout",
@@ -65,6 +67,9 @@ BUDGET_FIELD = "budget:"
 #: The field of a dataset's ``info`` hash holding the version of the plan whose budgets are in
 #: force (absent: none said; see ``budgets.lua``)
 BUDGET_VERSION = "budget_version"
+#: The field of a dataset's ``info`` hash holding the samples per shard of its metadata, where
+#: it is kept in shards (absent: one store; see ``ods.shards``)
+SHARD_SIZE_FIELD = "shard_size"
 #: The keys a call declares for each live job, after the layout's (:meth:`Keys.layout`).
 DECLARED_JOB_KEYS: tuple[str, ...] = ("r", "g", "m")
 

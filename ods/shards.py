@@ -28,22 +28,25 @@ with the same keys and calls as without shards (:func:`open_store`).
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from binascii import crc_hqx
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ods import defaults
-from ods.decision import Decision
+from ods.decision import Decision, Pick, hits_by_bucket
 from ods.defaults import DECIDE_CHUNK_SAMPLES
-from ods.keys import glob_escape
-from ods.store import OdsStore
+from ods.keys import SHARD_SIZE_FIELD, Keys, glob_escape
+from ods.store import Glance, OdsStore
 from seneca_base.errors import ConfigError
+from seneca_base.split import Split
+from seneca_base.tiers import TIERS
 
 __all__ = [
     "ShardMap",
@@ -231,28 +234,32 @@ class ShardedStore:
         self.lazy = lazy
         self.samples = samples
         self.sizes = self.map.sizes()
-        capacity = dict(capacity or {})
-        parts = {t: split_units(int(units), self.sizes) for t, units in capacity.items()}
+        #: the dataset as a whole: its name's keys hold what is the dataset's, not a shard's
+        #: (what it is, for operators; the budgets in force, in total; its plan), and its
+        #: capacity is the whole dataset's, shared by the shards in proportion to their samples
+        self.home = OdsStore(client, dataset, samples, capacity=capacity, **kwargs)
         names = shard_names(dataset, len(self.sizes))
         self.shards = [
             OdsStore(
                 client,
                 names[k],
                 size,
-                capacity={t: parts[t][k] for t in parts},
                 seed=None if seed is None else seed * 7919 + k,
                 decide_chunk=max(defaults.SHARD_DECIDE_CHUNK, size // DECIDE_CHUNK_SAMPLES),
                 **kwargs,
             )
             for k, size in enumerate(self.sizes)
         ]
+        self._share()
         self.dataset = dataset
+        self.shard_size = shard_size
         #: the shards' outboxes, as one (``OdsStore.outbox``)
         self.outbox = _Outboxes(self.shards)
         self._left: dict[str, list[int]] = {}  # per job: its samples left per shard this epoch
         self._epoch: dict[str, int] = {}  # per job: its latest epoch
         self._changed: set[int] = set()  # shards a decision, release or admission called
         self._joined: dict[str, set[int]] = {}  # per job: the shards it joined
+        self._members: dict[str, list[int]] = {}  # per job of a subset: its samples per shard
         self._started: dict[str, set[int]] = {}  # lazy: per job, the shards of its epoch
         prefix, data = glob_escape(kwargs.get("prefix", defaults.KEY_PREFIX)), glob_escape(dataset)
         self._patterns = [f"{prefix}:{{{data}#*", f"{prefix}:v:{{{data}#*"]  # metadata, values
@@ -265,21 +272,38 @@ class ShardedStore:
     def _track(self, job: str, replies: list[tuple[int, int]]) -> tuple[int, int]:
         """Note each shard's (epoch, served) for ``job``; returns the epoch and the samples
         served over all shards."""
-        pairs = zip(self.sizes, replies, strict=True)
+        pairs = zip(self._members.get(job, self.sizes), replies, strict=True)
         self._left[job] = [size - served for size, (_, served) in pairs]
-        self._epoch[job] = replies[0][0]
-        return replies[0][0], sum(served for _, served in replies)
+        epoch = max(e for e, _ in replies)
+        self._epoch[job] = epoch
+        return epoch, sum(served for _, served in replies)
 
     def join(self, job: str, indices: Sequence[int] | None = None) -> tuple[int, int]:
-        """Register ``job`` in every shard (lazy: in none yet); (epoch, served) as
+        """Register ``job`` in every shard (lazy: in none yet; ``indices``, the samples it
+        trains on: in the shards that hold any of them, with those); (epoch, served) as
         :meth:`OdsStore.join`."""
-        if indices is not None:
-            raise ConfigError("indices: a subset of a dataset kept in shards is not supported")
         if self.lazy:
+            if indices is not None:
+                raise ConfigError("indices: a lazily joined job trains on every sample")
             self._joined.setdefault(job, set())
             return self._track(job, [(self._epoch.get(job, -1), 0)] * len(self.shards))
-        self._joined[job] = set(range(len(self.shards)))
-        return self._track(job, [s.join(job) for s in self.shards])
+        if indices is None:
+            self._joined[job] = set(range(len(self.shards)))
+            return self._track(job, [s.join(job) for s in self.shards])
+        members = sorted({int(i) for i in indices})
+        if not members or members[0] < 0 or members[-1] >= self.samples:
+            raise ConfigError(
+                f"indices: expected a non-empty subset of 0..{self.samples - 1}, "
+                f"got {len(members)} indices"
+            )
+        parts = self.map.split(members)
+        self._joined[job] = set(parts)
+        self._members[job] = [len(parts.get(k, ())) for k in range(len(self.shards))]
+        replies = [
+            self.shards[k].join(job, [local for _, local in parts[k]]) if k in parts else (-1, 0)
+            for k in range(len(self.shards))
+        ]
+        return self._track(job, replies)
 
     def start_epoch(self, job: str, epoch: int) -> tuple[int, int]:
         """Start ``epoch`` for ``job`` in every shard (lazy: in each when first drawn);
@@ -287,7 +311,14 @@ class ShardedStore:
         if self.lazy:
             self._started[job] = set()
             return self._track(job, [(epoch, 0)] * len(self.shards))
-        return self._track(job, [s.start_epoch(job, epoch) for s in self.shards])
+        joined = self._joined.get(job, set(range(len(self.shards))))
+        return self._track(
+            job,
+            [
+                s.start_epoch(job, epoch) if k in joined else (epoch, 0)
+                for k, s in enumerate(self.shards)
+            ],
+        )
 
     def _reach(self, job: str, k: int) -> None:
         """Lazy: ``job`` joins shard ``k`` and starts its epoch there, if not yet."""
@@ -304,10 +335,11 @@ class ShardedStore:
         started.add(k)
 
     def leave(self, job: str) -> None:
-        for k in sorted(self._joined.pop(job, set())):
+        for k in sorted(self._joined.pop(job, set(range(len(self.shards))))):
             self.shards[k].leave(job)
         self._left.pop(job, None)
         self._started.pop(job, None)
+        self._members.pop(job, None)
 
     def renew(self, job: str) -> bool:
         """Renew ``job``'s lease in every shard it joined; whether it is registered (as
@@ -375,8 +407,11 @@ class ShardedStore:
         Redis-order bitmap of the dataset's samples), as :meth:`OdsStore.restore`; returns
         the samples counted as served."""
         parts = self.map.split_bitmap(consumed)
-        served = [s.restore(job, epoch, bits) for s, bits in zip(self.shards, parts, strict=True)]
-        self._changed.update(range(len(self.shards)))
+        joined = self._joined.get(job, set(range(len(self.shards))))
+        served = [
+            s.restore(job, epoch, parts[k]) if k in joined else 0 for k, s in enumerate(self.shards)
+        ]
+        self._changed.update(joined)
         return self._track(job, [(int(epoch), n) for n in served])[1]
 
     def release_hits(self, job: str, bucket: int, hits: Sequence[int]) -> list[int]:
@@ -446,6 +481,247 @@ class ShardedStore:
         """The shards called to decide, release or admit since this was last asked."""
         out, self._changed = self._changed, set()
         return out
+
+    # -- the dataset's budgets: in total at its home, each shard's its share -----------------
+
+    def _share(self) -> None:
+        """Give each shard its share of the dataset's capacity (in proportion to its
+        samples)."""
+        parts = {t: split_units(units, self.sizes) for t, units in self.home.capacity.items()}
+        for k, shard in enumerate(self.shards):
+            shard.capacity = {t: parts[t][k] for t in TIERS}
+
+    @property
+    def capacity(self) -> dict[str, int]:
+        """The dataset's budgets per tier (units), in total."""
+        return self.home.capacity
+
+    @property
+    def budget_total(self) -> int:
+        return self.home.budget_total
+
+    @property
+    def keys(self) -> Keys:
+        """The dataset's own keys (its home's: info, budgets, plan)."""
+        return self.home.keys
+
+    # what the dataset's home answers for the whole: its client, clock, lease, policy, charges
+
+    @property
+    def client(self) -> Any:
+        return self.home.client
+
+    @property
+    def lease_ms(self) -> int:
+        return self.home.lease_ms
+
+    @property
+    def policy(self) -> str:
+        return self.home.policy
+
+    @property
+    def values(self) -> bool:
+        return self.home.values
+
+    def now_ms(self) -> int:
+        return self.home.now_ms()
+
+    def charge(self, size: int) -> int:
+        return self.home.charge(size)
+
+    def budgets_command(self) -> tuple[str, ...]:
+        return self.home.budgets_command()
+
+    # the live jobs, as the first shard has them (every job joins every shard, but a job of a
+    # subset of the samples joins only the shards that hold some)
+
+    def refresh_jobs(self) -> list[str]:
+        return self.shards[0].refresh_jobs()
+
+    def same_view(self, names: Sequence[bytes | bytearray | str]) -> int:
+        return self.shards[0].same_view(names)
+
+    def live_command(self) -> tuple[object, ...]:
+        return self.shards[0].live_command()
+
+    def apply_split(self, split: Split, size: int) -> None:
+        self.home.apply_split(split, size)
+        self._share()
+
+    def adopt_budgets(self, reply: Sequence[object]) -> bool:
+        changed = self.home.adopt_budgets(reply)
+        self._share()
+        return changed
+
+    def publish_budgets(self, job: str, version: int | None = None) -> bool:
+        written = self.home.publish_budgets(job, version)
+        self._share()
+        return written
+
+    def fit_budgets(self, job: str, total: int) -> None:
+        self.home.fit_budgets(job, total)
+        self._share()
+
+    def register(self, about: str) -> None:
+        """:meth:`OdsStore.register` of the dataset at its home, with its shard size (every
+        loader of the dataset keeps it in the same shards: :func:`open_store`)."""
+        self.home.register(about)
+        self.home.client.hset(self.home.keys.info, SHARD_SIZE_FIELD, self.shard_size)
+
+    def shrink(self, job: str, capacity: Mapping[str, int]) -> dict[str, int]:
+        """:meth:`OdsStore.shrink` of every shard to its share of ``capacity``; the units
+        still above, in total."""
+        parts = {t: split_units(int(capacity[t]), self.sizes) for t in TIERS}
+        over = dict.fromkeys(TIERS, 0)
+        for k, shard in enumerate(self.shards):
+            for t, units in shard.shrink(job, {t: parts[t][k] for t in TIERS}).items():
+                over[t] += units
+        return over
+
+    def usage(self) -> dict[str, int]:
+        """Units charged to each tier, every shard's."""
+        pipe = self.home.client.pipeline(transaction=False)
+        for shard in self.shards:
+            pipe.execute_command(*shard.used_command())
+        used = dict.fromkeys(TIERS, 0)
+        for reply in pipe.execute():
+            for t, v in zip(TIERS, reply, strict=True):
+                used[t] += int(v or 0)
+        return used
+
+    def state(self) -> dict[str, object]:
+        """Entries and units per tier, every shard's, and the live jobs (the most any shard
+        has)."""
+        out: dict[str, Any] = {t: {"entries": 0, "units": 0} for t in TIERS}
+        out["live_jobs"] = 0
+        for shard in self.shards:
+            part = shard.state()
+            for t in TIERS:
+                for field in ("entries", "units"):
+                    out[t][field] += part[t][field]  # type: ignore[index]
+            out["live_jobs"] = max(out["live_jobs"], part["live_jobs"])
+        return out
+
+    # -- a batch's values: each sample's in its shard -----------------------------------------
+
+    def _routed(self, indices: Sequence[int]) -> dict[int, list[tuple[int, int]]]:
+        return self.map.split(indices)
+
+    def _one_shard(self, indices: Sequence[int]) -> tuple[OdsStore, list[int]]:
+        """The shard of ``indices`` (all in one: a group of :meth:`release_groups`) and their
+        local indices."""
+        places = [self.map.place(int(i)) for i in indices]
+        k = places[0][0]
+        if any(shard != k for shard, _ in places):
+            raise ValueError("release: the hits of a group are in one shard")
+        return self.shards[k], [local for _, local in places]
+
+    def value_key(self, tier: str, index: int) -> str:
+        k, local = self.map.place(int(index))
+        return self.shards[k].value_key(tier, local)
+
+    def value_keys(self, items: Iterable[tuple[str, int]]) -> list[str]:
+        return [self.value_key(t, i) for t, i in items]
+
+    def release_groups(self, picks: Sequence[Pick]) -> list[tuple[int, list[int]]]:
+        """The hits of ``picks`` as (pin bucket, samples) groups, each released by one
+        command (:meth:`release_command`): by bucket, and by shard."""
+        groups = []
+        for bucket, hits in hits_by_bucket(picks).items():
+            for places in self._routed(hits).values():
+                groups.append((bucket, [hits[pos] for pos, _ in places]))
+        return groups
+
+    def release_command(self, job: str, bucket: int, hits: Sequence[int]) -> tuple[object, ...]:
+        shard, local = self._one_shard(hits)
+        return shard.release_command(job, bucket, local)
+
+    def released(self, job: str, bucket: int, hits: Sequence[int], reply: object) -> None:
+        shard, local = self._one_shard(hits)
+        shard.released(job, bucket, local, reply)
+
+    def release_later(self, job: str, bucket: int, hits: Sequence[int]) -> None:
+        for k, places in self._routed(hits).items():
+            self.shards[k].release_later(job, bucket, [local for _, local in places])
+
+    def claim(
+        self, job: str, read: Sequence[int], waiting: Sequence[int] = ()
+    ) -> tuple[list[int], list[int]]:
+        """:meth:`OdsStore.claim` in the shards of the samples."""
+        index, got, still = self.map.index, [], []
+        reads, waits = self._routed(read), self._routed(waiting)
+        for k in sorted(set(reads) | set(waits)):
+            mine = [local for _, local in reads.get(k, ())]
+            wait = [local for _, local in waits.get(k, ())]
+            g, w = self.shards[k].claim(job, mine, wait)
+            got += [index(k, i) for i in g]
+            still += [index(k, i) for i in w]
+        return got, still
+
+    def swap(self, job: str, epoch: int, misses: Sequence[int]) -> list[Pick]:
+        """:meth:`OdsStore.swap` of the first misses, those in the shard of the first (the
+        k-th pick returned replaces the k-th miss, as there)."""
+        if not misses:
+            return []
+        places = [self.map.place(int(i)) for i in misses]
+        k = places[0][0]
+        run = [local for shard, local in itertools.takewhile(lambda p: p[0] == k, places)]
+        self._changed.add(k)
+        got = self.shards[k].swap(job, epoch, run)
+        return [Pick(self.map.index(k, p.index), p.tier, p.bucket) for p in got]
+
+    def forget(self, job: str, entries: Sequence[tuple[str, int]]) -> list[int]:
+        index, out = self.map.index, []
+        for k, places in self._routed([i for _, i in entries]).items():
+            mine = [(entries[pos][0], local) for pos, local in places]
+            out += [index(k, i) for i in self.shards[k].forget(job, mine)]
+        return out
+
+    def lookup(self, job: str, indices: Sequence[int]) -> Decision:
+        """:meth:`OdsStore.lookup` in the shards of ``indices``, at one server time (so
+        every hit is in one pin bucket)."""
+        tiers: list[str | None] = [None] * len(indices)
+        at, bucket = self.home.now_ms(), 0
+        for k, places in self._routed(indices).items():
+            d = self.shards[k].lookup(job, [local for _, local in places], at=at)
+            bucket = d.pin_bucket
+            for (pos, _), tier in zip(places, d.tiers, strict=True):
+                tiers[pos] = tier
+        indices = [int(i) for i in indices]
+        return Decision(-1, 0, 0, indices, tiers, bucket)
+
+    def glance_commands(self, indices: Sequence[int]) -> list[tuple]:
+        """:meth:`OdsStore.glance_commands`: the usage of the shards of ``indices`` (of the
+        first shard when none)."""
+        touched = sorted(self._routed(indices)) or [0]
+        used = [self.shards[k].used_command() for k in touched]
+        return [*used, self.shards[touched[0]].live_command(), self.home.budgets_command()]
+
+    def glance(self, indices: Sequence[int], replies: Sequence[Any]) -> Glance:
+        """:meth:`OdsStore.glance`: the room in the shards of ``indices`` (their budgets less
+        their usage); the dataset's usage estimated from theirs (every shard a uniform share
+        of the samples, and of the budgets)."""
+        touched = sorted(self._routed(indices)) or [0]
+        part = dict.fromkeys(TIERS, 0)
+        for reply in replies[: len(touched)]:
+            for t, v in zip(TIERS, reply, strict=True):
+                part[t] += int(v or 0)
+        live = self.shards[touched[0]].same_view(replies[len(touched)])
+        scale = self.samples / sum(self.sizes[k] for k in touched)
+        return Glance(
+            used={t: int(v * scale) for t, v in part.items()},
+            part=part,
+            shards=tuple(touched),
+            live=live,
+            budgets=replies[len(touched) + 1],
+        )
+
+    def room(self, glance: Glance) -> dict[str, int]:
+        """The units left per tier in the shards ``glance`` read."""
+        return {
+            t: sum(self.shards[k].capacity[t] for k in glance.shards) - glance.part[t]
+            for t in TIERS
+        }
 
     def _keys(self, pattern: str) -> list[bytes]:
         return list(self.shards[0].client.scan_iter(match=pattern, count=1000))

@@ -33,13 +33,15 @@ from __future__ import annotations
 
 import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import redis
 
 from ods import defaults
 from ods.admission import admit
 from ods.bitmaps import set_bit
-from ods.decision import Decision, Pick, merge_decisions, parse_decision
+from ods.decision import Decision, Pick, hits_by_bucket, merge_decisions, parse_decision
 from ods.engine import Engine
 from ods.functions import POLICIES, error_of
 from ods.keys import Keys
@@ -48,7 +50,22 @@ from seneca_base.errors import ConfigError
 from seneca_base.split import Split
 from seneca_base.tiers import LETTER, TIERS, tier_of_letter
 
-__all__ = ["POLICIES", "Decision", "OdsStore", "allocated"]
+__all__ = ["POLICIES", "Decision", "Glance", "OdsStore", "allocated"]
+
+
+@dataclass(frozen=True)
+class Glance:
+    """What a batch's round trip read of the cache beside its values
+    (:meth:`OdsStore.glance`): ``used``, the units each tier of the dataset holds; ``part``,
+    those of the part of the cache the batch's values go to (``shards``: which shards; one
+    store: all of it, ``used``); ``live``, the live jobs of the caller's view; ``budgets``,
+    the reply of :meth:`OdsStore.budgets_command`."""
+
+    used: dict[str, int]
+    part: dict[str, int]
+    shards: tuple[int, ...]
+    live: int
+    budgets: object
 
 
 def allocated(size: int) -> int:
@@ -272,10 +289,12 @@ class OdsStore(Engine):
         reply = call.result()
         return None if isinstance(reply, redis.ResponseError) else parse_decision(reply)
 
-    def lookup(self, job: str, indices: Sequence[int]) -> Decision:
+    def lookup(self, job: str, indices: Sequence[int], at: int | None = None) -> Decision:
         """Where ``job`` can read each of ``indices`` (its own order, no sampling): tiers as
-        :meth:`decide` gives them, hits pinned until :meth:`release`."""
-        tiers, bucket = self.call("lookup", job, self.lease_ms, self.policy, *map(int, indices))
+        :meth:`decide` gives them, hits pinned until :meth:`release` (``at``: the server
+        time the call is made at, default now)."""
+        args = [self.lease_ms, self.policy, *map(int, indices)]
+        tiers, bucket = self.call("lookup", job, *args, at=at)
         return Decision(
             epoch=-1,
             served=0,
@@ -329,6 +348,11 @@ class OdsStore(Engine):
         return [
             Pick(int(i), tier_of_letter(t), int(bucket)) for i, t in zip(hits, tiers, strict=True)
         ]
+
+    def release_groups(self, picks: Sequence[Pick]) -> list[tuple[int, list[int]]]:
+        """The hits of ``picks`` as (pin bucket, samples) groups, each released by one command
+        (:meth:`release_command`)."""
+        return list(hits_by_bucket(picks).items())
 
     def release_command(self, job: str, bucket: int, hits: Sequence[int]) -> tuple[object, ...]:
         """:meth:`release_hits` as one ``FCALL`` command, to send in a pipeline after the reads
@@ -434,6 +458,20 @@ class OdsStore(Engine):
     def used_command(self) -> tuple[str, ...]:
         """The command whose reply is the units each tier holds (TIERS order)."""
         return ("HMGET", self.keys.used, *(self.keys.form(t) for t in TIERS))
+
+    def glance_commands(self, indices: Sequence[int]) -> list[tuple]:
+        """The commands a batch of ``indices`` sends with its values' reads, whose replies
+        :meth:`glance` reads: the tiers' usage, the live jobs, the budgets in force."""
+        return [self.used_command(), self.live_command(), self.budgets_command()]
+
+    def glance(self, indices: Sequence[int], replies: Sequence[Any]) -> Glance:
+        """What the replies of :meth:`glance_commands` say."""
+        used = {t: int(v or 0) for t, v in zip(TIERS, replies[0], strict=True)}
+        return Glance(used, used, (0,), self.same_view(replies[1]), replies[2])
+
+    def room(self, glance: Glance) -> dict[str, int]:
+        """The units left per tier, as ``glance`` saw the tiers (against the budgets now)."""
+        return {t: self.capacity[t] - glance.part[t] for t in TIERS}
 
     def admit(
         self,

@@ -28,6 +28,7 @@ import redis
 
 from ods.admission import REFUSED
 from ods.decision import Pick, hits_by_bucket
+from ods.store import Glance
 from seneca import defaults
 from seneca._cache.resp import Pending, Place, Placed, post
 from seneca.loader._link import CACHE_FAILURES, CacheLink
@@ -36,7 +37,6 @@ from seneca.loader._rows import BatchRows, RowBatch
 from seneca.loader._samples import Offers, SampleWork, count_lookup
 from seneca.loader._stats import Counters
 from seneca.pipeline import codec
-from seneca_base.tiers import TIERS
 
 __all__ = ["Fetcher", "ReadsAhead", "Swaps"]
 
@@ -158,8 +158,10 @@ class Fetcher:
         # with the batch tail deferred, augmented hits are read into the rows of the batch
         if rows is None and self.work.tensor_hits:
             rows = BatchRows(len(picks), shared=role.worker)
-        values, used, live = self._values(picks, count, rows, role)
-        room = {t: store.capacity[t] - used[t] for t in TIERS} if used is not None else {}
+        values, glance = self._values(picks, count, rows, role)
+        used = glance.used if glance is not None else None
+        live = glance.live if glance is not None else 0
+        room = store.room(glance) if glance is not None else {}
         # an ODS batch offers its encoded and augmented values even to a full tier, where the
         # policy may evict what live jobs need less (a tier the split gives nothing is not
         # offered anything)
@@ -244,7 +246,7 @@ class Fetcher:
         only = set(swapped)
         view = [p if k in only else Pick(p.index, None, 0) for k, p in enumerate(b.picks)]
         try:
-            read, _, _ = self._read(view, b.count, b.rows, b.role)
+            read, _ = self._read(view, b.count, b.rows, b.role)
         except CACHE_FAILURES as err:
             self.link.failed(err, b.count)
             read = [(None, None)] * len(view)
@@ -268,17 +270,16 @@ class Fetcher:
         return self.link.store.value_keys((p.tier, p.index) for p in picks if p.tier is not None)
 
     def _commands(
-        self, keys: Sequence[str], releases: Sequence[tuple[int, list[int]]]
+        self, picks: Sequence[Pick], releases: Sequence[tuple[int, list[int]]]
     ) -> list[tuple]:
-        """A fetch's round trip: the values, the releases riding in it, the tiers' usage, the
-        live jobs and the budgets in force (which this fetch's admissions follow)."""
+        """A fetch's round trip: the values of ``picks``' hits, the releases riding in it,
+        and what the store reads beside them (``OdsStore.glance_commands``: the tiers' usage,
+        the live jobs and the budgets in force, which this fetch's admissions follow)."""
         store, job = self.link.store, self.link.job
+        keys = self._keys(picks)
         commands: list[tuple] = [("MGET", *keys)] if keys else []
         commands += [store.release_command(job, b, hits) for b, hits in releases]
-        commands.append(store.used_command())
-        commands.append(store.live_command())
-        commands.append(store.budgets_command())
-        return commands
+        return commands + store.glance_commands([p.index for p in picks])
 
     def _ahead_of(self, picks: Sequence[Pick]) -> tuple:
         """What reads sent ahead must have been sent for to serve a fetch of ``picks`` here."""
@@ -291,7 +292,7 @@ class Fetcher:
         tiers' usage and live jobs are then those of this batch's time."""
         upcoming = self.upcoming() if self.upcoming is not None else None
         if upcoming:
-            pending = post(self.link.store.client, self._commands(self._keys(upcoming), ()))
+            pending = post(self.link.store.client, self._commands(upcoming, ()))
             self.reads_ahead.hold(self._ahead_of(upcoming), pending)
 
     def _read(
@@ -300,14 +301,15 @@ class Fetcher:
         count: Counter,
         rows: BatchRows | None,
         role: Role,
-    ) -> tuple[list, dict, int]:
-        """Values per pick ((tier, bytearray or Placed) or (None, None)), bytes used per tier,
-        live jobs of the view; the batch's hits are released in the same round trip (or
-        posted, see the module's docstring)."""
+    ) -> tuple[list, Glance]:
+        """Values per pick ((tier, bytearray or Placed) or (None, None)) and what the store
+        read beside them (``ods.store.Glance``: the tiers' usage, the live jobs of the view);
+        the batch's hits are released in the same round trip (or posted, see the module's
+        docstring)."""
         link = self.link
         store, job = link.store, link.job
         hits = any(p.tier is not None for p in picks)
-        releases = list(hits_by_bucket(picks).items())
+        releases = store.release_groups(picks)
         if not role.worker:  # released after the read, replies read at the next fetch
             later, releases = releases, []
         else:  # a worker may exit after this batch: the release rides in this round trip
@@ -316,20 +318,25 @@ class Fetcher:
         place = _placer(rows, picks) if rows is not None and hits else None
         start = time.perf_counter_ns()
         if pending is None:
-            pending = post(store.client, self._commands(self._keys(picks), releases))
+            pending = post(store.client, self._commands(picks, releases))
         replies = pending.replies(raise_on_error=False, place=place)
         count["ns_cache"] += time.perf_counter_ns() - start
-        link.adopt_budgets(replies.pop())
+        indices = [p.index for p in picks]
+        tail = len(store.glance_commands(indices))
+        for reply in replies[-tail:-1]:  # (the budgets in force, last, may be missing)
+            if isinstance(reply, redis.RedisError):
+                raise reply
+        glance = store.glance(indices, replies[-tail:])
+        replies = replies[:-tail]
+        link.adopt_budgets(glance.budgets)
         first = 1 if hits else 0
         for (bucket, released), reply in zip(releases, replies[first:], strict=False):
             store.released(job, bucket, released, reply)
-        for reply in replies[:first] + replies[first + len(releases) :]:
+        for reply in replies[:first]:
             if isinstance(reply, redis.RedisError):
                 raise reply
         for bucket, released in later:
             store.release_later(job, bucket, released)
-        live = store.same_view(replies[-1])
-        used = {t: int(v or 0) for t, v in zip(TIERS, replies[-2], strict=True)}
         it = iter(replies[0] if hits else ())
         values: list[tuple[str | None, Any]] = []
         missing = []  # positions in picks
@@ -344,7 +351,7 @@ class Fetcher:
         if gone:  # evicted after the decision, deleted by a late eviction, or a node died
             count["ods_gone"] += len(gone)
             self._forget_bad(gone, count)  # the entry goes: a later miss caches it again
-        return values, used, live
+        return values, glance
 
     def _look_again(self, picks: Sequence[Pick], missing: list[int], values: list) -> list:
         """Read the values of ``picks`` at positions ``missing`` again, for up to
@@ -417,28 +424,28 @@ class Fetcher:
         count: Counter,
         rows: BatchRows | None,
         role: Role,
-    ) -> tuple[list, dict | None, int]:
+    ) -> tuple[list, Glance | None]:
         """:meth:`_read`, or no values while the cache is down (each miss read from storage)."""
         nothing: list = [(None, None)] * len(picks)
         link = self.link
         if link.down():
             self.reads_ahead.drop()
-            return nothing, None, 0
+            return nothing, None
         if self.work.stale:  # the values the cache holds are another transform's
             self._read_around(picks, count)
-            return nothing, None, 0
+            return nothing, None
         try:
-            values, used, live = self._read(picks, count, rows, role)
+            values, glance = self._read(picks, count, rows, role)
         except CACHE_FAILURES as err:
             link.failed(err, count)
-            return nothing, None, 0
+            return nothing, None
         link.answered()
         try:  # the next batch's reads, the releases and the sampler's next decision run while
             self._read_next()  # this batch is made
             link.store.outbox.flush()
         except CACHE_FAILURES as err:
             link.failed(err, count)
-        return values, used, live
+        return values, glance
 
     def _read_around(self, picks: Sequence[Pick], count: Counter) -> None:
         """Unpin a batch's decided hits, to be read from storage: the dataset's transform was

@@ -120,10 +120,23 @@ def test_every_epoch_is_each_sample_once_with_hits_from_the_cache(redis_proc):
     assert store.memory() > 0 and store.clear() > 0
 
 
-def test_a_subset_of_a_sharded_dataset_is_refused(redis_proc):
-    store = ShardedStore(redis_proc.client, "sub", 40, shard_size=16)
+def test_a_job_of_a_subset_joins_the_shards_of_its_samples_and_gets_each_once(redis_proc):
+    store = ShardedStore(redis_proc.client, "sub", 40, shard_size=16)  # 3 shards
+    members = [i for i in range(40) if store.map.place(i)[0] != 1][:20]
+    assert store.join("a", members) == (-1, 0)
+    for epoch in range(2):
+        store.start_epoch("a", epoch)
+        got = []
+        while d := store.decide("a", 6).indices:
+            got += d
+        assert sorted(got) == members
+    # shard 1 holds none of them: the job is not registered there
+    assert store.shards[1].renew("a") is False and store.shards[0].renew("a") is True
     with pytest.raises(ConfigError, match="indices"):
-        store.join("a", [1, 2, 3])
+        store.join("b", [40])
+    lazy = ShardedStore(redis_proc.client, "subl", 40, shard_size=16, lazy=True)
+    with pytest.raises(ConfigError, match="indices"):
+        lazy.join("a", members)
 
 
 def test_simulate_runs_on_shards_with_its_loads_by_cause(redis_proc):
