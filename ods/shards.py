@@ -54,6 +54,8 @@ __all__ = [
     "ShardedStore",
     "Unposted",
     "open_store",
+    "part_names",
+    "recorded_shard_size",
     "shard_names",
     "split_units",
 ]
@@ -179,6 +181,8 @@ def split_units(total: int, sizes: Sequence[int]) -> list[int]:
 class Unposted:
     """A decision :meth:`ShardedStore.decide_later` did not post: nothing was sent, so
     cancelling it leaves nothing pinned."""
+
+    sent = False
 
     def cancel(self) -> bool:
         return True
@@ -489,7 +493,7 @@ class ShardedStore:
         samples)."""
         parts = {t: split_units(units, self.sizes) for t, units in self.home.capacity.items()}
         for k, shard in enumerate(self.shards):
-            shard.capacity = {t: parts[t][k] for t in TIERS}
+            shard.adopt_budgets([parts[t][k] for t in TIERS])
 
     @property
     def capacity(self) -> dict[str, int]:
@@ -741,16 +745,36 @@ class ShardedStore:
         return sum(pipe.execute())
 
 
+def recorded_shard_size(client: Any, dataset: str, prefix: str = defaults.KEY_PREFIX) -> int | None:
+    """The shard size a loader of ``dataset`` registered (:meth:`ShardedStore.register`), if
+    any: every later loader keeps the dataset in the same shards."""
+    client = client.redis if hasattr(client, "redis") else client  # as ods.engine takes it
+    raw = client.hget(Keys(dataset, prefix).info, SHARD_SIZE_FIELD)
+    return None if raw is None else int(raw)
+
+
+def part_names(client: Any, dataset: str, prefix: str = defaults.KEY_PREFIX) -> list[str]:
+    """The datasets whose keys hold ``dataset``'s entries and jobs: its shards, where its
+    registration says it is kept in shards (:meth:`ShardedStore.register`), else itself."""
+    client = client.redis if hasattr(client, "redis") else client
+    samples, size = client.hmget(Keys(dataset, prefix).info, "samples", SHARD_SIZE_FIELD)
+    if samples is None or size is None:
+        return [dataset]
+    return shard_names(dataset, ShardMap(int(samples), int(size)).count)
+
+
 def open_store(
     client: Any,
     dataset: str,
     samples: int,
-    shard_size: int = defaults.SHARD_SIZE,
+    shard_size: int | None = None,
     lazy: bool = False,
     **kwargs: Any,
 ) -> OdsStore | ShardedStore:
-    """The store of a dataset: one :class:`OdsStore` when it fits one shard, else a
-    :class:`ShardedStore` (``lazy``: see there)."""
+    """The store of a dataset: one :class:`OdsStore` when it fits one shard of
+    ``shard_size`` samples (None: ``ods.defaults.SHARD_SIZE``), else a :class:`ShardedStore`
+    (``lazy``: see there)."""
+    shard_size = defaults.SHARD_SIZE if shard_size is None else shard_size
     if samples <= shard_size:
         return OdsStore(client, dataset, samples, **kwargs)
     return ShardedStore(client, dataset, samples, shard_size=shard_size, lazy=lazy, **kwargs)

@@ -25,6 +25,7 @@ import redis
 
 from ods import defaults as ods_defaults
 from ods.keys import Keys, glob_escape
+from ods.shards import part_names
 from seneca._cache.replies import server_ms, text_of
 from seneca._cache.shares import NodeShares
 from seneca._cache.status import find_datasets
@@ -75,7 +76,10 @@ def clear_datasets(
     storage and fill it again)."""
     names = find_datasets(client, prefix) if datasets is None else datasets
     now = server_ms(client)
-    busy = {d: client.zcount(Keys(d, prefix).jobs, now, "+inf") for d in names}
+    parts = {d: part_names(client, d, prefix) for d in names}  # (its shards, if in shards)
+    busy = {
+        d: max(client.zcount(Keys(p, prefix).jobs, now, "+inf") for p in parts[d]) for d in names
+    }
     busy = {d: n for d, n in busy.items() if n}
     if busy and not force:
         held = ", ".join(f"{d} ({n} live)" for d, n in busy.items())
@@ -83,7 +87,8 @@ def clear_datasets(
     out = {}
     shares = NodeShares(client, prefix)
     for d in names:
-        keys = [k for p in Keys(d, prefix).patterns() for k in _scan(client, p)]
+        whole = {d, *parts[d]}
+        keys = [k for n in whole for p in Keys(n, prefix).patterns() for k in _scan(client, p)]
         out[d] = _unlink(client, keys)
         shares.forget(d)
     return out
@@ -174,15 +179,20 @@ def collect_garbage(
     all found); see the module docstring."""
     report = GcReport(applied=apply)
     for d in find_datasets(client, prefix) if datasets is None else datasets:
-        keys = Keys(d, prefix)
-        now = server_ms(client)
-        expired, stale = _expired_jobs(client, keys, now, apply)
-        report.expired_jobs += [(d, name) for name in expired]
-        report.job_keys += stale
-        views = _dead_views(client, keys, now, apply)
-        report.views += [(d, *v) for v in views]
-        dead = {Keys(d, prefix, v[0]).form("augmented") for v in views}
-        count, size = _orphan_values(client, keys, apply, dead)
-        report.orphan_values += count
-        report.orphan_bytes += size
+        views: dict[str, tuple[int, int]] = {}  # per view dropped: entries, bytes (all shards)
+        for part in part_names(client, d, prefix):  # each shard, where it is in shards
+            keys = Keys(part, prefix)
+            now = server_ms(client)
+            expired, stale = _expired_jobs(client, keys, now, apply)
+            report.expired_jobs += [(d, n) for n in expired if (d, n) not in report.expired_jobs]
+            report.job_keys += stale
+            dropped = _dead_views(client, keys, now, apply)
+            for view, n, size in dropped:
+                had = views.get(view, (0, 0))
+                views[view] = (had[0] + n, had[1] + size)
+            dead = {Keys(part, prefix, v[0]).form("augmented") for v in dropped}
+            count, size = _orphan_values(client, keys, apply, dead)
+            report.orphan_values += count
+            report.orphan_bytes += size
+        report.views += [(d, view, n, size) for view, (n, size) in views.items()]
     return report

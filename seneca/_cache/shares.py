@@ -33,7 +33,7 @@ import redis
 
 from ods import defaults as ods_defaults
 from ods.keys import Keys
-from ods.store import OdsStore
+from ods.shards import open_store, part_names, recorded_shard_size
 from seneca import defaults
 from seneca._cache.replies import server_ms, text_of
 from seneca_base.errors import SenecaError
@@ -178,15 +178,21 @@ class NodeShares:
         return (0 if not limits or 0 in limits else sum(limits)), used
 
     def _held(self, dataset: str) -> dict[str, int]:
-        """The bytes each form of ``dataset``'s tiers holds (``e``, ``d``, ``a:<view>``)."""
-        keys = Keys(dataset, self.prefix)
+        """The bytes each form of ``dataset``'s tiers holds (``e``, ``d``, ``a:<view>``), in
+        every shard where it is kept in shards."""
         forms = {LETTER[t] for t in TIERS}
-        out = {}
-        for field, value in self.client.hgetall(keys.used).items():
-            form = text_of(field)
-            if form in forms or form.startswith("a:"):
-                out[form] = int(value or 0)
+        out: dict[str, int] = {}
+        for part in part_names(self.client, dataset, self.prefix):
+            for field, value in self.client.hgetall(Keys(part, self.prefix).used).items():
+                form = text_of(field)
+                if form in forms or form.startswith("a:"):
+                    out[form] = out.get(form, 0) + int(value or 0)
         return out
+
+    def _live(self, dataset: str, now: int) -> int:
+        """The live jobs of ``dataset`` (of the shard that has most, where it is in shards)."""
+        parts = part_names(self.client, dataset, self.prefix)
+        return max(self.client.zcount(Keys(p, self.prefix).jobs, now, "+inf") for p in parts)
 
     def claims(self) -> tuple[int, dict[str, Claim], dict[str, dict[str, int]]]:
         """The node's total for tiers, every registered dataset's claim, and what each form of
@@ -199,7 +205,7 @@ class NodeShares:
         claims, held = {}, {}
         for dataset, f in record.items():
             held[dataset] = self._held(dataset)
-            live = self.client.zcount(Keys(dataset, self.prefix).jobs, now, "+inf")
+            live = self._live(dataset, now)
             if not live and not held[dataset] and f.get("seen", 0) < forgotten:
                 continue  # long gone, and holds nothing: its room is free again
             claims[dataset] = Claim(
@@ -236,7 +242,16 @@ class NodeShares:
         views = {f[2:] for f in forms if f.startswith("a:")} or {""}
         try:
             for view in sorted(views):
-                store = OdsStore(self.client, dataset, max(1, samples), view=view, values=True)
+                size = recorded_shard_size(self.client, dataset, self.prefix)
+                store = open_store(
+                    self.client,
+                    dataset,
+                    max(1, samples),
+                    size,
+                    view=view,
+                    values=True,
+                    prefix=self.prefix,
+                )
                 keys = store.keys
                 caps = {t: int(forms.get(keys.form(t), 0) * scale) for t in TIERS}
                 for _ in range(defaults.AUTO_SHRINK_CALLS):

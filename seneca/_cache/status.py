@@ -15,6 +15,7 @@ from typing import Any
 from ods import defaults as ods_defaults
 from ods import routing
 from ods.keys import BUDGET_FIELD, Keys, glob_escape
+from ods.shards import part_names
 from seneca._autoplan.record import PlanRecord
 from seneca._cache.replies import server_ms, text_of
 from seneca._cache.shares import NodeShares, allocate
@@ -113,7 +114,8 @@ def _int(v: Any, default: int = 0) -> int:
 
 
 def find_datasets(client: Any, prefix: str = ods_defaults.KEY_PREFIX) -> list[str]:
-    """The datasets with metadata under ``prefix`` (SCAN over every node)."""
+    """The datasets with metadata under ``prefix`` (SCAN over every node); a dataset kept in
+    shards is one, not its shards."""
     pattern = re.compile(rf"^{re.escape(prefix)}:\{{(.+)\}}:(used|jobs|info)$")
     found = set()
     for suffix in ("used", "jobs", "info"):
@@ -121,6 +123,10 @@ def find_datasets(client: Any, prefix: str = ods_defaults.KEY_PREFIX) -> list[st
             m = pattern.match(text_of(key))
             if m:
                 found.add(m.group(1))
+    for dataset in list(found):
+        parts = part_names(client, dataset, prefix)
+        if parts != [dataset]:
+            found -= set(parts)
     return sorted(found)
 
 
@@ -141,6 +147,30 @@ def _jobs(client: Any, keys: Keys, now: int) -> list[JobStatus]:
                 served=_int(h.get(f"s{epoch}")),
                 total=_int(h.get("total")),
                 hits=_int(h.get("hits")),
+            )
+        )
+    return out
+
+
+def _merged(jobs: list[JobStatus]) -> list[JobStatus]:
+    """The jobs of a dataset kept in shards, each job's shards as one: its samples, served
+    and hits summed (served: in its latest epoch's shards), live while any shard has it."""
+    by_name: dict[str, list[JobStatus]] = {}
+    for job in jobs:
+        by_name.setdefault(job.name, []).append(job)
+    out = []
+    for name, parts in by_name.items():
+        epoch = max(j.epoch for j in parts)
+        out.append(
+            JobStatus(
+                name=name,
+                live=any(j.live for j in parts),
+                lease_left_s=max(j.lease_left_s for j in parts),
+                epoch=epoch,
+                samples=sum(j.samples for j in parts),
+                served=sum(j.served for j in parts if j.epoch == epoch),
+                total=sum(j.total for j in parts),
+                hits=sum(j.hits for j in parts),
             )
         )
     return out
@@ -175,15 +205,22 @@ def _tiers(used: dict[str, str], info: dict[str, str]) -> list[TierStatus]:
 def dataset_status(client: Any, dataset: str, now: int, prefix: str) -> DatasetStatus:
     """What the cache holds of ``dataset`` at server time ``now``."""
     keys = Keys(dataset, prefix)
-    used = {text_of(k): text_of(v) for k, v in client.hgetall(keys.used).items()}
     info = {text_of(k): text_of(v) for k, v in client.hgetall(keys.info).items()}
+    parts = part_names(client, dataset, prefix)  # (its shards, where it is kept in shards)
+    counts: dict[str, int] = {}
+    jobs: list[JobStatus] = []
+    for part in parts:
+        for k, v in client.hgetall(Keys(part, prefix).used).items():
+            counts[text_of(k)] = counts.get(text_of(k), 0) + _int(text_of(v))
+        jobs += _jobs(client, Keys(part, prefix), now)
+    used = {k: str(v) for k, v in counts.items()}
     hits = {t: _int(used.get(f"hits:{LETTER[t]}")) for t in SPLIT_ORDER}
     return DatasetStatus(
         dataset=dataset,
         about=info.get("about", ""),
         samples=_int(info["samples"]) if "samples" in info else None,
         tiers=_tiers(used, info),
-        jobs=_jobs(client, keys, now),
+        jobs=jobs if len(parts) == 1 else _merged(jobs),
         served=_int(used.get("served")),
         hits=hits,
         substitutions=_int(used.get("subs")),

@@ -4,6 +4,7 @@ reported before a server is started or a dataset scanned."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import warnings
@@ -16,6 +17,7 @@ import torch
 
 from ods import defaults as ods_defaults
 from ods.sampler import OdsBatchSampler
+from ods.shards import open_store, recorded_shard_size
 from ods.store import OdsStore
 from seneca import defaults
 from seneca._cache.client import CacheClient
@@ -275,10 +277,15 @@ def cache_store(
     (its transform's) on ``setup``'s cache, its functions loaded when the cache answers: an
     ACL user that may not load or call them is a ConfigError. ``about``: the user's dataset,
     described in the cache for operators."""
-    store = OdsStore(
+    shard_size = None  # unknown: the default's (the cache fails: the loader reads around it)
+    if setup.reachable:  # a dataset kept in shards stays in the shards its first loader made
+        with contextlib.suppress(redis.RedisError, OSError):
+            shard_size = recorded_shard_size(setup.client, dataset)
+    store = open_store(
         setup.client,
         dataset,
         samples,
+        shard_size,
         view=view,
         policy=ods_defaults.POLICY,
         capacity=setup.budgets,
