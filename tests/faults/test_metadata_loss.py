@@ -10,6 +10,8 @@ from conftest import RedisProcess
 from helpers.indexed import indexed
 from helpers.serving import encoded_loader
 
+from ods import defaults as ods_defaults
+from ods.shards import ShardedStore
 from seneca import SenecaLoader
 from seneca.pipeline import codec
 
@@ -26,8 +28,12 @@ def _run(loader, lose, after=3):
     return got
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_a_flushed_cache_loses_no_sample(tiny_dataset, redis_proc, workers):
+@pytest.mark.parametrize(("workers", "shard_size"), [(0, None), (2, None), (0, 16), (2, 16)])
+def test_a_flushed_cache_loses_no_sample(
+    tiny_dataset, redis_proc, workers, shard_size, monkeypatch
+):
+    if shard_size is not None:  # the metadata in 3 shards
+        monkeypatch.setattr(ods_defaults, "SHARD_SIZE", shard_size)
     loader = SenecaLoader(
         indexed(tiny_dataset),
         batch_size=5,
@@ -36,6 +42,7 @@ def test_a_flushed_cache_loses_no_sample(tiny_dataset, redis_proc, workers):
         cache=redis_proc.url,
         cache_size="20MB",
     )
+    assert isinstance(loader.store, ShardedStore) == (shard_size is not None)
     for _ in range(2):
         got = _run(loader, redis_proc.client.flushall)
         assert set(got) == set(range(N)) and max(got.values()) == 1
