@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from ods.bitmaps import clear_bit, set_bit, test_bit
-from ods.shards import ShardMap
+from ods.shardmap import ShardMap
 
 __all__ = ["CAUSES", "LossTrace", "ShardedTrace"]
 

@@ -13,7 +13,8 @@ import redis
 from redis.crc import key_slot
 
 from ods import bitmaps
-from ods.shards import ShardedStore, ShardMap, open_store, shard_names, split_units
+from ods.shardmap import ShardMap, shard_names, split_units
+from ods.shards import ShardedStore, open_store
 from ods.simulate import SimConfig, simulate_ods
 from ods.store import OdsStore
 from seneca_base.errors import ConfigError
