@@ -141,3 +141,24 @@ def test_gc_and_clear_take_a_dataset_in_shards_whole(tiny_dataset, redis_proc, s
     assert client.keys(f"*{dataset}#*".encode())  # its shards hold what was cached
     assert clear_datasets(client)[dataset] > 0
     assert not client.keys(f"*{dataset}*".encode())  # home and shards, metadata and values
+
+
+def test_loaders_plan_their_split_together_in_shards(tiny_dataset, redis_proc, small_shards):
+    ds = indexed(tiny_dataset)
+    url = redis_proc.url
+    loaders = [
+        SenecaLoader(ds, batch_size=6, shuffle=True, cache=url, cache_size="20MB", split="auto",
+                     job=f"p{k}")
+        for k in range(2)
+    ]  # fmt: skip
+    for _ in range(2):
+        for loader in loaders:
+            seen = epoch_of(loader)
+            assert set(seen) == set(range(48)) and max(seen.values()) == 1
+    store = loaders[0].store
+    (whole,) = cache_status(redis_proc.client, url).datasets
+    assert whole.plan is not None  # the plan is the dataset's, at its home
+    assert redis_proc.client.get(store.keys.plan) is not None
+    budgets = {t.tier: t.budget for t in whole.tiers}
+    assert sum(b for b in budgets.values() if b) == store.budget_total
+    assert sum(s.budget_total for s in store.shards) == store.budget_total
