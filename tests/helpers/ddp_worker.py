@@ -1,6 +1,7 @@
 """One rank of the data-parallel tests (run by torchrun from loader/test_ddp.py; not a test itself).
 
 Modes: ``epochs`` (two epochs), ``named`` (two epochs under the job name ``ddp-named``),
+``sharded`` (two epochs, the metadata in shards of 16 samples),
 ``stop`` (two batches of epoch 0, then save this rank's state_dict), ``resume`` (load this
 rank's state in a new process group, finish the epoch)."""
 
@@ -11,6 +12,7 @@ import torch
 import torch.distributed as dist
 from indexed import indexed  # this script's own folder is on sys.path
 
+from ods import defaults as ods_defaults
 from seneca import SenecaLoader
 
 #: every all-reduced tensor, held until the process group is gone: torch 2.6's gloo frees a
@@ -26,13 +28,15 @@ def _lockstep() -> None:
 
 
 def main(data: str, url: str, out: str, mode: str = "epochs") -> None:
+    if mode == "sharded":
+        ods_defaults.SHARD_SIZE = 16
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     ds = indexed(data)
-    job = {"epochs": None, "named": "ddp-named"}.get(mode, "ddp-resume")
+    job = {"epochs": None, "sharded": None, "named": "ddp-named"}.get(mode, "ddp-resume")
     loader = SenecaLoader(ds, batch_size=5, shuffle=True, num_workers=1, cache=url, job=job)
     report: dict = {"job": loader.job, "len": len(loader)}
-    if mode in ("epochs", "named"):
+    if mode in ("epochs", "named", "sharded"):
         report["epochs"] = []
         for epoch in range(2):
             loader.set_epoch(epoch)

@@ -50,6 +50,13 @@ def test_a_job_name_run_again_gets_whole_epochs_on_every_rank(tiny_dataset, redi
 
 
 @pytest.mark.slow
+def test_two_ranks_share_a_dataset_in_shards(tiny_dataset, redis_proc, tmp_path):
+    assert_every_epoch_whole(torchrun(tiny_dataset, redis_proc.url, tmp_path, "sharded"))
+    info = [k for k in redis_proc.client.keys(b"*:info") if redis_proc.client.hget(k, "shard_size")]
+    assert len(info) == 1  # the dataset, registered in shards of 16
+
+
+@pytest.mark.slow
 def test_ranks_resume_from_their_own_states(tiny_dataset, redis_proc, tmp_path):
     before = torchrun(tiny_dataset, redis_proc.url, tmp_path, "stop")
     assert [r["state"]["batches"] for r in before] == [2, 2]
