@@ -26,6 +26,7 @@ A dataset of at most ``size`` samples is one shard: the store is the :class:`Ods
 with the same keys and calls as without shards (:func:`open_store`). A decision in shards is
 made when needed, not posted ahead (its shard is drawn from what the job has left then).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -143,7 +144,12 @@ class ShardedStore:
         self._members: dict[str, list[int]] = {}  # per job of a subset: its samples per shard
         self._started: dict[str, set[int]] = {}  # lazy: per job, the shards of its epoch
         prefix, data = glob_escape(kwargs.get("prefix", defaults.KEY_PREFIX)), glob_escape(dataset)
-        self._patterns = [f"{prefix}:{{{data}#*", f"{prefix}:v:{{{data}#*"]  # metadata, values
+        # the shards' metadata and values, then the home's
+        self._patterns = [
+            f"{prefix}:{{{data}#*",
+            f"{prefix}:v:{{{data}#*",
+            *self.home.keys.patterns(),
+        ]
 
     @property
     def commands(self) -> Counter[str]:
@@ -485,9 +491,6 @@ class ShardedStore:
 
     # -- a batch's values: each sample's in its shard -----------------------------------------
 
-    def _routed(self, indices: Sequence[int]) -> dict[int, list[tuple[int, int]]]:
-        return self.map.split(indices)
-
     def _one_shard(self, indices: Sequence[int]) -> tuple[OdsStore, list[int]]:
         """The shard of ``indices`` (all in one: a group of :meth:`release_groups`) and their
         local indices."""
@@ -509,7 +512,7 @@ class ShardedStore:
         command (:meth:`release_command`): by bucket, and by shard."""
         groups = []
         for bucket, hits in hits_by_bucket(picks).items():
-            for places in self._routed(hits).values():
+            for places in self.map.split(hits).values():
                 groups.append((bucket, [hits[pos] for pos, _ in places]))
         return groups
 
@@ -522,7 +525,7 @@ class ShardedStore:
         shard.released(job, bucket, local, reply)
 
     def release_later(self, job: str, bucket: int, hits: Sequence[int]) -> None:
-        for k, places in self._routed(hits).items():
+        for k, places in self.map.split(hits).items():
             self.shards[k].release_later(job, bucket, [local for _, local in places])
 
     def claim(
@@ -530,7 +533,7 @@ class ShardedStore:
     ) -> tuple[list[int], list[int]]:
         """:meth:`OdsStore.claim` in the shards of the samples."""
         index, got, still = self.map.index, [], []
-        reads, waits = self._routed(read), self._routed(waiting)
+        reads, waits = self.map.split(read), self.map.split(waiting)
         for k in sorted(set(reads) | set(waits)):
             mine = [local for _, local in reads.get(k, ())]
             wait = [local for _, local in waits.get(k, ())]
@@ -553,7 +556,7 @@ class ShardedStore:
 
     def forget(self, job: str, entries: Sequence[tuple[str, int]]) -> list[int]:
         index, out = self.map.index, []
-        for k, places in self._routed([i for _, i in entries]).items():
+        for k, places in self.map.split([i for _, i in entries]).items():
             mine = [(entries[pos][0], local) for pos, local in places]
             out += [index(k, i) for i in self.shards[k].forget(job, mine)]
         return out
@@ -563,7 +566,7 @@ class ShardedStore:
         every hit is in one pin bucket)."""
         tiers: list[str | None] = [None] * len(indices)
         at, bucket = self.home.now_ms(), 0
-        for k, places in self._routed(indices).items():
+        for k, places in self.map.split(indices).items():
             d = self.shards[k].lookup(job, [local for _, local in places], at=at)
             bucket = d.pin_bucket
             for (pos, _), tier in zip(places, d.tiers, strict=True):
@@ -574,7 +577,7 @@ class ShardedStore:
     def glance_commands(self, indices: Sequence[int]) -> list[tuple]:
         """:meth:`OdsStore.glance_commands`: the usage of the shards of ``indices`` (of the
         first shard when none)."""
-        touched = sorted(self._routed(indices)) or [0]
+        touched = sorted(self.map.split(indices)) or [0]
         used = [self.shards[k].used_command() for k in touched]
         return [*used, self.shards[touched[0]].live_command(), self.home.budgets_command()]
 
@@ -582,7 +585,7 @@ class ShardedStore:
         """:meth:`OdsStore.glance`: the room in the shards of ``indices`` (their budgets less
         their usage); the dataset's usage estimated from theirs (every shard a uniform share
         of the samples, and of the budgets)."""
-        touched = sorted(self._routed(indices)) or [0]
+        touched = sorted(self.map.split(indices)) or [0]
         part = dict.fromkeys(TIERS, 0)
         for reply in replies[: len(touched)]:
             for t, v in zip(TIERS, reply, strict=True):
@@ -608,13 +611,14 @@ class ShardedStore:
         return list(self.shards[0].client.scan_iter(match=pattern, count=1000))
 
     def memory(self) -> int:
-        """Bytes Redis uses for the dataset's metadata, every shard's (one scan)."""
-        client = self.shards[0].client
-        keys = self._keys(self._patterns[0])
+        """Bytes Redis uses for the dataset's metadata, every shard's and its home's."""
+        client = self.home.client
+        keys = self._keys(self._patterns[0]) + self._keys(self._patterns[2])
         return sum(int(client.memory_usage(k, samples=0) or 0) for k in keys)
 
     def clear(self) -> int:
-        """Delete every key of every shard (metadata, values, staged values); returns how many."""
+        """Delete every key of the dataset (its shards' and its home's: metadata, values,
+        staged values); returns how many."""
         pipe = self.shards[0].client.pipeline(transaction=False)
         for pattern in self._patterns:
             for key in self._keys(pattern):

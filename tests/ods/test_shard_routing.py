@@ -39,6 +39,7 @@ def test_budgets_are_the_dataset_s_in_total_and_each_shard_s_its_share(store):
     assert other.adopt_budgets(store.client.execute_command(*other.budgets_command()))
     assert other.capacity == store.capacity
     assert [s.capacity for s in other.shards] == [s.capacity for s in store.shards]
+    assert store.clear() > 0 and not store.client.keys(b"*route*")  # the home's keys too
 
 
 def test_hits_are_released_per_shard_and_bucket_and_looked_up_at_one_time(store):
