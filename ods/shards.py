@@ -159,11 +159,15 @@ class ShardedStore:
     def _track(self, job: str, replies: list[tuple[int, int]]) -> tuple[int, int]:
         """Note each shard's (epoch, served) for ``job``; returns the epoch and the samples
         served over all shards."""
-        pairs = zip(self._members.get(job, self.sizes), replies, strict=True)
+        pairs = zip(self._samples_of(job), replies, strict=True)
         self._left[job] = [size - served for size, (_, served) in pairs]
         epoch = max(e for e, _ in replies)
         self._epoch[job] = epoch
         return epoch, sum(served for _, served in replies)
+
+    def _samples_of(self, job: str) -> list[int]:
+        """The samples ``job`` trains on in each shard (all, unless it joined with a subset)."""
+        return self._members.get(job, self.sizes)
 
     def join(self, job: str, indices: Sequence[int] | None = None) -> tuple[int, int]:
         """Register ``job`` in every shard (lazy: in none yet; ``indices``, the samples it
@@ -242,7 +246,8 @@ class ShardedStore:
         in proportion to the samples the job has left in each (more shards only where the
         first runs out). Empty once every shard's epoch is served. The samples left are this
         store's count for the job's latest epoch: ``epoch`` names that one (or None)."""
-        left = self._left.setdefault(job, list(self.sizes))
+        size = self._samples_of(job)
+        left = self._left.setdefault(job, list(size))
         parts: list[tuple[int, Decision]] = []
         want, last = batch, None
         while want > 0 and any(left):
@@ -250,7 +255,7 @@ class ShardedStore:
             self._reach(job, k)
             d = self.shards[k].decide(job, want, substitute, epoch)
             self._changed.add(k)
-            left[k] = 0 if not d.indices else self.sizes[k] - d.served
+            left[k] = 0 if not d.indices else size[k] - d.served
             last = d
             if d.indices:
                 parts.append((k, d))
@@ -259,7 +264,7 @@ class ShardedStore:
         indices = [index(k, i) for k, d in parts for i in d.indices]
         return ShardedDecision(
             epoch=(last.epoch if last is not None else (-1 if epoch is None else epoch)),
-            served=sum(self.sizes) - sum(left),
+            served=sum(size) - sum(left),
             substitutions=sum(d.substitutions for _, d in parts),
             indices=indices,
             tiers=[t for _, d in parts for t in d.tiers],
@@ -316,7 +321,8 @@ class ShardedStore:
         the dataset draws alike at the same point of the same epoch (its samples served so
         far): each job's draws are as random as independent ones, and jobs in step draw the
         same shard, so each finds there the copies the others just made."""
-        point = f"{self.dataset}:{self._epoch.get(job, 0)}:{sum(self.sizes) - sum(left)}"
+        served = sum(self._samples_of(job)) - sum(left)
+        point = f"{self.dataset}:{self._epoch.get(job, 0)}:{served}"
         target = random.Random(point).random() * sum(left)
         for k, w in enumerate(left):
             target -= w

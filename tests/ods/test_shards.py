@@ -128,8 +128,9 @@ def test_a_job_of_a_subset_joins_the_shards_of_its_samples_and_gets_each_once(re
     for epoch in range(2):
         store.start_epoch("a", epoch)
         got = []
-        while d := store.decide("a", 6).indices:
-            got += d
+        while (d := store.decide("a", 6)).indices:
+            got += d.indices
+            assert d.served == len(got)  # counted over the job's own samples
         assert sorted(got) == members
     # shard 1 holds none of them: the job is not registered there
     assert store.shards[1].renew("a") is False and store.shards[0].renew("a") is True
