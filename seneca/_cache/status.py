@@ -81,6 +81,7 @@ class DatasetStatus:
     plan: PlanRecord | None = None  # the split its loaders share (split="auto"), if any
     share: int | None = None  # its share of the node's memory now (None: not registered)
     want: int | None = None  # what its loaders ask (0: whatever the node gives)
+    shards: int = 1  # the shards its metadata is kept in (``ods.shards``; 1: one store)
 
     @property
     def hit_rate(self) -> float:
@@ -221,6 +222,7 @@ def dataset_status(client: Any, dataset: str, now: int, prefix: str) -> DatasetS
         samples=_int(info["samples"]) if "samples" in info else None,
         tiers=_tiers(used, info),
         jobs=jobs if len(parts) == 1 else _merged(jobs),
+        shards=len(parts),
         served=_int(used.get("served")),
         hits=hits,
         substitutions=_int(used.get("subs")),

@@ -59,7 +59,8 @@ def add_cache(sub: Any) -> None:
 
 def _dataset_lines(d: DatasetStatus) -> list[str]:
     samples = "?" if d.samples is None else f"{d.samples:,}"
-    lines = [f"dataset {d.dataset} ({d.about or 'unknown'}), {samples} samples"]
+    shards = f" (metadata in {d.shards} shards)" if d.shards > 1 else ""
+    lines = [f"dataset {d.dataset} ({d.about or 'unknown'}), {samples} samples{shards}"]
     if d.share is not None:
         asks = f"asks {format_size(d.want)}" if d.want else "asks whatever the node gives"
         lines.append(f"  share of the node: {format_size(d.share)} ({asks})")

@@ -65,7 +65,8 @@ def test_jobs_share_a_dataset_in_shards_each_epoch_each_sample_once(
     status = cache_status(client, url)
     assert [d.dataset for d in status.datasets] == [store.keys.dataset]
     (whole,) = status.datasets
-    assert whole.samples == 48 and {j.name.split("|")[0] for j in whole.jobs} == {"j0", "j1"}
+    assert whole.samples == 48 and whole.shards == 3
+    assert {j.name.split("|")[0] for j in whole.jobs} == {"j0", "j1"}
     assert all(j.samples == 48 and j.epoch == 1 and j.served == 48 for j in whole.jobs)
     assert sum(t.bytes for t in whole.tiers) == sum(store.usage().values())
     assert whole.served == 4 * 48
