@@ -25,6 +25,8 @@ _VECTOR_LIMIT = 1 << 33
 #: a Redis Cluster's hash slots, and the most shards whose names are chosen to spread over them
 _SLOTS = 16384
 _SPREAD_SHARDS = 64
+#: bytes of a dataset's bitmap ShardMap.split_bitmap reads at a time (2^25 samples)
+_BITMAP_STEP = 1 << 22
 
 _GOLDEN = (math.sqrt(5) - 1) / 2
 
@@ -88,17 +90,22 @@ class ShardMap:
         local = np.where(big, p % (self.size + 1), rest % self.size)
         return shard, local
 
-    def split_bitmap(self, bitmap: bytes) -> list[bytes]:
+    def split_bitmap(self, bitmap: bytes, step: int = _BITMAP_STEP) -> list[bytes]:
         """A Redis-order bitmap of the dataset's samples as each shard's (of its own
-        indices)."""
-        bits = np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8))[: self.samples]
-        shard, local = self.places(np.flatnonzero(bits).astype(np.int64))
-        out = []
-        for k, size in enumerate(self.sizes()):
-            mine = np.zeros(size, dtype=np.uint8)
-            mine[local[shard == k]] = 1
-            out.append(np.packbits(mine).tobytes())
-        return out
+        indices). Read ``step`` bytes at a time: beside the shards' bitmaps, memory stays
+        bounded however large the dataset."""
+        out = [np.zeros((size + 7) // 8, dtype=np.uint8) for size in self.sizes()]
+        raw = np.frombuffer(bitmap, dtype=np.uint8)
+        for first in range(0, len(raw), step):
+            found = np.flatnonzero(np.unpackbits(raw[first : first + step])) + first * 8
+            shard, local = self.places(found[found < self.samples].astype(np.int64))
+            order = np.argsort(shard, kind="stable")
+            shard, local = shard[order], local[order]
+            edges = np.searchsorted(shard, np.arange(self.count + 1))
+            for k in np.flatnonzero(np.diff(edges)):
+                mine = local[edges[k] : edges[k + 1]]
+                np.bitwise_or.at(out[k], mine >> 3, (0x80 >> (mine & 7)).astype(np.uint8))
+        return [bits.tobytes() for bits in out]
 
     def split(self, indices: Sequence[int]) -> dict[int, list[tuple[int, int]]]:
         """Per shard, (position in ``indices``, index within the shard) of its samples."""

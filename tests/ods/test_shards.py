@@ -48,6 +48,7 @@ def test_a_bitmap_of_the_dataset_splits_into_each_shard_s_bitmap():
     for i in chosen:
         bitmaps.set_bit(bits, i)
     parts = m.split_bitmap(bytes(bits))
+    assert m.split_bitmap(bytes(bits), step=1) == parts  # read a byte at a time: the same
     assert [len(p) for p in parts] == [(s + 7) // 8 for s in m.sizes()]
     places = [(k, j) for k, size in enumerate(m.sizes()) for j in range(size)]
     back = {m.index(k, j) for k, j in places if bitmaps.test_bit(parts[k], j)}
