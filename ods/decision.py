@@ -20,7 +20,9 @@ class Decision:
     ``served`` is the job's count of samples served this epoch after this batch; ``epoch`` the
     epoch the batch belongs to; ``substitutions`` how many misses were replaced by hits;
     ``promised`` the misses another job was making when the batch was decided (their copies
-    may be claimed once cached: ``OdsStore.claim``).
+    may be claimed once cached: ``OdsStore.claim``). Its hits are pinned in ``pin_bucket``,
+    or, where its parts were decided at different times (a dataset in shards), the k-th in
+    ``buckets[k]``.
     """
 
     epoch: int
@@ -30,10 +32,19 @@ class Decision:
     tiers: list[str | None]
     pin_bucket: int = 0
     promised: frozenset[int] = frozenset()
+    buckets: tuple[int, ...] = ()
 
     @property
     def hits(self) -> int:
         return sum(t is not None for t in self.tiers)
+
+    def picks(self) -> list[Pick]:
+        """Its samples as the fetch takes them: each with its tier, pin bucket and promise."""
+        buckets = self.buckets or [self.pin_bucket] * len(self.indices)
+        return [
+            Pick(i, t, b, i in self.promised)
+            for i, t, b in zip(self.indices, self.tiers, buckets, strict=True)
+        ]
 
 
 def parse_decision(reply: object) -> Decision:

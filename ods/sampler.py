@@ -402,10 +402,7 @@ class OdsBatchSampler:
             d = self._decide(run.epoch, ask, run.ahead)
         if self.backoff is not None:
             self.backoff.succeeded()
-        run.ahead += [
-            Pick(i, t, d.pin_bucket, i in d.promised)
-            for i, t in zip(d.indices, d.tiers, strict=True)
-        ]
+        run.ahead += d.picks()
         self.substitutions += d.substitutions
         run.drained = len(d.indices) < ask
         covered = d.indices and d.hits == len(d.indices) and not d.substitutions

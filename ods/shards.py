@@ -23,8 +23,8 @@ from one shard, and a shard is a uniform share of the dataset (a fixed scatter o
 a batch drawn from one shard is a uniform draw from a random subset of the dataset.
 
 A dataset of at most ``size`` samples is one shard: the store is the :class:`OdsStore` itself,
-with the same keys and calls as without shards (:func:`open_store`). A decision in shards is
-made when needed, not posted ahead (its shard is drawn from what the job has left then).
+with the same keys and calls as without shards (:func:`open_store`). A decision posted ahead
+goes to the shard drawn when it is posted.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from ods import defaults
 from ods.decision import Decision, Pick, hits_by_bucket
 from ods.defaults import DECIDE_CHUNK_SAMPLES
 from ods.keys import SHARD_SIZE_FIELD, Keys, glob_escape
+from ods.outbox import Call
 from ods.shardmap import ShardMap, shard_names, split_units
 from ods.store import Glance, OdsStore
 from seneca_base.errors import ConfigError
@@ -47,23 +48,34 @@ from seneca_base.split import Split
 from seneca_base.tiers import TIERS
 
 __all__ = [
+    "Posted",
     "ShardedDecision",
     "ShardedStore",
-    "Unposted",
     "open_store",
     "part_names",
     "recorded_shard_size",
 ]
 
 
-class Unposted:
-    """A decision :meth:`ShardedStore.decide_later` did not post: nothing was sent, so
-    cancelling it leaves nothing pinned."""
+@dataclass(frozen=True)
+class Posted:
+    """A decision :meth:`ShardedStore.decide_later` posted: to ``shard`` (None: the job had
+    nothing left, nothing was posted), the ``call`` there, and what was asked."""
 
-    sent = False
+    shard: int | None
+    call: Call | None
+    job: str
+    batch: int
+    substitute: bool
+    epoch: int | None
+
+    @property
+    def sent(self) -> bool:
+        return self.call is not None and self.call.sent
 
     def cancel(self) -> bool:
-        return True
+        """Cancel the call if not sent yet (as ``Call.cancel``: True when nothing was)."""
+        return self.call is None or self.call.cancel()
 
 
 class _Outboxes:
@@ -244,45 +256,79 @@ class ShardedStore:
     ) -> ShardedDecision:
         """The next batch of ``job``, as :meth:`OdsStore.decide` decides it, in one shard drawn
         in proportion to the samples the job has left in each (more shards only where the
-        first runs out). Empty once every shard's epoch is served. The samples left are this
-        store's count for the job's latest epoch: ``epoch`` names that one (or None)."""
+        first runs out, at the same server time: every hit in one pin bucket). Empty once
+        every shard's epoch is served. The samples left are this store's count for the job's
+        latest epoch: ``epoch`` names that one (or None)."""
+        return self._more(job, batch, substitute, epoch, [])
+
+    def _more(
+        self,
+        job: str,
+        batch: int,
+        substitute: bool,
+        epoch: int | None,
+        parts: list[tuple[int, Decision]],
+    ) -> ShardedDecision:
+        """``parts`` (decided already) and more, decided in shards drawn as :meth:`decide`
+        draws them, up to ``batch`` samples in all (at one server time: the pin bucket of
+        each part's hits is the same unless ``parts`` were decided before)."""
         size = self._samples_of(job)
         left = self._left.setdefault(job, list(size))
-        parts: list[tuple[int, Decision]] = []
-        want, last = batch, None
+        want = batch - sum(len(d.indices) for _, d in parts)
+        at = None
         while want > 0 and any(left):
+            at = self.home.now_ms() if at is None else at
             k = self._shard_for(job, left)
             self._reach(job, k)
-            d = self.shards[k].decide(job, want, substitute, epoch)
+            d = self.shards[k].decide(job, want, substitute, epoch, at=at)
             self._changed.add(k)
             left[k] = 0 if not d.indices else size[k] - d.served
-            last = d
             if d.indices:
                 parts.append((k, d))
                 want -= len(d.indices)
         index = self.map.index
-        indices = [index(k, i) for k, d in parts for i in d.indices]
         return ShardedDecision(
-            epoch=(last.epoch if last is not None else (-1 if epoch is None else epoch)),
+            epoch=(parts[-1][1].epoch if parts else (-1 if epoch is None else epoch)),
             served=sum(size) - sum(left),
             substitutions=sum(d.substitutions for _, d in parts),
-            indices=indices,
+            indices=[index(k, i) for k, d in parts for i in d.indices],
             tiers=[t for _, d in parts for t in d.tiers],
             pin_bucket=parts[0][1].pin_bucket if parts else 0,
             promised=frozenset(index(k, i) for k, d in parts for i in d.promised),
+            buckets=tuple(d.pin_bucket for _, d in parts for _ in d.indices),
             parts=tuple(parts),
         )
 
     def decide_later(
         self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
-    ) -> Unposted:
-        """Not posted: a decision in shards is made when it is needed (its shard is drawn
-        from what the job has left then), so :meth:`collect` says to :meth:`decide`."""
-        return Unposted()
+    ) -> Posted:
+        """:meth:`OdsStore.decide_later` in the shard :meth:`decide` would draw now (at most
+        its :attr:`decide_chunk`); :meth:`collect` gives the decision, made up to ``batch``
+        in other shards where that one ran out."""
+        size = self._samples_of(job)
+        left = self._left.setdefault(job, list(size))
+        if not any(left):
+            return Posted(None, None, job, batch, substitute, epoch)
+        k = self._shard_for(job, left)
+        self._reach(job, k)
+        want = min(batch, self.shards[k].decide_chunk)
+        call = self.shards[k].decide_later(job, want, substitute, epoch)
+        return Posted(k, call, job, batch, substitute, epoch)
 
-    def collect(self, call: Unposted) -> None:
-        """See :meth:`decide_later`: None, decide now."""
-        return None
+    def collect(self, posted: Posted) -> ShardedDecision | None:
+        """The decision of ``posted`` (:meth:`decide_later`'s), in the dataset's indices;
+        None when its reply is an error: call :meth:`decide`."""
+        if posted.shard is None:
+            return self._more(posted.job, posted.batch, posted.substitute, posted.epoch, [])
+        k = posted.shard
+        d = self.shards[k].collect(posted.call)
+        if d is None:
+            return None
+        self._changed.add(k)
+        left = self._left.setdefault(posted.job, list(self._samples_of(posted.job)))
+        left[k] = 0 if not d.indices else self._samples_of(posted.job)[k] - d.served
+        parts = [(k, d)] if d.indices else []
+        return self._more(posted.job, posted.batch, posted.substitute, posted.epoch, parts)
 
     @property
     def decide_chunk(self) -> int:

@@ -235,7 +235,12 @@ class OdsStore(Engine):
         ]
 
     def decide(
-        self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
+        self,
+        job: str,
+        batch: int,
+        substitute: bool = True,
+        epoch: int | None = None,
+        at: int | None = None,
     ) -> Decision:
         """The next batch of at most ``batch`` samples the job has not seen in ``epoch``
         (default: its latest started epoch; the two latest can be served at once).
@@ -245,14 +250,14 @@ class OdsStore(Engine):
         until :meth:`release`. An empty batch means the epoch is complete. A batch larger
         than :attr:`decide_chunk` is decided in several calls, one round trip each, so that
         no call holds the server for long; they are made at one server time (their hits
-        share one pin bucket) and their samples shuffled together.
+        share one pin bucket) and their samples shuffled together. ``at``: the server time
+        the call is made at (default now).
         """
         chunk = self.decide_chunk
         if batch <= chunk:
-            return parse_decision(
-                self.call("decide", job, *self._decide_args(batch, substitute, epoch), jobs=True)
-            )
-        at, parts, left = self.now_ms(), [], batch
+            args = self._decide_args(batch, substitute, epoch)
+            return parse_decision(self.call("decide", job, *args, jobs=True, at=at))
+        at, parts, left = self.now_ms() if at is None else at, [], batch
         while left > 0:
             want = min(left, chunk)
             args = self._decide_args(want, substitute, epoch)

@@ -127,5 +127,5 @@ class CacheLink:
                 self.counters.add(role.row, count)
             else:
                 self.answered()
-                return [Pick(i, t, d.pin_bucket) for i, t in zip(indices, d.tiers, strict=True)]
+                return d.picks()
         return [Pick(i, None, 0) for i in indices]

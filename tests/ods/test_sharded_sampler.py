@@ -30,9 +30,11 @@ def test_every_epoch_is_each_sample_once_and_the_cache_serves_later_ones(redis_p
     store = sharded(redis_proc, f"ss{cached}", cached=cached)
     sampler = OdsBatchSampler(store, "job", batch_size=16, lookahead=4)
     assert len(sampler) == 13
-    hits = []
+    hits, calls = [], []
     for epoch in range(3):
+        before = store.commands["decide"]
         batches = list(sampler)
+        calls.append(store.commands["decide"] - before)
         seen = collections.Counter(p.index for b in batches for p in b)
         assert set(seen) == set(range(200)) and max(seen.values()) == 1, epoch
         assert len(batches) == 13 and sampler.epoch == epoch + 1
@@ -40,6 +42,8 @@ def test_every_epoch_is_each_sample_once_and_the_cache_serves_later_ones(redis_p
         for batch in batches:
             fetched(store, "job", batch)
     assert hits[0] == 0 and hits[1] == hits[2] == cached  # each shard holds its share
+    if cached == 200:  # covered by the cache: 4 batches a call, posted ahead
+        assert calls[0] >= 13 and calls[2] <= calls[0] // 2, calls
     pins = [k for k in redis_proc.client.keys(f"*ss{cached}#*pin*".encode())]
     assert all(redis_proc.client.bitcount(k) == 0 for k in pins)  # every hit released
 
@@ -73,3 +77,16 @@ def test_a_shard_that_forgets_the_job_mid_epoch_costs_no_sample(redis_proc):
     got += [p.index for b in it for p in b]
     seen = collections.Counter(got)
     assert set(seen) == set(range(200)) and max(seen.values()) == 1
+
+
+def test_while_the_cache_covers_the_job_its_next_decision_is_posted_ahead(redis_proc):
+    store = sharded(redis_proc, "ssp", cached=200)
+    sampler = OdsBatchSampler(store, "job", batch_size=16, lookahead=4)
+    for batch in sampler:  # the first epoch fills the cache
+        fetched(store, "job", batch)
+    known = []
+    for batch in sampler:
+        fetched(store, "job", batch)
+        store.outbox.flush()  # as a fetch sends what was posted after its reads
+        known.append(sampler.upcoming() is not None)  # the next batch, decided already
+    assert len(known) == 13 and all(known[:-2])
