@@ -106,8 +106,10 @@ class ShardedStore:
     :class:`OdsStore` per shard, named by :func:`shard_names`. Takes :class:`OdsStore`'s arguments;
     ``capacity`` is the whole dataset's, shared in proportion to the shards' samples.
 
-    The job's calls as with one store: join, start_epoch, decide, release, admit, leave.
-    ``lazy``: a job joins a shard and starts its epoch there only when it first draws it (for
+    It answers the calls a loader makes of one :class:`OdsStore`, in the dataset's indices:
+    a job's (join, start_epoch, restore, decide, release, leave), a fetch's (values, releases,
+    swaps, claims, admissions, what it reads beside its values) and the budgets' (in total at
+    the dataset's home, each shard its share). ``lazy``: a job joins a shard and starts its epoch there only when it first draws it (for
     ``ods simulate``: a stretch of an epoch then allocates only the shards it touches; a job
     resumed mid-epoch, or other jobs' demand in shards a job has not reached, need them eager).
     """
