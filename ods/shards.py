@@ -109,9 +109,10 @@ class ShardedStore:
     It answers the calls a loader makes of one :class:`OdsStore`, in the dataset's indices:
     a job's (join, start_epoch, restore, decide, release, leave), a fetch's (values, releases,
     swaps, claims, admissions, what it reads beside its values) and the budgets' (in total at
-    the dataset's home, each shard its share). ``lazy``: a job joins a shard and starts its epoch there only when it first draws it (for
-    ``ods simulate``: a stretch of an epoch then allocates only the shards it touches; a job
-    resumed mid-epoch, or other jobs' demand in shards a job has not reached, need them eager).
+    the dataset's home, each shard its share). ``lazy``: a job joins a shard and starts its
+    epoch there only when it first draws it (for ``ods simulate``: a stretch of an epoch then
+    allocates only the shards it touches; a job resumed mid-epoch, or other jobs' demand in
+    shards a job has not reached, need them eager).
     """
 
     def __init__(
