@@ -12,7 +12,8 @@ import pytest
 
 TRAIN = textwrap.dedent(
     """
-    import sys, time
+    import faulthandler, signal, sys, time
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # stacks, should it not end
     sys.path[:0] = {paths!r}
     from torchvision import transforms as T
     from helpers.indexed import indexed
@@ -38,10 +39,17 @@ def _interruptible() -> None:
 
 
 def _ctrl_c(proc: subprocess.Popen) -> float:
-    """Send SIGINT to ``proc``'s process group; the seconds until it exits."""
+    """Send SIGINT to ``proc``'s process group; the seconds until it exits. One that has not
+    ended in 30 s fails the test with every thread's stack of every process of the group."""
     start = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)
-    proc.wait(timeout=30)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGUSR1)
+        time.sleep(1.0)
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"still running 30 s after Ctrl-C; its stacks:\n{proc.stderr.read()[-12000:]}")
     return time.monotonic() - start
 
 
