@@ -163,3 +163,20 @@ def test_loaders_plan_their_split_together_in_shards(tiny_dataset, redis_proc, s
     budgets = {t.tier: t.budget for t in whole.tiers}
     assert sum(b for b in budgets.values() if b) == store.budget_total
     assert sum(s.budget_total for s in store.shards) == store.budget_total
+
+
+@pytest.mark.slow
+def test_spawned_persistent_workers_take_the_shards_with_the_store(
+    tiny_dataset, redis_proc, small_shards
+):
+    """A spawned worker imports the defaults afresh (shards of 2^21): the shards it works in
+    come with the store it unpickles."""
+    loader = SenecaLoader(
+        indexed(tiny_dataset), batch_size=6, shuffle=True, num_workers=2, cache=redis_proc.url,
+        multiprocessing_context="spawn", persistent_workers=True, job="spawned",
+    )  # fmt: skip
+    assert len(loader.store.shards) == 3
+    for _ in range(2):
+        seen = epoch_of(loader)
+        assert set(seen) == set(range(48)) and max(seen.values()) == 1
+    assert loader.stats()["decodes"] < 2 * 48  # the second epoch read what the first cached
