@@ -42,7 +42,7 @@ from ods.defaults import DECIDE_CHUNK_SAMPLES
 from ods.keys import SHARD_SIZE_FIELD, Keys, glob_escape
 from ods.outbox import Call
 from ods.shardmap import ShardMap, shard_names, split_units
-from ods.store import Glance, OdsStore
+from ods.store import Glance, OdsStore, checked_tail
 from seneca_base.errors import ConfigError
 from seneca_base.split import Split
 from seneca_base.tiers import TIERS
@@ -641,18 +641,20 @@ class ShardedStore:
         their usage); the dataset's usage estimated from theirs (every shard a uniform share
         of the samples, and of the budgets)."""
         touched = sorted(self.map.split(indices)) or [0]
+        tail = checked_tail(replies, len(touched) + 2)
         part = dict.fromkeys(TIERS, 0)
-        for reply in replies[: len(touched)]:
+        for reply in tail[: len(touched)]:
             for t, v in zip(TIERS, reply, strict=True):
                 part[t] += int(v or 0)
-        live = self.shards[touched[0]].same_view(replies[len(touched)])
+        live = self.shards[touched[0]].same_view(tail[-2])
         scale = self.samples / sum(self.sizes[k] for k in touched)
         return Glance(
             used={t: int(v * scale) for t, v in part.items()},
             part=part,
             shards=tuple(touched),
             live=live,
-            budgets=replies[len(touched) + 1],
+            budgets=tail[-1],
+            replies=len(tail),
         )
 
     def room(self, glance: Glance) -> dict[str, int]:

@@ -50,7 +50,7 @@ from seneca_base.errors import ConfigError
 from seneca_base.split import Split
 from seneca_base.tiers import LETTER, TIERS, tier_of_letter
 
-__all__ = ["POLICIES", "Decision", "Glance", "OdsStore", "allocated"]
+__all__ = ["POLICIES", "Decision", "Glance", "OdsStore", "allocated", "checked_tail"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,16 @@ class Glance:
     shards: tuple[int, ...]
     live: int
     budgets: object
+    replies: int  # how many replies, at the end of the round trip's, it read
+
+
+def checked_tail(replies: Sequence[Any], n: int) -> Sequence[Any]:
+    """The last ``n`` of ``replies``; an error reply among them but the last is raised."""
+    tail = replies[len(replies) - n :]
+    for reply in tail[:-1]:
+        if isinstance(reply, redis.RedisError):
+            raise reply
+    return tail
 
 
 def allocated(size: int) -> int:
@@ -470,9 +480,11 @@ class OdsStore(Engine):
         return [self.used_command(), self.live_command(), self.budgets_command()]
 
     def glance(self, indices: Sequence[int], replies: Sequence[Any]) -> Glance:
-        """What the replies of :meth:`glance_commands` say."""
-        used = {t: int(v or 0) for t, v in zip(TIERS, replies[0], strict=True)}
-        return Glance(used, used, (0,), self.same_view(replies[1]), replies[2])
+        """What the replies of :meth:`glance_commands`, the last of ``replies``, say; an
+        error among them is raised (the budgets' is left to the caller: none are in force)."""
+        used_reply, live, budgets = checked_tail(replies, 3)
+        used = {t: int(v or 0) for t, v in zip(TIERS, used_reply, strict=True)}
+        return Glance(used, used, (0,), self.same_view(live), budgets, 3)
 
     def room(self, glance: Glance) -> dict[str, int]:
         """The units left per tier, as ``glance`` saw the tiers (against the budgets now)."""

@@ -321,13 +321,8 @@ class Fetcher:
             pending = post(store.client, self._commands(picks, releases))
         replies = pending.replies(raise_on_error=False, place=place)
         count["ns_cache"] += time.perf_counter_ns() - start
-        indices = [p.index for p in picks]
-        tail = len(store.glance_commands(indices))
-        for reply in replies[-tail:-1]:  # (the budgets in force, last, may be missing)
-            if isinstance(reply, redis.RedisError):
-                raise reply
-        glance = store.glance(indices, replies[-tail:])
-        replies = replies[:-tail]
+        glance = store.glance([p.index for p in picks], replies)
+        replies = replies[: len(replies) - glance.replies]
         link.adopt_budgets(glance.budgets)
         first = 1 if hits else 0
         for (bucket, released), reply in zip(releases, replies[first:], strict=False):
