@@ -42,7 +42,7 @@ from ods.defaults import DECIDE_CHUNK_SAMPLES
 from ods.keys import SHARD_SIZE_FIELD, Keys, glob_escape
 from ods.outbox import Call
 from ods.shardmap import ShardMap, shard_names, split_units
-from ods.store import Glance, OdsStore, checked_tail
+from ods.store import Glance, OdsStore, checked_tail, members_of
 from seneca_base.errors import ConfigError
 from seneca_base.split import Split
 from seneca_base.tiers import TIERS
@@ -196,13 +196,7 @@ class ShardedStore:
         if indices is None:
             self._joined[job] = set(range(len(self.shards)))
             return self._track(job, [s.join(job) for s in self.shards])
-        members = sorted({int(i) for i in indices})
-        if not members or members[0] < 0 or members[-1] >= self.samples:
-            raise ConfigError(
-                f"indices: expected a non-empty subset of 0..{self.samples - 1}, "
-                f"got {len(members)} indices"
-            )
-        parts = self.map.split(members)
+        parts = self.map.split(members_of(indices, self.samples))
         self._joined[job] = set(parts)
         self._members[job] = [len(parts.get(k, ())) for k in range(len(self.shards))]
         replies = [

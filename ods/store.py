@@ -50,7 +50,7 @@ from seneca_base.errors import ConfigError
 from seneca_base.split import Split
 from seneca_base.tiers import LETTER, TIERS, tier_of_letter
 
-__all__ = ["POLICIES", "Decision", "Glance", "OdsStore", "allocated", "checked_tail"]
+__all__ = ["POLICIES", "Decision", "Glance", "OdsStore", "allocated", "checked_tail", "members_of"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,17 @@ class Glance:
     live: int
     budgets: object
     replies: int  # how many replies, at the end of the round trip's, it read
+
+
+def members_of(indices: Iterable[int], samples: int) -> list[int]:
+    """``indices`` as the sorted distinct samples a job trains on; ConfigError unless they
+    are a non-empty subset of a dataset of ``samples`` samples."""
+    members = sorted({int(i) for i in indices})
+    if not members or members[0] < 0 or members[-1] >= samples:
+        raise ConfigError(
+            f"indices: expected a non-empty subset of 0..{samples - 1}, got {len(members)} indices"
+        )
+    return members
 
 
 def checked_tail(replies: Sequence[Any], n: int) -> Sequence[Any]:
@@ -184,12 +195,7 @@ class OdsStore(Engine):
         """
         count = self.samples
         if indices is not None:
-            members = sorted({int(i) for i in indices})
-            if not members or members[0] < 0 or members[-1] >= self.samples:
-                raise ConfigError(
-                    f"indices: expected a non-empty subset of 0..{self.samples - 1}, "
-                    f"got {len(members)} indices"
-                )
+            members = members_of(indices, self.samples)
             bits = bytearray((self.samples + 7) // 8)
             for i in members:
                 set_bit(bits, i)
