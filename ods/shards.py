@@ -269,24 +269,21 @@ class ShardedStore:
         """``parts`` (decided already) and more, decided in shards drawn as :meth:`decide`
         draws them, up to ``batch`` samples in all (at one server time: the pin bucket of
         each part's hits is the same unless ``parts`` were decided before)."""
-        size = self._samples_of(job)
-        left = self._left.setdefault(job, list(size))
+        left = self._left_of(job)
         want = batch - sum(len(d.indices) for _, d in parts)
         at = None
         while want > 0 and any(left):
             at = self.home.now_ms() if at is None else at
             k = self._shard_for(job, left)
             self._reach(job, k)
-            d = self.shards[k].decide(job, want, substitute, epoch, at=at)
-            self._changed.add(k)
-            left[k] = 0 if not d.indices else size[k] - d.served
+            d = self._took(job, k, self.shards[k].decide(job, want, substitute, epoch, at=at))
             if d.indices:
                 parts.append((k, d))
                 want -= len(d.indices)
         index = self.map.index
         return ShardedDecision(
             epoch=(parts[-1][1].epoch if parts else (-1 if epoch is None else epoch)),
-            served=sum(size) - sum(left),
+            served=sum(self._samples_of(job)) - sum(left),
             substitutions=sum(d.substitutions for _, d in parts),
             indices=[index(k, i) for k, d in parts for i in d.indices],
             tiers=[t for _, d in parts for t in d.tiers],
@@ -296,14 +293,24 @@ class ShardedStore:
             parts=tuple(parts),
         )
 
+    def _left_of(self, job: str) -> list[int]:
+        """The samples ``job`` has left in each shard this epoch (this store's count)."""
+        return self._left.setdefault(job, list(self._samples_of(job)))
+
+    def _took(self, job: str, k: int, d: Decision) -> Decision:
+        """Count decision ``d`` of shard ``k`` in what ``job`` has left there (nothing, once
+        a decision there comes back empty)."""
+        self._changed.add(k)
+        self._left_of(job)[k] = self._samples_of(job)[k] - d.served if d.indices else 0
+        return d
+
     def decide_later(
         self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
     ) -> Posted:
         """:meth:`OdsStore.decide_later` in the shard :meth:`decide` would draw now (at most
         its :attr:`decide_chunk`); :meth:`collect` gives the decision, made up to ``batch``
         in other shards where that one ran out."""
-        size = self._samples_of(job)
-        left = self._left.setdefault(job, list(size))
+        left = self._left_of(job)
         if not any(left):
             return Posted(None, None, job, batch, substitute, epoch)
         k = self._shard_for(job, left)
@@ -321,10 +328,7 @@ class ShardedStore:
         d = self.shards[k].collect(posted.call)
         if d is None:
             return None
-        self._changed.add(k)
-        left = self._left.setdefault(posted.job, list(self._samples_of(posted.job)))
-        left[k] = 0 if not d.indices else self._samples_of(posted.job)[k] - d.served
-        parts = [(k, d)] if d.indices else []
+        parts = [(k, d)] if self._took(posted.job, k, d).indices else []
         return self._more(posted.job, posted.batch, posted.substitute, posted.epoch, parts)
 
     @property
