@@ -424,12 +424,16 @@ class ShardedStore:
 
     # -- the dataset's budgets: in total at its home, each shard's its share -----------------
 
+    def _shares(self, capacity: Mapping[str, int]) -> list[dict[str, int]]:
+        """Each shard's share of ``capacity`` (units per tier), in proportion to its
+        samples."""
+        parts = {t: split_units(int(capacity[t]), self.sizes) for t in TIERS}
+        return [{t: parts[t][k] for t in TIERS} for k in range(len(self.shards))]
+
     def _share(self) -> None:
-        """Give each shard its share of the dataset's capacity (in proportion to its
-        samples)."""
-        parts = {t: split_units(units, self.sizes) for t, units in self.home.capacity.items()}
-        for k, shard in enumerate(self.shards):
-            shard.adopt_budgets([parts[t][k] for t in TIERS])
+        """Give each shard its share of the dataset's capacity."""
+        for shard, share in zip(self.shards, self._shares(self.home.capacity), strict=True):
+            shard.adopt_budgets([share[t] for t in TIERS])
 
     @property
     def capacity(self) -> dict[str, int]:
@@ -511,10 +515,9 @@ class ShardedStore:
     def shrink(self, job: str, capacity: Mapping[str, int]) -> dict[str, int]:
         """:meth:`OdsStore.shrink` of every shard to its share of ``capacity``; the units
         still above, in total."""
-        parts = {t: split_units(int(capacity[t]), self.sizes) for t in TIERS}
         over = dict.fromkeys(TIERS, 0)
-        for k, shard in enumerate(self.shards):
-            for t, units in shard.shrink(job, {t: parts[t][k] for t in TIERS}).items():
+        for shard, share in zip(self.shards, self._shares(capacity), strict=True):
+            for t, units in shard.shrink(job, share).items():
                 over[t] += units
         return over
 
