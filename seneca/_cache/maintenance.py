@@ -76,16 +76,14 @@ def clear_datasets(
     storage and fill it again)."""
     names = find_datasets(client, prefix) if datasets is None else datasets
     now = server_ms(client)
+    shares = NodeShares(client, prefix)
     parts = {d: part_names(client, d, prefix) for d in names}  # (its shards, if in shards)
-    busy = {
-        d: max(client.zcount(Keys(p, prefix).jobs, now, "+inf") for p in parts[d]) for d in names
-    }
+    busy = {d: shares.live(d, now, parts[d]) for d in names}
     busy = {d: n for d, n in busy.items() if n}
     if busy and not force:
         held = ", ".join(f"{d} ({n} live)" for d, n in busy.items())
         raise ConfigError(f"jobs are training on {held}; give --force to clear anyway")
     out = {}
-    shares = NodeShares(client, prefix)
     for d in names:
         whole = {d, *parts[d]}
         keys = [k for n in whole for p in Keys(n, prefix).patterns() for k in _scan(client, p)]

@@ -177,21 +177,22 @@ class NodeShares:
         used = sum(int(n.get("used_memory", 0)) for n in nodes)
         return (0 if not limits or 0 in limits else sum(limits)), used
 
-    def _held(self, dataset: str) -> dict[str, int]:
-        """The bytes each form of ``dataset``'s tiers holds (``e``, ``d``, ``a:<view>``), in
-        every shard where it is kept in shards."""
+    def _held(self, parts: list[str]) -> dict[str, int]:
+        """The bytes each form of a dataset's tiers holds (``e``, ``d``, ``a:<view>``), over
+        ``parts`` (``ods.shards.part_names``: its shards where it is kept in shards)."""
         forms = {LETTER[t] for t in TIERS}
         out: dict[str, int] = {}
-        for part in part_names(self.client, dataset, self.prefix):
+        for part in parts:
             for field, value in self.client.hgetall(Keys(part, self.prefix).used).items():
                 form = text_of(field)
                 if form in forms or form.startswith("a:"):
                     out[form] = out.get(form, 0) + int(value or 0)
         return out
 
-    def _live(self, dataset: str, now: int) -> int:
-        """The live jobs of ``dataset`` (of the shard that has most, where it is in shards)."""
-        parts = part_names(self.client, dataset, self.prefix)
+    def live(self, dataset: str, now: int, parts: list[str] | None = None) -> int:
+        """The live jobs of ``dataset`` at server time ``now`` (of the shard that has most,
+        where it is kept in shards; ``parts``: its ``ods.shards.part_names``, read if None)."""
+        parts = part_names(self.client, dataset, self.prefix) if parts is None else parts
         return max(self.client.zcount(Keys(p, self.prefix).jobs, now, "+inf") for p in parts)
 
     def claims(self) -> tuple[int, dict[str, Claim], dict[str, dict[str, int]]]:
@@ -204,8 +205,9 @@ class NodeShares:
         forgotten = now - int(ods_defaults.JOB_FORGET * 1000)
         claims, held = {}, {}
         for dataset, f in record.items():
-            held[dataset] = self._held(dataset)
-            live = self._live(dataset, now)
+            parts = part_names(self.client, dataset, self.prefix)
+            held[dataset] = self._held(parts)
+            live = self.live(dataset, now, parts)
             if not live and not held[dataset] and f.get("seen", 0) < forgotten:
                 continue  # long gone, and holds nothing: its room is free again
             claims[dataset] = Claim(
@@ -241,8 +243,8 @@ class NodeShares:
         scale = share / max(1, sum(forms.values()))
         views = {f[2:] for f in forms if f.startswith("a:")} or {""}
         try:
+            size = recorded_shard_size(self.client, dataset, self.prefix)
             for view in sorted(views):
-                size = recorded_shard_size(self.client, dataset, self.prefix)
                 store = open_store(
                     self.client,
                     dataset,
