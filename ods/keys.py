@@ -14,6 +14,11 @@ their letter; ``<form>`` below). A job's name in the engine ends with ``|<view>`
     seneca:{<dataset>}:used              hash: units used per tier (<form>), entries n<form>;
                                          samples served, hits:<letter>, subs (running totals)
     seneca:{<dataset>}:jobs              zset: live jobs -> lease expiry (ms)
+    seneca:{<dataset>}:pace              hash: how soon each job takes a copy it needs: ticks
+                                         (decisions of all jobs); per job t:<job> (the tick of
+                                         its latest), g:<job> (ticks between its decisions,
+                                         smoothed), c:<job> (cached copies it may use per
+                                         sample it asks for)
     seneca:{<dataset>}:info              hash: what the dataset is, for operators (samples,
                                          about, budget:<form>, seen, shard_size where it is in
                                          shards); no function reads it (the budgets
@@ -142,6 +147,10 @@ class Keys:
     def jobs(self) -> str:
         return f"{self.meta}jobs"
 
+    @property
+    def pace(self) -> str:
+        return f"{self.meta}pace"
+
     def gc(self) -> list[str]:
         """The zsets of evicted entries: the shared tiers' and the view's augmented ones."""
         return [f"{self.meta}gc", f"{self.meta}gc:{self.form('augmented')}"]
@@ -188,6 +197,7 @@ class Keys:
         out += [
             ("used", "hash", self.used),
             ("jobs", "zset", self.jobs),
+            ("pace", "hash", self.pace),
             ("info", "hash", self.info),
         ]
         out += [("ref", "string", m + "ref"), ("doom", "set", m + "doom")]

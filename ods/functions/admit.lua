@@ -4,7 +4,8 @@
 -- (no longer pending, as the offered ones), then per sample: index, tier letter, size (units).
 -- Under pressure, a policy that evicts (policies/seneca.lua) has an offer evict the unpinned
 -- candidates live jobs need least (from a random window of the tier), while they are needed
--- less than the offered sample; demand is counted over a random sample of the live jobs. The caller writes the admitted values and
+-- less than the offered sample; demand is counted over a random sample of the live jobs,
+-- each weighed by its pace (lib.lua's weighed). The caller writes the admitted values and
 -- deletes the evicted ones. Returns per sample 1 (admitted), 2 (already cached in that form), 3
 -- (already cached as an encoded or decoded value of this size: the caller's value replaces it,
 -- in case it went missing) or 0 (refused), and the {letter, sample} pairs whose values the
@@ -53,7 +54,7 @@ for _, t in ipairs(TIERS) do
       if used + size > cap[t] and policy.evicts then
         if not prepared then
           prepared = true
-          local jobs = demand_jobs(t, live, most)
+          local jobs = weighed(demand_jobs(t, live, most))
           -- (an offered copy is new: a job that used an earlier copy of its sample may use it)
           wants = demands(samples, t, jobs, rd, true)
           pool = eviction_pool(t, math.min(per_offer * #list, pool_max), jobs)

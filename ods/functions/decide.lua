@@ -9,7 +9,7 @@
 -- C while C lasts (the displaced misses stay unserved), without looking up or putting back the
 -- misses a uniform pick would have drawn; with substitution, misses another job is making now
 -- are put off while others are left (pending.lua), and promised when none is. Hits are pinned,
--- other misses marked pending.
+-- other misses marked pending. The decision is a tick of the jobs' pace (lib.lua's note_pace).
 -- Returns epoch, served, substitutions, samples, tier letters ('' for storage, 'p' for a
 -- promised miss), pin bucket.
 local want, lease, n = tonumber(args[a]), tonumber(args[a + 1]), tonumber(args[a + 3])
@@ -28,10 +28,11 @@ if want > left then want = left end
 if want <= 0 or not U or redis.call('EXISTS', U) == 0 then
   return {st.epoch, st.served, 0, {}, {}, bucket}
 end
-local taken, picked, tiers, subs, exact = {}, {}, {}, 0, false
+local taken, picked, tiers, subs, exact, cached = {}, {}, {}, 0, false, 0
 if substitute then  -- exact: x:c holds exactly the picked hits, which have left U
-  picked, tiers, subs, exact = from_cache(U, want, n, left, taken, choose)
+  picked, tiers, subs, exact, cached = from_cache(U, want, n, left, taken, choose)
 end
+local backlog = (cached - #picked) / want  -- cached copies the job may use, left per sample asked
 local still = exact and left - #picked or left  -- (in U)
 local rest, gone = pick(U, want - #picked, n, still / n, taken, nil, true)
 -- misses matter to other jobs only: a job alone neither puts off nor marks any (a batch of
@@ -76,4 +77,5 @@ end
 if exact then redis.call('DEL', K.xc) end
 redis.call('HINCRBY', K.j, 's' .. string.format('%d', st.epoch), #picked)
 if subs > 0 then redis.call('HINCRBY', K.used, 'subs', subs) end
+note_pace(backlog)
 return {st.epoch, st.served + #picked, subs, picked, out_tiers, bucket}

@@ -15,12 +15,12 @@ end
 
 -- per bit position (1-8) of byte q, the jobs (their r and g bytes in rs, gs) that still need
 -- the entry there, for the set bits of mask
-local function byte_demand(q, mask, rs, gs, need)
+local function byte_demand(q, mask, rs, gs, ws, need)
   local byte = string.byte
   for _, p in ipairs(BYTE_BITS[mask]) do need[p + 1] = 0 end
   for m = 1, #rs do
     local wanted = band(byte(rs[m], q) or 0, bnot(byte(gs[m], q) or 0), mask)
-    for _, p in ipairs(BYTE_BITS[wanted]) do need[p + 1] = need[p + 1] + 1 end
+    for _, p in ipairs(BYTE_BITS[wanted]) do need[p + 1] = need[p + 1] + ws[m] end
   end
 end
 
@@ -37,12 +37,14 @@ local function eviction_pool(t, count, jobs)
   local from = math.random(0, len - 1)
   local function read(k) return window(k, from, width, len) end
   local P = {s = read(key), p0 = read(K.pin), p1 = read(K.pin1), rs = {}, gs = {}, from = from,
-             len = len, q = 0, need = {}, by_need = {}, most = #jobs}
+             len = len, q = 0, need = {}, by_need = {}, most = 0, ws = {}, low = 0}
   for m, j in ipairs(jobs) do
     P.rs[m] = read(j.r)
     P.gs[m] = t == 'a' and read(j.g) or ''
+    P.ws[m] = j.w or 1
+    P.most = P.most + P.ws[m]
   end
-  for d = 0, #jobs do P.by_need[d + 1] = {} end
+  P.by_need[1] = {}  -- (the others as they are first filed)
   return P
 end
 
@@ -57,10 +59,15 @@ local function scan_on(P)
     if free ~= 0 then
       P.q = q
       local need = P.need
-      byte_demand(q, free, P.rs, P.gs, need)
+      byte_demand(q, free, P.rs, P.gs, P.ws, need)
       local at = 8 * ((P.from + q - 1) % P.len)
       for _, p in ipairs(BYTE_BITS[free]) do
-        local list = P.by_need[need[p + 1] + 1]
+        local d = need[p + 1] + 1
+        local list = P.by_need[d]
+        if not list then
+          list = {}
+          P.by_need[d] = list
+        end
         list[#list + 1] = at + p
       end
       return true
@@ -77,9 +84,12 @@ local function take(P, limit)
   if not P or limit <= 0 then return nil end
   local zero = P.by_need[1]
   while #zero == 0 and scan_on(P) do end
-  for d = 0, math.min(P.most, limit - 1) do
+  -- (P.low: no candidate is needed less; above 0 only once the window is scanned, so no
+  -- candidate is filed below it later)
+  for d = P.low, math.min(P.most, limit - 1) do
     local list = P.by_need[d + 1]
-    local count = #list
+    local count = list and #list or 0
+    P.low = d
     if count > 0 then
       local m = math.random(1, count)
       local s = list[m]

@@ -71,6 +71,11 @@ local function policy_of(name)
   return p
 end
 
+-- forget the pace of the job name (weighed): it left
+local function forget_pace(name)
+  redis.call('HDEL', K.pace, 't:' .. name, 'g:' .. name, 'c:' .. name)
+end
+
 -- the live jobs. A job whose lease ran out FORGET ms ago or more leaves: its keys are deleted
 -- (a few per call), so a job that crashed leaves no metadata behind. One that was only slow
 -- joins again and restores its epoch from what it has served (the sampler does).
@@ -80,6 +85,7 @@ local function live_jobs()
   for _, name in ipairs(gone) do
     redis.call('ZREM', K.jobs, name)
     for _, k in ipairs(JOB_KEYS) do redis.call('DEL', meta .. k .. ':' .. name) end
+    forget_pace(name)
   end
   return redis.call('ZRANGE', K.jobs, now, '+inf', 'BYSCORE')
 end
@@ -98,8 +104,8 @@ end
 
 -- per sample of list, the declared live jobs that still need it this epoch (for the augmented
 -- tier: the jobs of the caller's view that have not used its current copy either; for a new
--- copy (fresh), which every job of the view may use, all of them). args: reads(list), when the
--- caller has it
+-- copy (fresh), which every job of the view may use, all of them), each counting its weight
+-- j.w where weighed gave it one. args: reads(list), when the caller has it
 local function demands(list, tier, live, args, fresh)
   local out = {}
   for k = 1, #list do out[k] = 0 end
@@ -109,7 +115,7 @@ local function demands(list, tier, live, args, fresh)
       local r = bits(j.r, list, args)
       local g = tier == 'a' and not fresh and bits(j.g, list, args) or {}
       for k = 1, #list do
-        if r[k] == 1 and g[k] ~= 1 then out[k] = out[k] + 1 end
+        if r[k] == 1 and g[k] ~= 1 then out[k] = out[k] + (j.w or 1) end
       end
     end
   end
@@ -130,6 +136,48 @@ local function demand_jobs(t, live, most)
   end
   for k = #out, most + 1, -1 do out[k] = nil end
   return out
+end
+
+-- How soon a job takes a copy it needs (K.pace; ods/keys.py): every decision is a tick; a
+-- job's gap is the ticks between its decisions (smoothed: each new gap moves it by
+-- PACE_SMOOTH of the difference), its backlog the cached copies it may use per sample it
+-- asks for, after its latest decision. A copy it needs is taken in about gap x max(1,
+-- backlog) ticks: at its next decision, or, where it has more such copies than a batch holds,
+-- a batch of them per decision.
+local PACE_SMOOTH, PACE_UNIT, PACE_MOST = 0.2, 4, 8
+
+-- count a tick: the caller's decision, which left it backlog cached copies per sample asked
+local function note_pace(backlog)
+  local tick = redis.call('HINCRBY', K.pace, 'ticks', 1)
+  local h = redis.call('HMGET', K.pace, 't:' .. job, 'g:' .. job)
+  local last, gap = tonumber(h[1] or ''), tonumber(h[2] or '')
+  if last then gap = gap and gap + PACE_SMOOTH * (tick - last - gap) or tick - last end
+  redis.call('HSET', K.pace, 't:' .. job, tick, 'c:' .. job, backlog)
+  if gap then redis.call('HSET', K.pace, 'g:' .. job, gap) end
+end
+
+-- jobs, each given its weight in demand (j.w, a whole number from 1 to PACE_UNIT x
+-- PACE_MOST): PACE_UNIT times how much sooner than these jobs' mean it takes a copy it needs
+-- (PACE_UNIT where its pace is not known yet). Equally paced jobs weigh PACE_UNIT each: demand
+-- orders copies as a count of jobs would.
+local function weighed(jobs)
+  if #jobs == 0 then return jobs end
+  local fields = {}
+  for m, j in ipairs(jobs) do fields[2 * m - 1], fields[2 * m] = 'g:' .. j.name, 'c:' .. j.name end
+  local h = redis.call('HMGET', K.pace, unpack(fields))
+  local waits, sum, known = {}, 0, 0
+  for m = 1, #jobs do
+    local gap = tonumber(h[2 * m - 1] or '')
+    if gap and gap > 0 then
+      waits[m] = gap * math.max(1, tonumber(h[2 * m] or '') or 0)
+      sum, known = sum + waits[m], known + 1
+    end
+  end
+  for m, j in ipairs(jobs) do
+    local w = waits[m] and math.floor(PACE_UNIT * sum / known / waits[m] + 0.5) or PACE_UNIT
+    j.w = math.max(1, math.min(PACE_UNIT * PACE_MOST, w))
+  end
+  return jobs
 end
 
 -- per sample of list: pinned in the current or the previous pin bucket

@@ -22,7 +22,7 @@ for _, t in ipairs(TIERS) do
   if used > cap[t] and entries > 0 then
     local count = math.min(most, math.ceil((used - cap[t]) * entries / used))
     local pool = eviction_pool(t, math.min(per_entry * count, pool_max),
-                               demand_jobs(t, live, sampled))
+                               weighed(demand_jobs(t, live, sampled)))
     while used - freed > cap[t] and #evicted < most do
       local s = take(pool, math.huge)
       if not s then break end

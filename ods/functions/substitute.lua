@@ -166,8 +166,8 @@ local function probe_c(U, want, n, total, present, taken, choose, spend)
 end
 
 -- up to want samples of C, added to taken (all of C when it holds fewer), with the tier of
--- each, the substitutions they count for, and whether x:c holds exactly them (then they have
--- left U already). Under a policy that spends copies first (choose.spends), the ones no
+-- each, the substitutions they count for, whether x:c holds exactly them (then they have
+-- left U already) and how many samples C held. Under a policy that spends copies first (choose.spends), the ones no
 -- sampled other job needs come first (unneeded_bitmap), the rest at random. When C holds at most twice want samples all of
 -- them are listed in one ordered scan and drawn from, the ones not chosen cleared in x:c, and U
 -- loses the chosen ones in one BITOP (cheaper than a bit each: a BITOP over the bitmap costs
@@ -178,7 +178,7 @@ local function from_cache(U, want, n, left, taken, choose)
   local total, list = count_c(len, n, want, left)
   if total == 0 then
     redis.call('DEL', K.xc)
-    return {}, {}, 0, false
+    return {}, {}, 0, false, 0
   end
   local spend = choose.spends and total > want
   local chosen, tiers, exact = nil, nil, list ~= nil
@@ -197,7 +197,7 @@ local function from_cache(U, want, n, left, taken, choose)
   else
     chosen, tiers, exact = probe_c(U, want, n, total, present, taken, choose, spend)
   end
-  return chosen, tiers, #chosen - natural_hits(want, total, left), exact
+  return chosen, tiers, #chosen - natural_hits(want, total, left), exact, total
 end
 
 -- how a call chooses among C's samples (from_cache's choose): spends, whether copies the other
