@@ -44,6 +44,7 @@ class Engine:
         values: sample values are stored (payload-free otherwise).
         pin_lease, orphan_grace, job_forget: seconds (see ``ods.defaults``).
         seed: seed of the random numbers the functions get (None: from the OS).
+        outbox: the outbox its later-read calls go through (None: one of its own).
     """
 
     def __init__(
@@ -56,6 +57,7 @@ class Engine:
         orphan_grace: float,
         seed: int | None,
         job_forget: float | None = None,
+        outbox: Outbox | None = None,
     ) -> None:
         self._source = client
         self.keys = keys
@@ -70,8 +72,9 @@ class Engine:
         self._jobs: list[str] = []  # the live jobs as last seen (declared to the functions)
         #: function calls this engine made, per command (``ods simulate`` reports server time)
         self.commands: Counter[str] = Counter()
-        #: calls of this process whose replies are read later (see ``ods.outbox``)
-        self.outbox = Outbox(lambda: self.client)
+        #: calls of this process whose replies are read later (see ``ods.outbox``; shared
+        #: with other stores where given)
+        self.outbox = Outbox(client) if outbox is None else outbox
 
     @property
     def client(self) -> redis.Redis:
@@ -83,13 +86,6 @@ class Engine:
     def prefix(self) -> str:
         """The prefix of this dataset's metadata keys."""
         return self.keys.meta
-
-    def __getstate__(self) -> dict[str, object]:
-        return {k: v for k, v in self.__dict__.items() if k != "outbox"}
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        self.__dict__.update(state)
-        self.outbox = Outbox(lambda: self.client)
 
     def reseed(self, seed: int) -> None:
         """Draw the functions' random seeds from ``seed`` from now on (a job that starts on an

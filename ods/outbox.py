@@ -89,11 +89,25 @@ class Call:
 
 
 class Outbox:
-    """The calls of one process on ``client()`` (see the module docstring)."""
+    """The calls of one process on ``client`` (see the module docstring): a redis-py client, or
+    an object whose ``redis`` attribute gives one per process. Several stores may share one
+    outbox (a dataset's shards do): their calls go out in one write per flush. Pickled, it
+    keeps its client and starts empty; the stores pickled with it still share it."""
 
-    def __init__(self, client: Callable[[], redis.Redis]) -> None:
-        self._client = client
+    def __init__(self, client: Any) -> None:
+        self._source = client
         self._reset()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_source": self._source}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._source = state["_source"]
+        self._reset()
+
+    def _client(self) -> redis.Redis:
+        source = self._source
+        return source.redis if hasattr(source, "redis") else source
 
     def _reset(self) -> None:
         self._pid = os.getpid()

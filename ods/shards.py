@@ -78,21 +78,6 @@ class Posted:
         return self.call is None or self.call.cancel()
 
 
-class _Outboxes:
-    """The shards' outboxes (``ods.outbox``), settled and flushed together."""
-
-    def __init__(self, shards: Sequence[OdsStore]) -> None:
-        self._shards = shards
-
-    def flush(self) -> None:
-        for shard in self._shards:
-            shard.outbox.flush()
-
-    def settle(self) -> None:
-        for shard in self._shards:
-            shard.outbox.settle()
-
-
 @dataclass(frozen=True)
 class ShardedDecision(Decision):
     """A batch decided in shards: ``parts`` are each shard's decision (its own indices), the
@@ -143,6 +128,7 @@ class ShardedStore:
                 size,
                 seed=None if seed is None else seed * 7919 + k,
                 decide_chunk=max(defaults.SHARD_DECIDE_CHUNK, size // DECIDE_CHUNK_SAMPLES),
+                outbox=self.home.outbox,
                 **kwargs,
             )
             for k, size in enumerate(self.sizes)
@@ -150,8 +136,9 @@ class ShardedStore:
         self._share()
         self.dataset = dataset
         self.shard_size = shard_size
-        #: the shards' outboxes, as one (``OdsStore.outbox``)
-        self.outbox = _Outboxes(self.shards)
+        #: the outbox of the shards' calls, one for all (``OdsStore.outbox``): the calls of a
+        #: flush go out in one write, however many shards they are for
+        self.outbox = self.home.outbox
         self._left: dict[str, list[int]] = {}  # per job: its samples left per shard this epoch
         self._epoch: dict[str, int] = {}  # per job: its latest epoch
         self._changed: set[int] = set()  # shards a decision, release or admission called

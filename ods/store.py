@@ -45,7 +45,7 @@ from ods.decision import Decision, Pick, hits_by_bucket, merge_decisions, parse_
 from ods.engine import Engine
 from ods.functions import POLICIES, error_of
 from ods.keys import Keys
-from ods.outbox import Call
+from ods.outbox import Call, Outbox
 from seneca_base.errors import ConfigError
 from seneca_base.split import Split
 from seneca_base.tiers import LETTER, TIERS, tier_of_letter
@@ -125,6 +125,8 @@ class OdsStore(Engine):
             job's next admission or release (None: ``ods.defaults.JOB_FORGET``).
         decide_chunk: the samples one ``decide`` call serves at most (None: the rule of
             :attr:`decide_chunk`; a shard of a larger dataset gets more: ``ods.shards``).
+        outbox: the outbox its later-read calls go through (None: one of its own; a dataset's
+            shards share one: ``ods.shards``).
     """
 
     def __init__(
@@ -145,6 +147,7 @@ class OdsStore(Engine):
         view: str = "",
         seed: int | None = None,
         decide_chunk: int | None = None,
+        outbox: Outbox | None = None,
     ) -> None:
         if policy not in POLICIES:
             raise ConfigError(f"policy: expected one of {', '.join(POLICIES)}, got {policy!r}")
@@ -162,6 +165,7 @@ class OdsStore(Engine):
             orphan_grace=orphan_grace,
             seed=seed,
             job_forget=job_forget,
+            outbox=outbox,
         )
         self.samples = samples
         self.policy = policy

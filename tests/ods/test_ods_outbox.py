@@ -20,7 +20,7 @@ def _box(redis_proc, flushing=True):
         calls wait), and how many of that client's pool connections are checked out (other than
     those ``ods.routing`` keeps for its next writes)."""
     client = redis.Redis(unix_socket_path=str(redis_proc.sock))
-    box = Outbox(lambda: client)
+    box = Outbox(client)
     if flushing:
         box.flush()
     pool = client.connection_pool

@@ -90,3 +90,16 @@ def test_while_the_cache_covers_the_job_its_next_decision_is_posted_ahead(redis_
         store.outbox.flush()  # as a fetch sends what was posted after its reads
         known.append(sampler.upcoming() is not None)  # the next batch, decided already
     assert len(known) == 13 and all(known[:-2])
+
+
+def test_the_shards_calls_wait_for_one_flush_of_their_one_outbox(redis_proc):
+    """The shards share the store's outbox: what is posted for any shard is held until the
+    store's flush, and then sent, however many shards the calls are for."""
+    store = sharded(redis_proc, "sso")
+    assert all(shard.outbox is store.outbox for shard in store.shards)
+    store.outbox.flush()  # as after a fetch's first flush: held calls wait for the next
+    client = redis_proc.client
+    calls = [s.outbox.post(("INCR", f"sso-{k}")) for k, s in enumerate(store.shards)]
+    assert not any(c.sent for c in calls) and client.get("sso-0") is None
+    store.outbox.flush()
+    assert [c.result() for c in calls] == [1] * len(store.shards)
