@@ -60,6 +60,9 @@ class BenchConfig:
     #: of each emulated step, the milliseconds spent holding the GIL (spinning in Python) before
     #: the rest of it sleeps, as a training loop holds it while it launches kernels
     step_gil_ms: float = 0.0
+    #: each job's speed: job k's step (and the part of it holding the GIL) is the emulated
+    #: step divided by ``speeds[k % len(speeds)]`` (empty: every job at speed 1)
+    speeds: list[float] = field(default_factory=list)
     #: a torchvision model each job trains (None: no model; ``step_ms`` or nothing per batch)
     model: str | None = None
     #: where the jobs' batches go and the model trains ("cuda", "cuda:1", "cpu"; None: the
@@ -77,6 +80,10 @@ class BenchConfig:
     def fractions(self) -> list[float]:
         """The cache fractions to run, as a list."""
         return [self.cache_frac] if isinstance(self.cache_frac, (int, float)) else self.cache_frac
+
+    def speed_of(self, job: int) -> float:
+        """The speed of the ``job``-th job (:attr:`speeds`)."""
+        return self.speeds[job % len(self.speeds)] if self.speeds else 1.0
 
     @property
     def worker_counts(self) -> list[int]:
@@ -106,6 +113,8 @@ class BenchConfig:
                 raise ConfigError(f"{name}: out of range: {value!r}")
         if self.model and self.step_ms:
             raise ConfigError("give --model or --step-ms, not both")
+        if self.speeds and (not self.step_ms or min(self.speeds) <= 0):
+            raise ConfigError(f"--speeds: positive numbers with --step-ms, got {self.speeds!r}")
         if self.model:
             import torchvision
 
@@ -181,6 +190,7 @@ def run_job(spec: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
         for p in (planner.history if planner else [])
     ]  # fmt: skip
     report = {"job": spec["job"], "epochs": epochs, "stats": stats, "split": split}
+    report["step_ms"] = spec["step_ms"]
     cpu["step"] = trainer.step_cpu_s
     return {**report, "plans": plans, "cpu_s": cpu, "end": time.time()}
 
@@ -242,14 +252,13 @@ def clear_cache(url: str) -> None:
     cache.close()
 
 
-def _summary(
-    kind: str, k: int, results: list[dict], makespan: float, cpu: float, n: int, step_s: float
-) -> dict:
-    """One configuration's figures from its jobs' reports (``step_s``: the emulated step)."""
+def _summary(kind: str, k: int, results: list[dict], makespan: float, cpu: float, n: int) -> dict:
+    """One configuration's figures from its jobs' reports."""
     per_job = []
     decodes = transforms = served = 0
     for r in results:
         e = r["epochs"]
+        step_s = r["step_ms"] / 1000  # the job's emulated step
         first = e[0]["samples"] / e[0]["seconds"]
         stable = e[1:] or e
         job = {
@@ -341,6 +350,8 @@ def run_configuration(
         spec["cache_size"], spec["workers"], spec["classes"] = cache_size, workers, classes
         spec["throttle"] = throttle and {"rate": throttle.rate, "path": throttle.path}
         spec["timeline"] = timeline and str(timeline)
+        speed = cfg.speed_of(j)
+        spec["step_ms"], spec["step_gil_ms"] = cfg.step_ms / speed, cfg.step_gil_ms / speed
         specs.append(spec)
     what = f"bench {name} x{k}"
     jobs = FreshJobs("seneca._bench.harness:run_job", specs)
@@ -355,7 +366,7 @@ def run_configuration(
     server.close()
     makespan = max(r["end"] for r in results) - start
     cpu = (busy1 - busy0) / max(total1 - total0, 1e-9)
-    summary = _summary(name, k, results, makespan, cpu, n, cfg.step_ms / 1000)
+    summary = _summary(name, k, results, makespan, cpu, n)
     summary["ceiling"] = timeline and _ceiling(cfg, timeline, n, cache_size, results[0]["split"])
     return {**summary, "gpu_busy": gpu.busy, "cache_cpu": _server_cores(served0, served1, wall)}
 

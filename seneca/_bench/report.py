@@ -119,6 +119,8 @@ def _step_text(cfg: dict[str, Any]) -> str:
     step = f"step {cfg['step_ms']:g} ms"
     if cfg.get("step_gil_ms"):
         step += f" ({cfg['step_gil_ms']:g} ms of it holding the GIL)"
+    if cfg.get("speeds"):
+        step += f" at speeds {':'.join(f'{v:g}' for v in cfg['speeds'])} (divided by each job's)"
     return step + (f", batches on {cfg['device']}" if cfg.get("device") else "")
 
 

@@ -182,6 +182,12 @@ def _add_bench(sub: Any) -> None:
         "launching kernels does) before the rest sleeps",
     )
     b.add_argument(
+        "--speeds",
+        default=None,
+        help="each job's speed, e.g. 1,2,3: job k's emulated step is --step-ms divided by the "
+        "k-th (cycled; default: all 1)",
+    )
+    b.add_argument(
         "--model",
         default=None,
         help="a torchvision model each job trains (resnet18, resnet50, ...) instead of a step",
@@ -366,6 +372,7 @@ def _bench(args: argparse.Namespace) -> None:
         crop=args.crop,
         step_ms=args.step_ms,
         step_gil_ms=args.step_gil_ms,
+        speeds=_float_list(args.speeds, "--speeds") if args.speeds else [],
         model=args.model,
         device=args.device,
         storage_mbps=args.storage_mbps,

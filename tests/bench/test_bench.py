@@ -89,6 +89,12 @@ def test_bench_option_errors(tiny_dataset, tmp_path, capsys):
     assert "--device: expected 'cuda', 'cuda:N', 'cpu'" in capsys.readouterr().err
     assert main([*base, "--step-ms", "10", "--step-gil-ms", "20"]) == 2
     assert "--step-gil-ms: out of range: 20.0" in capsys.readouterr().err
+    assert main([*base, "--speeds", "1,2"]) == 2  # no step to divide
+    assert "--speeds: positive numbers with --step-ms, got [1.0, 2.0]" in capsys.readouterr().err
+    assert main([*base, "--step-ms", "10", "--speeds", "1,0"]) == 2
+    assert "--speeds: positive numbers" in capsys.readouterr().err
+    assert main([*base, "--step-ms", "10", "--speeds", "1,fast"]) == 2
+    assert "--speeds: expected numbers" in capsys.readouterr().err
 
 
 def test_an_emulated_step_holds_the_gil_for_its_share_and_sleeps_the_rest():
@@ -180,6 +186,24 @@ def test_one_run_compares_the_planned_split_with_fixed_ones_at_several_cache_siz
     assert "The planned split against fixed ones" in table and "GPU idle (per job)" in table
     assert "step 20 ms (5 ms of it holding the GIL)" in table and "loop CPU ms/batch" in table
     assert "| 50% | 1 |" in capsys.readouterr().out.split("fixed ones:")[1]
+
+
+@pytest.mark.slow
+def test_each_job_steps_at_its_own_speed(tiny_dataset, tmp_path):
+    out = tmp_path / "speeds"
+    argv = ["bench", "--data", str(tiny_dataset), "--jobs", "2", "--epochs", "1", "--crop", "16"]
+    argv += ["--batch-size", "8", "--loaders", "none", "--out", str(out)]
+    argv += ["--step-ms", "40", "--step-gil-ms", "8", "--speeds", "1,2"]
+    assert main(argv) == 0
+    result = json.loads((out / "results.json").read_text())
+    jobs = sorted(result["runs"][0]["per_job"], key=lambda j: j["job"])
+    for job, step in zip(jobs, (0.040, 0.020), strict=True):  # 40 ms at speed 1, 20 at 2
+        (epoch,) = job["epochs"]
+        assert epoch["seconds"] >= epoch["batches"] * step  # (each step sleeps its length)
+        assert job["gpu_idle"] == pytest.approx(1 - epoch["batches"] * step / epoch["seconds"])
+    assert (
+        "step 40 ms (8 ms of it holding the GIL) at speeds 1:2" in (out / "results.md").read_text()
+    )
 
 
 def small_loader(kind, root, url, batch_size, cache_size):
