@@ -79,8 +79,7 @@ class Engine:
     @property
     def client(self) -> redis.Redis:
         """The redis-py client of this process."""
-        source = self._source
-        return source.redis if hasattr(source, "redis") else source
+        return routing.client_of(self._source)
 
     @property
     def prefix(self) -> str:

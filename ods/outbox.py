@@ -106,8 +106,7 @@ class Outbox:
         self._reset()
 
     def _client(self) -> redis.Redis:
-        source = self._source
-        return source.redis if hasattr(source, "redis") else source
+        return routing.client_of(self._source)
 
     def _reset(self) -> None:
         self._pid = os.getpid()

@@ -39,7 +39,25 @@ from redis.cluster import RedisCluster
 from ods import deadlines
 from ods.redis_internals import connection_of, socket_of
 
-__all__ = ["Sent", "abandon", "is_cluster", "kept", "primaries", "receive", "run", "send"]
+__all__ = [
+    "Sent",
+    "abandon",
+    "client_of",
+    "is_cluster",
+    "kept",
+    "primaries",
+    "receive",
+    "run",
+    "send",
+]
+
+
+def client_of(source: Any) -> redis.Redis:
+    """The redis-py client of this process from ``source``: a client, or an object whose
+    ``redis`` attribute gives one per process (how stores, outboxes and the node's shares are
+    given theirs, so that they pickle into DataLoader workers)."""
+    return source.redis if hasattr(source, "redis") else source
+
 
 _KEYLESS = {"TIME", "PING", "INFO", "SLOWLOG", "FUNCTION", "CONFIG", "CLUSTER", "MEMORY"}
 _SPLIT = {"MGET": "GET", "UNLINK": "UNLINK", "DEL": "DEL", "EXISTS": "EXISTS"}

@@ -36,7 +36,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ods import defaults
+from ods import defaults, routing
 from ods.decision import Decision, Pick, hits_by_bucket
 from ods.defaults import DECIDE_CHUNK_SAMPLES
 from ods.keys import SHARD_SIZE_FIELD, Keys, glob_escape
@@ -674,7 +674,7 @@ class ShardedStore:
 def recorded_shard_size(client: Any, dataset: str, prefix: str = defaults.KEY_PREFIX) -> int | None:
     """The shard size a loader of ``dataset`` registered (:meth:`ShardedStore.register`), if
     any: every later loader keeps the dataset in the same shards."""
-    client = client.redis if hasattr(client, "redis") else client  # as ods.engine takes it
+    client = routing.client_of(client)
     raw = client.hget(Keys(dataset, prefix).info, SHARD_SIZE_FIELD)
     return None if raw is None else int(raw)
 
@@ -682,7 +682,7 @@ def recorded_shard_size(client: Any, dataset: str, prefix: str = defaults.KEY_PR
 def part_names(client: Any, dataset: str, prefix: str = defaults.KEY_PREFIX) -> list[str]:
     """The datasets whose keys hold ``dataset``'s entries and jobs: its shards, where its
     registration says it is kept in shards (:meth:`ShardedStore.register`), else itself."""
-    client = client.redis if hasattr(client, "redis") else client
+    client = routing.client_of(client)
     samples, size = client.hmget(Keys(dataset, prefix).info, "samples", SHARD_SIZE_FIELD)
     if samples is None or size is None:
         return [dataset]

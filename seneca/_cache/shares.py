@@ -33,6 +33,7 @@ import redis
 
 from ods import defaults as ods_defaults
 from ods.keys import Keys
+from ods.routing import client_of
 from ods.shards import open_store, part_names, recorded_shard_size
 from seneca import defaults
 from seneca._cache.replies import server_ms, text_of
@@ -129,8 +130,7 @@ class NodeShares:
     @property
     def client(self) -> Any:
         """The redis-py client of this process."""
-        source = self._source
-        return source.redis if hasattr(source, "redis") else source
+        return client_of(self._source)
 
     def register(self, dataset: str, samples: int, want: int, need: int = 0) -> None:
         """Note what a loader of ``dataset`` asks: ``want`` bytes (0: whatever the node gives),
