@@ -37,14 +37,14 @@ local function eviction_pool(t, count, jobs)
   local from = math.random(0, len - 1)
   local function read(k) return window(k, from, width, len) end
   local P = {s = read(key), p0 = read(K.pin), p1 = read(K.pin1), rs = {}, gs = {}, from = from,
-             len = len, q = 0, need = {}, by_need = {}, most = 0, ws = {}, low = 0}
+             len = len, q = 0, need = {}, by_need = {}, most = 0, ws = {}}
   for m, j in ipairs(jobs) do
     P.rs[m] = read(j.r)
     P.gs[m] = t == 'a' and read(j.g) or ''
     P.ws[m] = j.w or 1
     P.most = P.most + P.ws[m]
   end
-  P.by_need[1] = {}  -- (the others as they are first filed)
+  for d = 0, P.most do P.by_need[d + 1] = {} end
   return P
 end
 
@@ -62,12 +62,7 @@ local function scan_on(P)
       byte_demand(q, free, P.rs, P.gs, P.ws, need)
       local at = 8 * ((P.from + q - 1) % P.len)
       for _, p in ipairs(BYTE_BITS[free]) do
-        local d = need[p + 1] + 1
-        local list = P.by_need[d]
-        if not list then
-          list = {}
-          P.by_need[d] = list
-        end
+        local list = P.by_need[need[p + 1] + 1]
         list[#list + 1] = at + p
       end
       return true
@@ -84,12 +79,9 @@ local function take(P, limit)
   if not P or limit <= 0 then return nil end
   local zero = P.by_need[1]
   while #zero == 0 and scan_on(P) do end
-  -- (P.low: no candidate is needed less; above 0 only once the window is scanned, so no
-  -- candidate is filed below it later)
-  for d = P.low, math.min(P.most, limit - 1) do
+  for d = 0, math.min(P.most, limit - 1) do
     local list = P.by_need[d + 1]
-    local count = list and #list or 0
-    P.low = d
+    local count = #list
     if count > 0 then
       local m = math.random(1, count)
       local s = list[m]

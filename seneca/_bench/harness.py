@@ -190,7 +190,7 @@ def run_job(spec: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
         for p in (planner.history if planner else [])
     ]  # fmt: skip
     report = {"job": spec["job"], "epochs": epochs, "stats": stats, "split": split}
-    report["step_ms"] = spec["step_ms"]
+    report["step_ms"] = spec["step_ms"]  # the job's own (--speeds)
     cpu["step"] = trainer.step_cpu_s
     return {**report, "plans": plans, "cpu_s": cpu, "end": time.time()}
 
