@@ -198,3 +198,11 @@ STAGING_BUFFERS = 3
 #: Batch tails (``seneca.pipeline.batch_tail``): how many recent output batches a loader keeps
 #: to reuse once nobody holds them (0: a new tensor per batch).
 BATCH_POOL = 4
+
+#: A folder dataset's id in cache keys names each file's size (``seneca.pipeline.storage``): the
+#: sizes are read one file at a time, unless the first ``STAT_PROBE`` files took over
+#: ``STAT_SLOW_US`` microseconds each (a network file system: a round trip per file), then in
+#: ``STAT_THREADS`` threads.
+STAT_PROBE = 256
+STAT_SLOW_US = 20.0
+STAT_THREADS = 32

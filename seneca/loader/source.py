@@ -33,6 +33,7 @@ from PIL import Image, UnidentifiedImageError
 from torch.utils.data import ConcatDataset, IterableDataset, Subset
 from torchvision.datasets import DatasetFolder
 
+from seneca.pipeline.fingerprint import describe
 from seneca.pipeline.storage import Storage
 from seneca_base.errors import DatasetError
 
@@ -90,10 +91,6 @@ def pil_decode(data: bytes | memoryview) -> Image.Image:
     return img.convert("RGB")
 
 
-def _qualname(fn: Any) -> str:
-    return getattr(fn, "__qualname__", None) or type(fn).__qualname__
-
-
 def _decodes_bytes(loader: Callable | None) -> bool:
     """Whether ``loader(path)`` equals ``pil_decode(file bytes)`` (torchvision's defaults)."""
     if loader is None:
@@ -141,8 +138,9 @@ class FolderSource(Source):
         self.encoded = _decodes_bytes(self.loader)
         decoder = "pil"
         if not self.encoded:
-            name = f"{getattr(self.loader, '__module__', '')}.{_qualname(self.loader)}"
-            decoder = hashlib.sha1(name.encode()).hexdigest()[:8]
+            # named by what it does (its code and what it is given): a loader changed
+            # between runs makes other decoded values than those cached
+            decoder = hashlib.sha1(describe(self.loader).encode()).hexdigest()[:8]
         self.id = f"{self.storage.fingerprint()}.{decoder}"
 
     def __len__(self) -> int:

@@ -37,11 +37,11 @@ Example::
 from __future__ import annotations
 
 import copy
-import hashlib
 from collections.abc import Callable
 from typing import Any
 
 from seneca.pipeline.batch_tail import BatchTail
+from seneca.pipeline.fingerprint import fingerprint
 
 __all__ = [
     "BATCH_TAIL",
@@ -166,8 +166,8 @@ class SplitTransform:
         self.after_tensor = _chain(tail[1:cut]) if self.tensor_first else None
         #: the whole tail after its leading PILToTensor (when ``tensor_first``)
         self.after_tensor_all = _chain(tail[1:]) if self.tensor_first else None
-        text = "|".join(repr(s) for s in head)
-        self.fingerprint = hashlib.sha1(text.encode()).hexdigest()[:10] if head else "none"
+        #: the head's name in cache keys (``seneca.pipeline.fingerprint``)
+        self.fingerprint = fingerprint(head)
         #: the head is made of deterministic steps only (:data:`DETERMINISTIC_HEAD`): its
         #: output is the same every time
         self.fixed_head = bool(head) and all(_deterministic(s) for s in head)

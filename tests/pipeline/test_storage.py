@@ -1,9 +1,11 @@
+import logging
 import os
 import shutil
 
 import pytest
 from torchvision.datasets import ImageFolder
 
+from seneca import defaults
 from seneca.pipeline.storage import Storage
 from seneca_base.errors import DatasetError
 
@@ -60,3 +62,25 @@ def test_fingerprint_ignores_mount_point(tmp_path, tiny_dataset):
     a, b = Storage.from_folder(tiny_dataset), Storage.from_folder(copy)
     assert a.fingerprint() == b.fingerprint()
     assert Storage(a.samples[:-1]).fingerprint() != a.fingerprint()
+
+
+def test_fingerprint_names_the_files_sizes(tmp_path, tiny_dataset, monkeypatch, caplog):
+    root = tmp_path / "d"
+    shutil.copytree(tiny_dataset, root)
+    before = Storage.from_folder(root).fingerprint()
+    path = Storage.from_folder(root).samples[5][0]
+    with open(path, "ab") as f:
+        f.write(b"\0")  # the same name and label, another file
+    changed = Storage.from_folder(root).fingerprint()
+    assert changed != before
+    os.unlink(path)  # gone: the id is still made (reading the sample names the file)
+    assert Storage.from_folder(root).fingerprint() not in (before, changed)
+    # a slow file system: the sizes are read in threads, to the same id
+    monkeypatch.setattr(defaults, "STAT_PROBE", 4)
+    monkeypatch.setattr(defaults, "STAT_SLOW_US", 0.0)
+    copy = Storage.from_folder(tiny_dataset)
+    with caplog.at_level(logging.DEBUG, logger="seneca"):
+        threaded = copy.fingerprint()
+    assert "the other 44 files read in 32 threads" in caplog.text
+    monkeypatch.setattr(defaults, "STAT_SLOW_US", 1e9)
+    assert copy.fingerprint() == threaded == before

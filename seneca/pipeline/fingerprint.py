@@ -1,0 +1,197 @@
+"""What names a transform's cached head in cache keys.
+
+Jobs share augmented copies when their heads have the same name, so the name must be the same
+for the same steps in every process and on every machine, and differ whenever a step would make
+other images: other parameters, or other code.
+
+* torchvision's own steps are named by their ``repr``, which lists their parameters;
+* any other step (a class of the user's, a ``Lambda``, a torchvision step holding one) by its
+  class, the source of that class and its attributes, described in turn;
+* functions by their module, name, source (and bytecode: a lambda's source is the whole lines it
+  is on; a function whose source cannot be read), default arguments and the values they close
+  over;
+* tensors and arrays by dtype, shape and a hash of their bytes.
+
+Nothing is named by where it sits in memory (the ``0x7f...`` of a default ``repr``), which would
+give every process a name of its own and no job anything to share.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import hashlib
+import inspect
+import itertools
+import logging
+import os
+import re
+import time
+import types
+from typing import Any
+
+__all__ = ["describe", "fingerprint"]
+
+#: how deep attributes are followed, and how many items of a long list are described
+_DEPTH = 8
+_ITEMS = 64
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+log = logging.getLogger("seneca")
+#: the packages whose objects' ``repr`` lists what they do (torchvision's steps)
+_REPR_NAMES = ("torchvision", "torch")
+
+
+def fingerprint(steps: list[Any]) -> str:
+    """The short name of the head ``steps`` in cache keys ("none" for no head). A head that
+    cannot be described (a step whose ``repr`` raises, say) gets a name of this process's own:
+    its copies are shared with no other job, and none is taken from one."""
+    if not steps:
+        return "none"
+    try:
+        text = "|".join(describe(s) for s in steps)
+    except Exception as err:  # whatever a user's object raises
+        log.info(
+            "the transform's steps before the cache boundary cannot be named (%r): its "
+            "augmented copies are shared with no other job",
+            err,
+        )
+        text = f"{os.getpid()}.{id(steps)}.{time.time_ns()}"
+    return hashlib.sha1(text.encode()).hexdigest()[:10]
+
+
+def describe(obj: Any) -> str:
+    """``obj`` as text that names what it does (module docs)."""
+    return _describe(obj, 0, frozenset())
+
+
+def _describe(obj: Any, depth: int, path: frozenset[int]) -> str:
+    if isinstance(obj, _PLAIN):
+        return repr(obj)
+    if isinstance(obj, enum.Enum):
+        return f"{_name(type(obj))}.{obj.name}"
+    if depth > _DEPTH:
+        return _name(type(obj))
+    if id(obj) in path:
+        return "<cycle>"
+    path = path | {id(obj)}
+    more = functools.partial(_describe, depth=depth + 1, path=path)
+    if isinstance(obj, list | tuple | dict | set | frozenset):
+        return _collection(obj, more)
+    if isinstance(obj, type):
+        return _name(obj)
+    if isinstance(obj, functools.partial):
+        return f"partial({more(obj.func)}, {more(obj.args)}, {more(obj.keywords)})"
+    if isinstance(obj, types.MethodType):
+        return f"{more(obj.__self__)}.{more(obj.__func__)}"
+    if isinstance(obj, types.FunctionType):
+        return _function(obj, more)
+    if isinstance(obj, types.BuiltinFunctionType | types.ModuleType):
+        return f"{getattr(obj, '__module__', None) or ''}.{obj.__name__}"
+    if _is_array(obj):
+        return _array(obj)
+    if _shown_by_repr(obj, 0):
+        return repr(obj)
+    state = getattr(obj, "__dict__", None)
+    if state is None:  # no attributes to describe (a C type): its type and what repr shows
+        return f"{_name(type(obj))}({_ADDRESS.sub('', repr(obj))})"
+    return f"{_name(type(obj))}#{_source(type(obj))}{more(dict(state))}"
+
+
+def _collection(obj: Any, more: Any) -> str:
+    """A list, tuple, dict or set: its items in turn. Of a long one, the first ``_ITEMS``, how
+    many it holds and, when all are plain values (a lookup table), a hash of them all; the
+    whole of a long list of other things (a dataset's samples) would cost too much."""
+    kind = type(obj).__name__
+    whole = _plain_hash(obj) if len(obj) > _ITEMS else ""
+    if len(obj) > _ITEMS and isinstance(obj, set | frozenset):
+        return f"{kind}({len(obj)} items{whole})"  # no order to pick the first ones by
+    if isinstance(obj, dict):
+        parts = [f"{more(k)}: {more(v)}" for k, v in itertools.islice(obj.items(), _ITEMS)]
+    else:
+        parts = [more(x) for x in itertools.islice(obj, _ITEMS)]
+    if isinstance(obj, set | frozenset):
+        parts.sort()  # a set's order differs between processes
+    return f"{kind}[{', '.join(parts)}]({len(obj)}{whole})"
+
+
+def _plain_hash(obj: Any) -> str:
+    """A hash of every item of ``obj`` (a dict's keys and values), in order (a set's sorted),
+    when all are plain values; "" otherwise."""
+    items = list(itertools.chain.from_iterable(obj.items()) if isinstance(obj, dict) else obj)
+    if not all(isinstance(x, _PLAIN) for x in items):
+        return ""
+    texts = [repr(x) for x in items]
+    if isinstance(obj, set | frozenset):
+        texts.sort()
+    return " " + hashlib.sha1("\0".join(texts).encode()).hexdigest()[:10]
+
+
+def _name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _source(obj: Any) -> str:
+    """A hash of ``obj``'s source ("" where it cannot be read: a class made at run time)."""
+    try:
+        text = inspect.getsource(obj)
+    except Exception:  # no file (a notebook's class, a class made at run time), or unreadable
+        return ""
+    return hashlib.sha1(text.encode()).hexdigest()[:10]
+
+
+def _function(f: types.FunctionType, more: Any) -> str:
+    code = _source(f)
+    if not code or f.__name__ == "<lambda>":  # a lambda's source is the lines it is on
+        code += hashlib.sha1(_code(f.__code__).encode()).hexdigest()[:10]
+    cells = []
+    for cell in f.__closure__ or ():
+        try:
+            cells.append(cell.cell_contents)
+        except ValueError:  # a cell not filled yet
+            cells.append(None)
+    given = more((f.__defaults__, f.__kwdefaults__, cells))
+    return f"{f.__module__}.{f.__qualname__}#{code}{given}"
+
+
+def _code(code: types.CodeType) -> str:
+    """A function's bytecode, constants (nested functions' code in turn) and names."""
+    consts = [_code(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts]
+    return f"{code.co_code.hex()}{consts}{code.co_names}"
+
+
+def _shown_by_repr(obj: Any, depth: int) -> bool:
+    """Whether ``obj``'s ``repr`` shows all it does: a torchvision step whose attributes are
+    plain values, tensors and such steps in turn (not a function, which a ``Lambda``'s repr
+    does not show, nor a step of the user's, which a ``RandomApply``'s may not)."""
+    if isinstance(obj, (*_PLAIN, enum.Enum)) or _is_array(obj):
+        return True
+    if depth > _DEPTH:
+        return False
+    if isinstance(obj, list | tuple | set | frozenset):
+        return all(_shown_by_repr(x, depth + 1) for x in obj)
+    if isinstance(obj, dict):
+        return all(_shown_by_repr(x, depth + 1) for x in (*obj.keys(), *obj.values()))
+    if type(obj).__module__.split(".")[0] not in _REPR_NAMES or _ADDRESS.search(repr(obj)):
+        return False
+    return _shown_by_repr(getattr(obj, "__dict__", {}), depth + 1)
+
+
+def _is_array(obj: Any) -> bool:
+    """Whether ``obj`` is a tensor or a numpy array (or scalar)."""
+    kind = type(obj).__module__.split(".")[0]
+    if kind == "torch":
+        return hasattr(obj, "untyped_storage")
+    return kind == "numpy" and hasattr(obj, "tobytes") and hasattr(obj, "dtype")
+
+
+def _array(obj: Any) -> str:
+    """A tensor or numpy array: its dtype, shape and a hash of its bytes."""
+    if hasattr(obj, "untyped_storage"):
+        import torch
+
+        flat = obj.detach().cpu().contiguous().reshape(-1)
+        data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+    else:
+        data = obj.tobytes()
+    return f"array({obj.dtype}, {tuple(obj.shape)}, {hashlib.sha1(data).hexdigest()[:10]})"

@@ -1,0 +1,153 @@
+"""A transform's head is named in cache keys by what it does: the same name in every process
+for the same steps (so jobs share augmented copies), another name for other parameters or other
+code (so no job is served copies another transform made)."""
+
+import functools
+import hashlib
+import importlib
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import torch
+from torchvision import transforms as T
+from torchvision.transforms import v2
+
+from seneca.pipeline.fingerprint import describe, fingerprint
+from seneca.pipeline.transforms import split_transform
+
+AUG = textwrap.dedent(
+    """
+    class Jitter:  # no __repr__: the default one shows where the object sits in memory
+        def __init__(self, strength):
+            self.strength = strength
+
+        def __call__(self, x):
+            return x {op}
+    """
+)
+PRINT = "import sys; sys.path[:0] = [{path!r}]; import {module} as m; " + (
+    "from seneca.pipeline.fingerprint import fingerprint; print(fingerprint([m.Jitter(0.5)]))"
+)
+
+
+def _module(tmp_path, monkeypatch, op: str):
+    (tmp_path / "seneca_fp_aug.py").write_text(AUG.format(op=op))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("seneca_fp_aug", None)
+    return importlib.import_module("seneca_fp_aug")
+
+
+def _in_another_process(tmp_path) -> str:
+    code = PRINT.format(path=str(tmp_path), module="seneca_fp_aug")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def test_a_users_step_has_one_name_in_every_process_and_another_for_other_code(
+    tmp_path, monkeypatch
+):
+    aug = _module(tmp_path, monkeypatch, "")
+    here = fingerprint([aug.Jitter(0.5)])
+    assert "0x" not in describe(aug.Jitter(0.5))
+    assert here == fingerprint([aug.Jitter(0.5)]) != fingerprint([aug.Jitter(0.7)])
+    assert _in_another_process(tmp_path) == here  # jobs with this head share its copies
+    _module(tmp_path, monkeypatch, "* 2")  # the same class and parameters, another __call__
+    assert _in_another_process(tmp_path) != here
+
+
+def test_torchvisions_steps_are_named_by_their_repr():
+    steps = [
+        v2.RandomResizedCrop(224),
+        v2.RandomApply([v2.ColorJitter(0.4)], p=0.8),
+        v2.RandAugment(),
+        T.RandomChoice([T.RandomHorizontalFlip(), T.RandomRotation(10)]),
+        T.AugMix(),
+    ]
+    for step in steps:
+        assert describe(step) == repr(step)
+    # the name caches made before had for them
+    old = hashlib.sha1("|".join(repr(s) for s in steps).encode()).hexdigest()[:10]
+    assert fingerprint(steps) == old
+    assert split_transform(v2.Compose([*steps, v2.PILToTensor()])).fingerprint == old
+
+
+def _flip(x):
+    return x.flip(-1)
+
+
+def _scaled(k):
+    return lambda x: x * k
+
+
+def test_functions_are_named_by_their_code_and_what_they_are_given():
+    same = [v2.Lambda(lambda x: x), v2.Lambda(lambda x: x)]  # two lambdas, one line of code
+    assert fingerprint(same[:1]) == fingerprint(same[1:])
+    assert fingerprint([v2.Lambda(lambda x: x)]) != fingerprint([v2.Lambda(lambda x: -x)])
+    assert fingerprint([T.Lambda(_flip)]) != fingerprint([T.Lambda(_scaled(2))])
+    assert fingerprint([T.Lambda(_scaled(2))]) != fingerprint([T.Lambda(_scaled(3))])
+    partial = functools.partial(torch.clamp, min=0.0)
+    assert fingerprint([partial]) != fingerprint([functools.partial(torch.clamp, min=0.1)])
+    # a torchvision step holding a user's one: named by what it holds, not its repr
+    assert fingerprint([T.RandomApply([_scaled(2)])]) != fingerprint([T.RandomApply([_scaled(3)])])
+
+
+class _Table:
+    def __init__(self, table, parent=None):
+        self.table, self.parent = table, parent
+
+    def __call__(self, x):
+        return x
+
+
+def test_arrays_by_content_and_no_walk_without_end():
+    a, b = np.arange(6), np.arange(6)
+    assert fingerprint([_Table(a)]) == fingerprint([_Table(b)])
+    assert fingerprint([_Table(a)]) != fingerprint([_Table(a + 1)])
+    assert fingerprint([_Table(torch.ones(3))]) != fingerprint([_Table(torch.zeros(3))])
+    assert fingerprint([_Table(torch.ones(3, dtype=torch.bfloat16))])
+    looped = _Table(a)
+    looped.parent = looped
+    assert "<cycle>" in describe(looped)
+    samples = [(f"img{i}.jpg", i % 10) for i in range(100_000)]  # a whole dataset's, say
+    assert "100000" in describe(_Table(samples)) and len(describe(_Table(samples))) < 4_000
+    table = list(range(256))  # a lookup table: every value counts
+    changed = [*table[:200], 0, *table[201:]]
+    assert fingerprint([_Table(table)]) != fingerprint([_Table(changed)])
+    assert fingerprint([_Table(set(table))]) == fingerprint([_Table(set(reversed(table)))])
+
+
+class _Shown:
+    """A user's step with a repr that does not show its parameter."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, x):
+        return x
+
+    def __repr__(self):
+        return "Shown()"
+
+
+def test_a_users_step_inside_torchvisions_is_named_by_what_it_holds():
+    assert fingerprint([T.RandomApply([_Shown(1)])]) != fingerprint([T.RandomApply([_Shown(2)])])
+    assert fingerprint([v2.RandomChoice([_Shown(1)])]) != fingerprint(
+        [v2.RandomChoice([_Shown(2)])]
+    )
+
+
+class _Unprintable:
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+    def __call__(self, x):
+        return x
+
+    __slots__ = ()
+
+
+def test_a_step_that_cannot_be_described_shares_nothing():
+    step = _Unprintable()
+    assert fingerprint([step]) != fingerprint([step])  # a name of its own each time
