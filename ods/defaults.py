@@ -8,6 +8,9 @@ KEY_PREFIX = "seneca"
 POLICY = "seneca"
 #: A job not seen for this long stops counting as a live job of its dataset.
 JOB_LEASE = 10.0
+#: A job of one rank that starts a run under a name whose lease is live looks at the lease this
+#: often until it runs out: renewed twice meanwhile, the name is another run's (JobInUseError).
+RUN_CHECK_INTERVAL = 0.1
 #: A job whose lease ran out this long ago leaves: its metadata is deleted by the next call of
 #: any job of the dataset (a job that was only slow joins again and restores its epoch).
 JOB_FORGET = 600.0

@@ -14,6 +14,10 @@ checkpoint. Its :meth:`OdsBatchSampler.state_dict` is the samples the training l
 epoch (the batches its :class:`ods.progress.EpochProgress` counted); a new sampler of the same
 job continues the epoch from it with :meth:`OdsBatchSampler.load_state_dict`.
 
+A job's name is one run's at a time (``ods.names``): a job of one rank whose first iteration
+finds the name's lease live in another process waits for it to run out, and raises
+``JobInUseError`` if another run renews it meanwhile.
+
 Data-parallel ranks (``num_replicas > 1``) follow DistributedSampler's contract: every rank
 yields the same number of batches, ``ceil(n / num_replicas)`` samples (``floor`` with
 ``drop_last``); the ranks draw from one shared epoch, so together they get each sample once,
@@ -36,11 +40,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import redis
-from redis.exceptions import RedisClusterException
+from redis.exceptions import ClusterDownError, ReadOnlyError, RedisClusterException, TryAgainError
 
 from ods import defaults
 from ods.bitmaps import set_bit, test_bit
 from ods.decision import Decision, Pick, hits_by_bucket
+from ods.names import check_name_free
 from ods.outbox import Call
 from ods.progress import EpochProgress
 from ods.store import OdsStore
@@ -52,9 +57,20 @@ __all__ = ["Decided", "OdsBatchSampler", "OdsSampler", "Ranks"]
 _log = logging.getLogger("seneca.ods")
 
 
-#: what a call to an unreachable cache raises: the epoch goes on from storage (a Redis Cluster
-#: none of whose nodes answers raises RedisClusterException, not a ConnectionError)
-_OUTAGES = (redis.ConnectionError, redis.TimeoutError, OSError, RedisClusterException)
+#: what a call to a cache that cannot serve raises: the epoch goes on from storage. A Redis
+#: Cluster none of whose nodes answers raises RedisClusterException, not a ConnectionError; one
+#: that lost the primaries of some slots refuses every command (CLUSTERDOWN, MASTERDOWN); one
+#: resharding may refuse a call (TRYAGAIN); a write that reaches a replica after a failover is
+#: refused (READONLY)
+_OUTAGES = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    OSError,
+    RedisClusterException,
+    ClusterDownError,
+    TryAgainError,
+    ReadOnlyError,
+)
 
 
 class Ranks(Protocol):
@@ -118,6 +134,13 @@ class OdsBatchSampler:
             sampler backs off on its own).
         ranks: the job's ranks (:class:`Ranks`), which :meth:`load_state_dict` needs with
             ``num_replicas > 1``.
+        held_here: whether another loader of this process holds a job's lease: a new run
+            under its name takes the name over (a sweep in one script that keeps its old
+            loaders) rather than waiting for that lease (None: none does).
+        foreign: the sampler belongs to a loader that announces each of its iterations
+            (:meth:`expect`): an iteration it did not announce (another DataLoader made from
+            the loader's attributes) raises ConfigError with this message, before it decides
+            anything (None: any caller may iterate it).
     """
 
     def __init__(
@@ -136,6 +159,8 @@ class OdsBatchSampler:
         strict: bool = False,
         backoff: Backoff | None = None,
         ranks: Ranks | None = None,
+        held_here: Callable[[str], bool] | None = None,
+        foreign: str | None = None,
     ) -> None:
         if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead <= 0:
             raise ConfigError(f"lookahead: expected a positive integer, got {lookahead!r}")
@@ -165,6 +190,9 @@ class OdsBatchSampler:
         self.strict = strict
         self.backoff = backoff
         self.ranks = ranks
+        self.held_here = held_here
+        self.foreign = foreign
+        self._expected = 0  # iterations the owner announced and that have not begun (expect)
         #: the epoch and batches the training loop took (what :meth:`state_dict` saves)
         self.progress = EpochProgress()
         #: (epoch, samples this rank consumed before a resume): its share of that epoch shrinks
@@ -204,6 +232,8 @@ class OdsBatchSampler:
         whatever an earlier run under the job's name left in the cache goes (its epochs
         would count as served, and this run's loops would get fewer samples or none). A run
         that continues one restores it with :meth:`load_state_dict` first."""
+        if self.num_replicas == 1:  # ranks share the name; a job of one rank is one run
+            check_name_free(self.store, self.job, self.held_here)
         epoch, _ = self.store.join(self.job, self.indices)
         self._joined = True
         if epoch >= 0:
@@ -473,10 +503,28 @@ class OdsBatchSampler:
         """The epoch of the latest iteration (None before the first)."""
         return self._last
 
+    def expect(self) -> None:
+        """The owning loader is about to iterate this sampler (see ``foreign``)."""
+        self._expected += 1
+
+    def check_owned(self) -> None:
+        """At an iteration's first batch: ConfigError (``foreign``) unless the owning loader
+        announced it (:meth:`expect`); the announcement is used up. (Announced iterations
+        count: a loader's iterators may begin in another order than they were made.)"""
+        if self.foreign is not None:
+            if self._expected == 0:
+                raise ConfigError(self.foreign)
+            self._expected -= 1
+
     def __iter__(self) -> Iterator[list[Pick]]:
         """The batches of a new epoch (see the module docstring). Its number is taken when the
         first batch is asked for: DataLoader makes an iterator it never uses besides each one
         it uses."""
+        self.check_owned()
+        yield from self.batches()
+
+    def batches(self) -> Iterator[list[Pick]]:
+        """:meth:`__iter__` for a caller that has checked the iteration is the owner's."""
         epoch = self.next_epoch()
         # this sampler's first epoch, not a continued one, of a job of one rank
         fresh = self._first_run() and self.num_replicas == 1
@@ -560,7 +608,7 @@ class OdsSampler:
         self.batch_sampler = batch_sampler
 
     def __iter__(self) -> Iterator[int]:
-        for batch in self.batch_sampler:
+        for batch in self.batch_sampler.batches():  # asked of the sampler itself, as DataLoader's
             for pick in batch:
                 yield pick.index
 

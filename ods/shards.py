@@ -235,6 +235,17 @@ class ShardedStore:
             return False
         return all([self.shards[k].renew(job) for k in sorted(self._joined[job])])
 
+    def lease_end(self, job: str) -> int | None:
+        """When ``job``'s lease runs out: the latest over the shards it is registered in (by
+        any process); None when in none (as :meth:`OdsStore.lease_end`)."""
+        ends = [e for e in (s.lease_end(job) for s in self.shards) if e is not None]
+        return max(ends, default=None)
+
+    def lapse(self, job: str) -> None:
+        """End ``job``'s lease now in every shard it joined (as :meth:`OdsStore.lapse`)."""
+        for k in sorted(self._joined.get(job, ())):
+            self.shards[k].lapse(job)
+
     def decide(
         self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
     ) -> ShardedDecision:

@@ -224,6 +224,19 @@ class OdsStore(Engine):
         pipe.zscore(self.keys.jobs, name)
         return pipe.execute()[1] is not None
 
+    def lease_end(self, job: str) -> int | None:
+        """When (server ms) the lease of ``job`` runs out; None when it is not registered."""
+        score = self.client.zscore(self.keys.jobs, self.keys.job_name(job))
+        return None if score is None else int(score)
+
+    def lapse(self, job: str) -> None:
+        """End the lease of ``job`` now and keep its state: other jobs stop counting it at once,
+        a run that continues its epoch (:meth:`restore`) joins it again, and its metadata goes
+        ``job_forget`` seconds later, as a lease run out does."""
+        name = self.keys.job_name(job)
+        # a millisecond back: a job is live while its lease's end is now or later
+        self.client.zadd(self.keys.jobs, {name: self.now_ms() - 1}, xx=True)
+
     def start_epoch(self, job: str, epoch: int) -> tuple[int, int]:
         """Start ``epoch`` for ``job`` unless it (e.g. another rank) already did.
 

@@ -11,6 +11,7 @@ __all__ = [
     "DatasetError",
     "ForeignDataError",
     "FunctionsMissingError",
+    "JobInUseError",
     "SenecaError",
     "ServerFunctionError",
     "SpecError",
@@ -26,6 +27,11 @@ class SenecaError(Exception):
 
 class ConfigError(SenecaError, ValueError):
     """A bad option value; the message names the option."""
+
+
+class JobInUseError(ConfigError):
+    """A loader's ``job`` name is the name of a run of the same dataset still going in another
+    process: a name is one run's at a time."""
 
 
 class SpecError(ConfigError):

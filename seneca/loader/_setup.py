@@ -305,6 +305,16 @@ def cache_store(
     return store
 
 
+#: what iterating a SenecaLoader's batch sampler outside the loader raises
+FOREIGN_ITERATION = (
+    "SenecaLoader: its batch sampler was iterated outside the loader, as by another loader "
+    "made from its attributes (Accelerate's prepare() makes one), which would read the "
+    "dataset around the cache and leave the cache's decisions unfetched. Iterate the "
+    "SenecaLoader itself: with Accelerate, leave it out of prepare() and give it "
+    'device=accelerator.device (docs/guide.md, "Training frameworks")'
+)
+
+
 def ods_sampler(
     store: OdsStore,
     job: str,
@@ -315,11 +325,13 @@ def ods_sampler(
     on_start: Callable[[], None] | None = None,
     strict: bool = False,
     backoff: Backoff | None = None,
+    held_here: Callable[[str], bool] | None = None,
 ) -> OdsBatchSampler:
     """The ODS batch sampler of ``job`` over ``store`` (``indices``: the samples it trains on),
     for this rank; ``seeds`` gives each epoch's seed; ``on_start`` is called at each epoch's
     start, the job registered, before its first decision; ``strict`` and ``backoff``: what a
-    failure of the cache does (the job's back-off, shared with its fetches)."""
+    failure of the cache does (the job's back-off, shared with its fetches); ``held_here``:
+    whether a loader of this process holds a job (its new run takes the name over)."""
     replicas, rank = data_parallel()
     return OdsBatchSampler(
         store,
@@ -334,6 +346,8 @@ def ods_sampler(
         strict=strict,
         backoff=backoff,
         ranks=TorchRanks() if replicas > 1 else None,
+        held_here=held_here,
+        foreign=FOREIGN_ITERATION,
     )
 
 

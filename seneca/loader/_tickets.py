@@ -163,6 +163,7 @@ class TicketSampler:
         return len(self.sampler)
 
     def __iter__(self) -> Iterator[list[Any]]:
+        self.sampler.check_owned()  # the loader's own iteration, not a copy's
         with self._lock:
             self._stop_source()
             self._pending.clear()  # an abandoned iteration's batches are not coming back
@@ -171,7 +172,7 @@ class TicketSampler:
             self._failure = None
             if self.slots is not None:  # slots lent to a loop cut short are not reused
                 self.slots.renew()
-            self._source = iter(self.sampler)
+            self._source = self.sampler.batches()
             first = self._next
             iteration = self._iteration
         mark = self._mark

@@ -3,11 +3,12 @@ samples."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import warnings
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
@@ -19,7 +20,7 @@ from seneca._torch_internals import ReadThroughLoader
 from seneca.loader._batch_path import BatchPath
 from seneca.loader._dataset import CachedDataset
 from seneca.loader._device import DeviceFeed, pin_host, resolve_device
-from seneca.loader._lease import keeper
+from seneca.loader._lease import JobLease, keeper
 from seneca.loader._link import job_backoff
 from seneca.loader._options import (
     resolve_batch_tail,
@@ -90,7 +91,9 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             measure (GPU rate, NIC, PCIe, cluster shape, model); default
             ``defaults.PROFILE_DEFAULTS``.
         job: name of the training job; loaders with the same name count as one job (ranks of
-            one data-parallel job use the same name and together see each sample once).
+            one data-parallel job use the same name and together see each sample once). A
+            second run under the name of one still running in another process raises
+            ``JobInUseError``.
         ods: batches come from the opportunistic sampler (ODS, ``docs/ods.md``): random,
             every sample once per epoch, misses replaced by cached samples this job has not
             seen. Default: on when ``shuffle=True`` without a ``sampler``/``batch_sampler``.
@@ -180,6 +183,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         self._tickets: TicketSampler | None = None  # a batch decided when its worker starts it
         self._cached: CachedDataset | None = None
         self._batch_tail: Any = None
+        self._iterated = False  # an iteration has started (persistent workers keep its transform)
         self.cache_url: str | None = None
         #: the budgets in force: the dataset's share of the node, split by the split (None:
         #: no cache)
@@ -196,12 +200,10 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             return
         use_ods = resolve_ods(ods, shuffle, sampler, batch_sampler, batch_size)
         use_ods, samples = ods_members(dataset, resolved, use_ods, ods)
-        self._wire(dataset, resolved, args, options, use_ods, samples, batch_tail)
-        # the job stays live while this loader exists, however long a step takes
         # a job of its own leaves with the loader (a named job may be resumed)
-        own = job is None and not self.job.startswith("ddp:")
-        self._lease = keeper().keep(self.store, self.job, leave=own)
-        weakref.finalize(self, keeper().collected, self._lease)
+        self._own_job = job is None and not self.job.startswith("ddp:")
+        self._wire(dataset, resolved, args, options, use_ods, samples, batch_tail)
+        weakref.finalize(self, self._lease.collected)
 
     def _step_aside(
         self, dataset: Any, args: dict[str, Any], why: str, ods: Any, batch_tail: Any
@@ -250,6 +252,10 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         ids, samples, tiers = wrapped.cache_ids(), len(resolved.source), wrapped.work.tiers
         setup = connect(options, samples, self.strict, ids[0])
         store = cache_store(setup, *ids, samples, dataset)
+        # the job stays live while this loader exists, however long a step takes: from its
+        # first epoch on, so that a run under a name an earlier run used does not renew that
+        # run's lease before its sampler has looked at it
+        self._lease = JobLease(store, self.job, leave=self._own_job)
         self.cache_url = setup.client.redacted
         #: the job backs off the cache as one: its fetches, sampler, plan and budgets
         backoff = job_backoff(self.cache_url, unreachable=not setup.reachable)
@@ -276,9 +282,10 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
                 drop_last,
                 ods_members,
                 seed,
-                self.budgets.look,
+                _epoch_started(self._lease, self.budgets),
                 strict=self.strict,
                 backoff=backoff,
+                held_here=functools.partial(keeper().holds, store),
             )
             args.update(batch_size=1, shuffle=None, sampler=None, drop_last=False)
             args["batch_sampler"] = self._ods_sampler
@@ -341,12 +348,36 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         if self._cached is None:
             return path.run(super().__iter__(), {})
         path.stop()  # before DataLoader resets persistent workers the thread may use
+        self._follow_transform()
+        self._iterated = True
         before = self._counters.snapshot()  # before any worker fetches for this iteration
         if self._ods_sampler is None:
+            self._lease.start()
             return path.run(super().__iter__(), before)
         self._ods_sampler.start_run()  # ranks of a job: a run under a used name starts afresh
+        self._ods_sampler.expect()  # this iteration is the loader's own
         token = self._ods_sampler.progress.begin(self._ods_sampler.next_epoch())
         return path.run(super().__iter__(), before, token)
+
+    def _follow_transform(self) -> None:
+        """The dataset's transform as the script set it before this iteration, where
+        DataLoader's would use it: without workers, or with workers that start now (persistent
+        ones keep the transform of their first iteration). The batch tail follows too."""
+        assert self._cached is not None
+        if self._iterated and self.num_workers > 0 and self.persistent_workers:
+            return
+        if not self._cached.follow():
+            return
+        tail = self._cached.transform.batch_tail
+        if self._batch_tail is not None and tail is not None:
+            self._batch_tail.steps = tail.steps
+        elif self._cached.work.defer_tail and (self._batch_tail is None) != (tail is None):
+            raise ConfigError(
+                "batch_tail: the dataset's transform changed between epochs to one that "
+                f"{'ends' if tail is not None else 'no longer ends'} with ToDtype/Normalize, "
+                "which this loader runs on whole batches; make it with batch_tail=False to "
+                "change those steps between epochs"
+            )
 
     def state_dict(self) -> dict[str, Any]:
         """Where this loader is in its epoch (torchdata StatefulDataLoader's convention):
@@ -374,7 +405,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         itself when it is garbage-collected or the interpreter exits."""
         lease = getattr(self, "_lease", None)
         if lease is not None:
-            keeper().close(lease)
+            lease.close()
         self._path.stop()
         self._iterator = None  # persistent workers stop with their iterator
         if self._tickets is not None:
@@ -437,3 +468,15 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
     def reset_stats(self) -> None:
         """Set every counter of :meth:`stats` back to zero."""
         self._counters.reset()
+
+
+def _epoch_started(lease: JobLease, budgets: Any) -> Callable[[], None]:
+    """What an ODS epoch's start does, the job joined: its lease kept from now on, and the plan
+    and shares in force before it decides. (Not a method: the sampler holds it, and a loader
+    that its own sampler refers to would outlive its last reference until a collection.)"""
+
+    def started() -> None:
+        lease.start()
+        budgets.look()
+
+    return started

@@ -279,3 +279,39 @@ def test_concatenated_folders_are_cached_as_one_list(tiny_dataset, redis_url):
     with pytest.warns(UserWarning, match="differ"):
         mixed = SenecaLoader(ConcatDataset([ds, other]), batch_size=8, cache=redis_url)
     assert mixed.not_cached and len(_targets(mixed)) == 2 * N
+
+
+def _rebuilt(loader):
+    """A DataLoader made from ``loader``'s attributes, as Accelerate's ``prepare()`` makes one
+    (its DataLoaderShard, with the same batch sampler, collate function and workers)."""
+    return DataLoader(
+        loader.dataset,
+        batch_sampler=loader.batch_sampler,
+        collate_fn=loader.collate_fn,
+        num_workers=loader.num_workers,
+        worker_init_fn=loader.worker_init_fn,
+    )
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_loader_rebuilt_from_its_attributes_says_to_iterate_the_loader(
+    tiny_dataset, redis_url, workers
+):
+    """A rebuilt loader would read the user's dataset around the cache (its transform whole,
+    with the cache's decisions pinned and never fetched): it raises, naming the fix."""
+    tf = T.Compose([T.RandomResizedCrop(16), T.PILToTensor(), T.ConvertImageDtype(torch.float)])
+    ds = ImageFolder(str(tiny_dataset), tf)
+    loader = SenecaLoader(ds, batch_size=8, shuffle=True, num_workers=workers, cache=redis_url)
+    with pytest.raises(ConfigError, match=r"Accelerate's prepare\(\).*device=accelerator.device"):
+        next(iter(_rebuilt(loader)))
+    for _ in range(2):  # the loader itself is unharmed, before and after its own epochs
+        assert sum(len(y) for _, y in loader) == N
+        with pytest.raises(ConfigError, match="iterated outside the loader"):
+            next(iter(_rebuilt(loader)))
+    assert sorted(loader.sampler) == list(range(N))  # its sampler is DataLoader's still
+    left = iter(loader)  # an iteration begun and left: the loop after it is whole
+    assert sum(len(y) for _, y in loader) == N
+    if workers == 0:  # iterators made together begin in any order
+        first, second = iter(loader), iter(loader)
+        assert len(next(second)[1]) == len(next(first)[1]) == 8
+    del left

@@ -3,14 +3,19 @@ a validation pass takes, and lapses only once the loader is closed or collected,
 dies."""
 
 import gc
+import os
+import subprocess
+import sys
 import time
 import weakref
 
+import pytest
 import redis
 from helpers.indexed import indexed
 
 from ods.store import OdsStore
 from seneca import SenecaLoader
+from seneca.errors import JobInUseError
 from seneca.loader._lease import LeaseKeeper, keeper
 
 
@@ -55,9 +60,74 @@ def test_a_collected_loader_stops_renewing_and_lapses(tiny_dataset, redis_url, m
     del loader
     gc.collect()
     assert "named" not in keeper().held()
-    time.sleep(1.2)  # a named job keeps its state to resume, but no longer counts as live
+    # a named job keeps its state to resume, but its lease ends at once: it no longer counts
     assert name not in _live(store)
     assert store.client.exists(store.keys.jobs)  # its entry stays, lapsed
+
+
+def _epoch(loader):
+    targets = [int(t) for _, y in loader for t in y]
+    assert sorted(targets) == list(range(48))  # every sample once
+
+
+def test_a_loader_made_again_under_its_name_starts_at_once(tiny_dataset, redis_url):
+    """A sweep in one script, or a loader made per epoch: each new loader under the name is a
+    new run, with whole epochs, and does not wait for the lease of the one it replaces."""
+    loader = None
+    for _ in range(3):
+        loader = SenecaLoader(
+            indexed(tiny_dataset), batch_size=8, shuffle=True, cache=redis_url,
+            cache_size="20MB", job="sweep",
+        )  # fmt: skip
+        started = time.monotonic()
+        _epoch(loader)  # (the loader it replaced is collected by now)
+        _epoch(loader)
+        assert time.monotonic() - started < 5.0  # not the 10 s of a lease left to run out
+
+
+def test_a_loader_takes_the_name_over_from_one_this_process_keeps(tiny_dataset, redis_url):
+    """A sweep in one script that keeps its old loaders (a trainer kept with its results): the
+    new run under the name starts at once, with whole epochs."""
+    ds = indexed(tiny_dataset)
+    kw = {"batch_size": 8, "shuffle": True, "cache": redis_url, "cache_size": "20MB"}
+    kept = SenecaLoader(ds, job="kept", **kw)
+    _epoch(kept)
+    started = time.monotonic()
+    _epoch(SenecaLoader(ds, job="kept", **kw))
+    assert time.monotonic() - started < 5.0
+
+
+HOLDER = """
+import sys, time
+sys.path[:0] = {paths!r}
+import ods.defaults
+ods.defaults.JOB_LEASE = 0.8
+from helpers.indexed import indexed
+from seneca import SenecaLoader
+loader = SenecaLoader(indexed({root!r}), batch_size=8, shuffle=True, cache={url!r},
+                      cache_size="20MB", job="taken")
+next(iter(loader))
+print("holding", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.slow
+def test_a_name_another_process_runs_under_is_refused(tiny_dataset, redis_url, monkeypatch):
+    monkeypatch.setattr("ods.defaults.JOB_LEASE", 0.8)
+    paths = [os.path.join(os.path.dirname(__file__), ".."), os.getcwd()]
+    code = HOLDER.format(paths=paths, root=str(tiny_dataset), url=redis_url)
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    ds = indexed(tiny_dataset)
+    kw = {"batch_size": 8, "shuffle": True, "cache": redis_url, "cache_size": "20MB"}
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        with pytest.raises(JobInUseError, match="job='taken': another loader of this dataset"):
+            next(iter(SenecaLoader(ds, job="taken", **kw)))
+    finally:
+        holder.kill()  # killed: its lease is left to run out
+        holder.wait()
+    _epoch(SenecaLoader(ds, job="taken", **kw))  # once it has, the name is free
 
 
 class _Cyclic:

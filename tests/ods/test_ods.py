@@ -228,6 +228,20 @@ def test_lease_expiry_and_leave(redis_proc):
         store.decide("a", 5)
 
 
+def test_a_lapsed_lease_has_run_out_at_once_and_keeps_the_state(redis_proc):
+    store = make_store(redis_proc, 50)
+    store.join("a")
+    store.start_epoch("a", 0)
+    taken = store.decide("a", 20).indices
+    for _ in range(200):  # in the same millisecond too
+        store.join("a")
+        store.lapse("a")
+        assert store.refresh_jobs() == [] and store.lease_end("a") <= store.now_ms()
+    store.join("a")  # a run that continues the epoch: the 30 samples not taken
+    rest = store.decide("a", 50).indices
+    assert len(rest) == 30 and not set(rest) & set(taken)
+
+
 def test_late_join_starts_a_full_epoch(redis_proc):
     n = 300
     store = make_store(redis_proc, n)

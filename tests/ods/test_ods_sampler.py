@@ -1,6 +1,8 @@
 """OdsBatchSampler: epochs, drop_last, len, resume, and use as a DataLoader batch_sampler."""
 
 import collections
+import threading
+import time
 
 import pytest
 import torch
@@ -10,7 +12,7 @@ from torch.utils.data import DataLoader, Dataset
 from ods.decision import Pick
 from ods.sampler import OdsBatchSampler
 from ods.store import OdsStore
-from seneca_base.errors import ConfigError
+from seneca_base.errors import ConfigError, JobInUseError
 from seneca_base.stateful import Stateful
 
 
@@ -176,7 +178,49 @@ def test_a_new_run_under_a_used_job_name_gets_every_sample_each_epoch(redis_proc
         list(earlier)
     first = list(earlier)[:2]  # and one left after two batches
     assert len(first) == 2
+    store.lapse("job")  # its loader ended (its process exited): its lease ends, its state stays
     rerun = OdsBatchSampler(store, "job", batch_size=16)
+    started = time.monotonic()
     for _ in range(2):
         seen = collections.Counter(p.index for b in rerun for p in b)
         assert seen == collections.Counter(range(100))
+    assert time.monotonic() - started < 5.0  # not the 10 s of a lease that has to run out
+
+
+def _partly_run(redis_proc, lease):
+    """A store with a ``lease`` of seconds, and a run of "job" that drew two batches of its
+    first epoch and stopped (its lease live for ``lease`` more seconds)."""
+    store = OdsStore(redis_proc.client, "smp", 100, capacity={"encoded": 25}, seed=2, lease=lease)
+    it = iter(OdsBatchSampler(store, "job", batch_size=16))
+    next(it), next(it)
+    return store
+
+
+def test_a_run_killed_under_a_name_is_waited_for_while_its_lease_runs_out(redis_proc):
+    store = _partly_run(redis_proc, lease=1.0)  # no process renews it: it was killed
+    started = time.monotonic()
+    rerun = OdsBatchSampler(store, "job", batch_size=16)
+    seen = collections.Counter(p.index for b in rerun for p in b)
+    assert seen == collections.Counter(range(100))  # a whole epoch of its own
+    assert 0.5 < time.monotonic() - started < 5.0
+
+
+def test_a_second_run_under_the_name_of_a_live_one_is_refused(redis_proc):
+    store = _partly_run(redis_proc, lease=1.0)
+    stop = threading.Event()
+
+    def keeper():  # what the other run's process does while it lives
+        while not stop.wait(0.1):
+            store.renew("job")
+
+    thread = threading.Thread(target=keeper)
+    thread.start()
+    try:
+        with pytest.raises(JobInUseError, match="job='job': another loader"):
+            list(OdsBatchSampler(store, "job", batch_size=16))
+    finally:
+        stop.set()
+        thread.join()
+    # the live run's epoch is untouched: it goes on with the samples it had left
+    rest = store.decide("job", 100)
+    assert rest.epoch == 0 and rest.served == 100 and 0 < len(rest.indices) <= 68
