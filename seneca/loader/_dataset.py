@@ -54,11 +54,13 @@ class CachedDataset(torch.utils.data.Dataset):
         #: the source's index of each of the user's samples (None: the same)
         self.positions = resolved.positions
         self.counters = counters
+        #: the user's transform the work was made from (:meth:`follow`)
+        self._made_from = getattr(resolved.base, "transform", None)
         #: how a sample is made (``defer_tail``: the loader runs ``transform.batch_tail`` on
         #: collated batches, so samples end after ``transform.sample_tail``)
         self.work = SampleWork(
             resolved.source,
-            split_transform(getattr(resolved.base, "transform", None)),
+            split_transform(self._made_from),
             getattr(resolved.base, "target_transform", None),
             defer_tail,
         )
@@ -107,9 +109,23 @@ class CachedDataset(torch.utils.data.Dataset):
             raise AttributeError(name)
         return getattr(self.dataset, name)
 
+    def follow(self) -> bool:
+        """Take the user's dataset's ``transform`` and ``target_transform`` as they are now (a
+        script may set them between epochs, as for progressive resizing: DataLoader's workers,
+        started every epoch, or its loop without workers, use them). Whether the transform
+        changed."""
+        base = self.resolved.base
+        self.work.target_transform = getattr(base, "target_transform", None)
+        current = getattr(base, "transform", None)
+        if current is self._made_from:
+            return False
+        self.transform = current
+        return True
+
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "transform":
             setattr(self.resolved.base, name, value)
+            self._made_from = value
             self.work.use_transform(split_transform(value))
         elif name == "target_transform":
             setattr(self.resolved.base, name, value)

@@ -11,7 +11,15 @@ is never written again; a new one is made instead.
 
 :class:`BatchTail` runs ``v2.ToDtype(float, scale=...)`` on a uint8 batch into such a tensor
 (``copy_`` then the step's own scaling, the same numbers as the step) and the remaining steps
-(in place) as they are. Any other first step, input or dtype runs as given.
+(in place) as they are. When every remaining step is torchvision's ``Normalize``, the batch is
+made a few images at a time instead (about 1 MB of output: one 224 x 224 image): conversion,
+scaling and each ``Normalize``'s subtraction and division (its own arithmetic: ``sub_`` then
+``div_`` by its mean and std as tensors of the output's dtype, shaped per channel) run on those
+images' rows while they are in the core's cache, rather than four passes over the whole float
+batch through memory. In ``seneca bench`` (3 jobs, 2 workers, a 10 ms step, the two builds in
+turn) the training process's CPU per batch of 32 fell from 13.3-13.8 to 10.5-11.1 ms at 224 x
+224 and from 30-31 to 24-26 ms at 384 x 384, and did not move at 96 x 96. Any other first
+step, input or dtype runs as given.
 """
 
 from __future__ import annotations
@@ -74,15 +82,44 @@ class TensorPool:
         return {**self.__dict__, "_held": []}
 
 
+def _torchvision(step: Any, name: str, module: str = "torchvision.transforms") -> bool:
+    """Whether ``step`` is torchvision's class ``name`` (from ``module`` or below it)."""
+    cls = type(step)
+    return cls.__name__ == name and cls.__module__.startswith(module)
+
+
 def _scaled_float(step: Any) -> tuple[torch.dtype, bool] | None:
     """(dtype, scale) of a torchvision v2 ``ToDtype`` to one floating dtype; else None."""
-    cls = type(step)
-    if cls.__name__ != "ToDtype" or not cls.__module__.startswith("torchvision.transforms.v2"):
+    if not _torchvision(step, "ToDtype", "torchvision.transforms.v2"):
         return None
     dtype = getattr(step, "dtype", None)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         return None
     return dtype, bool(getattr(step, "scale", False))
+
+
+#: the output bytes made at once by :meth:`BatchTail._in_blocks`: whole images, as many as fit
+#: (one 224 x 224 float32 image is 602 KB; smaller ones go several at a time, so that the
+#: per-call overhead does not outweigh what the core's cache saves)
+_BLOCK_BYTES = 1 << 20
+
+
+def _normalization(step: Any) -> tuple[Any, Any] | None:
+    """(mean, std) of torchvision's ``Normalize`` (``transforms`` or ``transforms.v2``) when its
+    std has no zero (which the step itself refuses); else None."""
+    if not _torchvision(step, "Normalize"):
+        return None
+    mean, std = getattr(step, "mean", None), getattr(step, "std", None)
+    values = std if isinstance(std, list | tuple) else [std]
+    if mean is None or not all(isinstance(v, int | float) and v != 0 for v in values):
+        return None
+    return mean, std
+
+
+def _per_channel(value: Any, dtype: torch.dtype) -> torch.Tensor:
+    """``value`` as ``Normalize`` makes it: a tensor of ``dtype``, one value per channel."""
+    t = torch.as_tensor(value, dtype=dtype)
+    return t.view(-1, 1, 1) if t.ndim == 1 else t
 
 
 class BatchTail:
@@ -91,8 +128,28 @@ class BatchTail:
 
     def __init__(self, steps: list[Callable]) -> None:
         self.steps = steps
-        self._convert = _scaled_float(steps[0]) if steps else None
         self.pool = TensorPool()
+
+    @property
+    def steps(self) -> list[Callable]:
+        """The steps, in order (set anew: how they run is worked out again)."""
+        return self._steps
+
+    @steps.setter
+    def steps(self, steps: list[Callable]) -> None:
+        self._steps = steps
+        self._convert = _scaled_float(steps[0]) if steps else None
+        normalize = [_normalization(step) for step in steps[1:]]
+        #: (mean, std) of each step after the conversion when all are ``Normalize`` (the batch
+        #: is then made a few images at a time), else None
+        self._normalize = normalize if all(n is not None for n in normalize) else None
+        self._tensors: dict[torch.dtype, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+
+    @property
+    def in_blocks(self) -> bool:
+        """Whether a uint8 batch on the CPU is made a few images at a time (the steps after the
+        conversion are all ``Normalize``)."""
+        return self._convert is not None and self._normalize is not None
 
     def __call__(self, x: Any) -> Any:
         steps = self.steps
@@ -105,6 +162,8 @@ class BatchTail:
         ):
             dtype, scale = convert
             out = self.pool.empty(tuple(x.shape), dtype)
+            if self._normalize is not None and x.ndim == 4:
+                return self._in_blocks(x, out, scale)
             out.copy_(x)  # what x.to(dtype) gives
             if scale:  # what ToDtype does next for a uint8 input
                 out.mul_(1.0 / 255)
@@ -112,6 +171,28 @@ class BatchTail:
         for step in steps:
             x = step(x)
         return x
+
+    def _in_blocks(self, x: torch.Tensor, out: torch.Tensor, scale: bool) -> torch.Tensor:
+        """The steps on uint8 batch ``x`` into ``out``, a few images at a time: ``ToDtype``'s
+        conversion and scaling, then each ``Normalize``'s ``sub_`` and ``div_``."""
+        normalize = self._tensors.get(out.dtype)
+        if normalize is None:
+            assert self._normalize is not None
+            normalize = [
+                (_per_channel(mean, out.dtype), _per_channel(std, out.dtype))
+                for mean, std in self._normalize
+            ]
+            self._tensors[out.dtype] = normalize
+        image_bytes = out[0].numel() * out.element_size() if len(out) else 1
+        per = max(1, _BLOCK_BYTES // max(1, image_bytes))
+        for start in range(0, len(out), per):
+            block = out[start : start + per]
+            block.copy_(x[start : start + per])
+            if scale:
+                block.mul_(1.0 / 255)
+            for mean, std in normalize:
+                block.sub_(mean).div_(std)
+        return out
 
     def __repr__(self) -> str:
         return f"BatchTail({self.steps!r})"

@@ -5,6 +5,7 @@ import pickle
 
 import pytest
 import torch
+from torchvision import transforms as v1
 from torchvision.transforms import v2
 
 from seneca.pipeline.batch_tail import BatchTail, TensorPool
@@ -24,6 +25,17 @@ def _batch(seed: int) -> torch.Tensor:
         [v2.ToDtype(torch.float64, scale=True)],
         [v2.ToDtype(torch.float32, scale=False), v2.Normalize(MEAN, STD, inplace=True)],
         [v2.Normalize(MEAN, STD)],  # no conversion: the steps as given
+        # made in blocks of images: torchvision's own Normalize (v1 or v2), one or more
+        [v2.ToDtype(torch.float32, scale=True), v1.Normalize(MEAN, STD, inplace=True)],
+        [v2.ToDtype(torch.float64, scale=True), v2.Normalize(MEAN, STD)],
+        [v2.ToDtype(torch.float16, scale=True), v2.Normalize(MEAN, STD)],
+        [
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize([0.5], [0.25]),
+            v2.Normalize(MEAN, STD),
+        ],
+        # a step that is not a Normalize: the whole batch through the steps as given
+        [v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD), v2.ToDtype(torch.half)],
     ],
 )
 def test_the_same_numbers_as_the_steps(steps):
@@ -35,6 +47,22 @@ def test_the_same_numbers_as_the_steps(steps):
             want = step(want.clone())
         got = tail(x)
         assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+def test_blocks_of_images_give_every_value_as_the_steps_do():
+    """Every uint8 value in every channel, in images of a training crop's size (whose rows
+    the vectorised loops cover whole) and of odd sizes, made a few images at a time: the same
+    bits as torchvision's steps on the whole batch, and that path is the one taken."""
+    steps = [v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD, inplace=True)]
+    tail = BatchTail(steps)
+    assert tail.in_blocks
+    assert not BatchTail([*steps, v2.ToDtype(torch.half)]).in_blocks
+    assert tail(torch.zeros((0, 3, 8, 8), dtype=torch.uint8)).shape == (0, 3, 8, 8)
+    # one image a block; two a block, the last alone; the whole batch in one block
+    for shape in [(2, 3, 224, 224), (7, 3, 200, 200), (3, 3, 17, 5)]:
+        x = (torch.arange(torch.Size(shape).numel()) % 256).to(torch.uint8).reshape(shape)
+        want = v2.Normalize(MEAN, STD)(v2.ToDtype(torch.float32, scale=True)(x))
+        assert torch.equal(tail(x), want)
 
 
 def _tail() -> BatchTail:

@@ -1,0 +1,120 @@
+"""What a script changes between runs or epochs: files made again at the same paths (resized,
+encoded again, other images), a changed loader function, a transform set before an epoch. The
+loader uses what DataLoader would, and never serves what was cached for something else."""
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader
+from torchvision import datasets
+from torchvision.transforms import v2
+
+from seneca import ConfigError, SenecaLoader
+from seneca._bench.synthetic import make_dataset
+
+
+def _shapes_and_reads(root, url):
+    ds = datasets.ImageFolder(str(root), transform=v2.PILToTensor())
+    loader = SenecaLoader(ds, batch_size=4, cache=url, split=(0.5, 0.5, 0.0))
+    try:
+        shapes = [{tuple(x.shape[1:]) for x, _ in loader} for _ in range(2)]
+        return shapes, loader.stats()["storage_reads"]
+    finally:
+        loader.close()
+
+
+def test_files_made_again_at_the_same_paths_are_read_again(tmp_path, redis_url):
+    root = tmp_path / "data"
+    make_dataset(root, 12, 2, size=(32, 24), progress=False, workers=1)
+    shapes, reads = _shapes_and_reads(root, redis_url)
+    assert shapes == [{(3, 24, 32)}] * 2 and reads == 12  # the second epoch from the cache
+    make_dataset(root, 12, 2, size=(40, 30), progress=False, workers=1, force=True)
+    shapes, reads = _shapes_and_reads(root, redis_url)
+    assert shapes == [{(3, 30, 40)}] * 2 and reads == 12  # not the cached 32 x 24 images
+    shapes, reads = _shapes_and_reads(root, redis_url)
+    assert shapes == [{(3, 30, 40)}] * 2 and reads == 0  # the new files, cached
+
+
+def _loader_dividing_by(k):
+    def load(path):
+        with Image.open(path) as im:
+            return torch.from_numpy(np.asarray(im.convert("RGB")) // k)
+
+    return load
+
+
+def _maxima(root, url, k):
+    ds = datasets.DatasetFolder(str(root), loader=_loader_dividing_by(k), extensions=(".jpg",))
+    loader = SenecaLoader(ds, batch_size=4, cache=url, split=(0.0, 1.0, 0.0))
+    try:
+        return [max(int(x.max()) for x, _ in loader) for _ in range(2)]
+    finally:
+        loader.close()
+
+
+def test_a_loader_function_changed_between_runs_makes_its_own_values(tmp_path, redis_url):
+    root = tmp_path / "data"
+    make_dataset(root, 8, 2, size=(16, 12), progress=False, workers=1)
+    full = _maxima(root, redis_url, 1)
+    assert full[0] == full[1] > 100  # the second epoch from the cache
+    assert _maxima(root, redis_url, 64) == [full[0] // 64] * 2  # not the values cached by k=1
+
+
+def _shapes_per_epoch(cls, ds, sizes, **kw):
+    loader = cls(ds, batch_size=4, shuffle=True, **kw)
+    out = []
+    for size in sizes:
+        ds.transform = v2.Compose([v2.RandomResizedCrop(size), v2.PILToTensor()])
+        out.append({tuple(x.shape[-2:]) for x, _ in loader})
+    return out
+
+
+@pytest.mark.parametrize(
+    ("workers", "persistent"), [(0, False), (2, False), (2, True)], ids=["0", "2", "2-persistent"]
+)
+def test_a_transform_set_between_epochs_is_used_where_dataloaders_would(
+    tmp_path, redis_url, workers, persistent
+):
+    """Progressive resizing: the script sets the dataset's transform before each epoch.
+    DataLoader uses it without workers and with workers that start each epoch; persistent
+    workers keep their first one. SenecaLoader does the same."""
+    root = tmp_path / "data"
+    make_dataset(root, 12, 2, size=(48, 36), progress=False, workers=1)
+    ds = datasets.ImageFolder(str(root))
+    kw = dict(num_workers=workers, persistent_workers=persistent)
+    theirs = _shapes_per_epoch(DataLoader, ds, (16, 24, 32), **kw)
+    ours = _shapes_per_epoch(SenecaLoader, ds, (16, 24, 32), cache=redis_url, **kw)
+    assert ours == theirs
+    assert theirs == ([{(16, 16)}] * 3 if persistent else [{(16, 16)}, {(24, 24)}, {(32, 32)}])
+
+
+def _normalized(mean):
+    return v2.Compose(
+        [
+            v2.Resize(16),
+            v2.CenterCrop(16),
+            v2.PILToTensor(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize([mean] * 3, [0.25] * 3),
+        ]
+    )
+
+
+def test_the_batch_tail_follows_a_transform_set_between_epochs(tmp_path, redis_url):
+    root = tmp_path / "data"
+    make_dataset(root, 8, 2, size=(24, 18), progress=False, workers=1)
+    ds = datasets.ImageFolder(str(root), transform=_normalized(0.0))
+    loader = SenecaLoader(ds, batch_size=4, cache=redis_url)  # the tail runs on batches
+    try:
+        for mean in (0.0, 0.5, 0.5):  # the last epoch's images from the cache
+            ds.transform = _normalized(mean)
+            ours = torch.cat([x for x, _ in loader])
+            theirs = torch.cat([x for x, _ in DataLoader(ds, batch_size=4)])
+            assert torch.equal(ours, theirs), mean
+        assert loader.stats()["storage_reads"] == 8  # the head did not change: still cached
+        ds.transform = v2.Compose([v2.Resize(16), v2.CenterCrop(16), v2.PILToTensor()])
+        with pytest.raises(ConfigError, match="batch_tail"):
+            next(iter(loader))
+    finally:
+        loader.close()
