@@ -366,7 +366,11 @@ def test_the_targets_say_met_or_missed_from_the_medians():
     runs = [_run("pytorch-tuned", r, n) for n, r in enumerate((100.0, 120.0, 90.0))]
     runs += [_run("pytorch", 80.0, 0), _run("minio", 150.0, 0), _run("quiver", 180.0, 0)]
     runs += [_run("seneca", r, n) for n, r in enumerate((250.0, 200.0, 300.0))]
-    got = {t["target"]: (round(t["measured"], 3), t["met"]) for t in targets({"runs": runs}, 2)}
+    found = targets({"runs": runs}, 2)
+    got = {t["target"]: (round(t["measured"], 3), t["met"]) for t in found}
+    # each round's pair, side by side: 250/100, 200/120, 300/90; minio and quiver ran in round 0
+    assert [round(r, 3) for r in found[0]["rounds"]] == [2.5, 1.667, 3.333]
+    assert [round(r, 3) for r in found[2]["rounds"]] == [1.389]
     assert got == {
         "vs pytorch-tuned": (2.5, True),
         "vs pytorch": (3.125, True),
@@ -374,7 +378,8 @@ def test_the_targets_say_met_or_missed_from_the_medians():
         "decodes per sample-epoch": (1.0, True),
     }
     text = format_targets({"runs": runs}, 2)
-    assert "minio and quiver: 1.39 (goal >= 1.5): MISSED" in text
+    assert "minio and quiver: 1.39 (goal >= 1.5): MISSED\n" in text  # one round: no list
+    assert "pytorch-tuned: 2.50 (goal >= 2): met; rounds 2.50, 1.67, 3.33 (2 of 3 >= 2)" in text
     assert "decodes per sample-epoch: 1.00 (goal <= 1.2): met" in text
     assert targets({"runs": runs}, 3) == []  # no seneca run at 3 jobs
 

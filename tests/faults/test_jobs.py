@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
@@ -45,10 +44,12 @@ def _start(root, url, job, step, epochs=2, workers=0):
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
 
 
-def _check(child, epochs):
+def _check(child, epochs, read=""):
+    """``child``'s epochs, each of every sample once (``read``: what was read of its output
+    already)."""
     out, _ = child.communicate(timeout=240)
     assert child.returncode == 0
-    lines = [json.loads(line) for line in out.splitlines()]
+    lines = [json.loads(line) for line in (read + out).splitlines()]
     assert [line["epoch"] for line in lines] == list(range(epochs))
     for line in lines:
         assert collections.Counter(line["labels"]) == collections.Counter(range(N))
@@ -59,10 +60,12 @@ def _check(child, epochs):
 def test_jobs_at_speeds_1_2_3_with_a_late_join(tiny_dataset, redis_proc):
     slow = _start(tiny_dataset, redis_proc.url, "slow", step=0.03)
     middle = _start(tiny_dataset, redis_proc.url, "middle", step=0.015)
-    time.sleep(2.0)  # the fast job joins when the others are under way
+    # the fast job joins once the others are under way: after the slow one's first epoch (a
+    # fixed wait was not enough on a busy machine, where starting Python takes seconds)
+    first = slow.stdout.readline()
     fast = _start(tiny_dataset, redis_proc.url, "fast", step=0.01)
-    for child in (slow, middle):
-        _check(child, 2)
+    _check(slow, 2, read=first)
+    _check(middle, 2)
     late = _check(fast, 2)
     assert late[0]["hits"] > 0  # its first epoch reads what the other jobs cached
 
