@@ -2,7 +2,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup test test-oldest demo notebooks lint format clean
+.PHONY: setup test test-oldest test-under-load bench demo notebooks lint format clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -11,6 +11,15 @@ test: setup
 	$(VENV)/bin/ruff check --no-cache .
 	$(VENV)/bin/ruff format --check --no-cache .
 	$(PY) -m pytest -q
+
+# The whole suite with two CPU-bound busy processes beside it, as on a busy CI machine.
+test-under-load: setup
+	@bash scripts/under_load.sh $(PY) -m pytest -q
+
+# The tests that run whole benchmarks, accuracy runs and notebooks for their figures (the
+# benchmarks themselves: docs/benchmarks.md).
+bench: setup
+	$(PY) -m pytest -q -m bench
 
 # The loader's tests with the oldest torch, torchvision and redis-py the package accepts
 # (in .venv-oldest; CI runs it after `make test`).

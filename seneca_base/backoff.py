@@ -61,6 +61,12 @@ class Backoff:
         return self._read()[2] > 0
 
     @property
+    def interval(self) -> float:
+        """Seconds from the latest failure that set the wait to the next retry (0: no outage):
+        ``first``, then twice as long after each failed retry, at most ``cap``."""
+        return self._read()[1]
+
+    @property
     def failures(self) -> int:
         """Calls to the cache that failed in the job's processes (each an error or a call
         abandoned at its deadline)."""

@@ -70,7 +70,7 @@ def cluster_ports(count: int, consecutive: bool = False) -> list[int]:
     return ports
 
 
-def wait_for_ping(client: redis.Redis, proc: subprocess.Popen, timeout: float = 10.0) -> None:
+def wait_for_ping(client: redis.Redis, proc: subprocess.Popen, timeout: float = 60.0) -> None:
     """Return once ``client`` gets an answer; fail if ``proc`` exits or ``timeout`` passes."""
     deadline = time.monotonic() + timeout
     while True:
@@ -102,7 +102,7 @@ class RedisProcess:
 
     def stop(self) -> None:
         self.proc.terminate()
-        self.proc.wait(timeout=10)
+        self.proc.wait(timeout=60)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

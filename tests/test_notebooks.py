@@ -27,7 +27,7 @@ def test_every_figure_has_a_notebook_with_saved_outputs():
         assert not errors, f"{name} was saved with an error"
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 @pytest.mark.parametrize("name", NAMES)
 def test_the_notebooks_execute_at_small_size(tmp_path, name):
     run = subprocess.run(

@@ -46,7 +46,7 @@ def test_every_process_sees_one_memory_with_no_name():
         proc.start()
         proc.join(60)
         assert proc.exitcode == 0 and shared.memory[0] == value  # the child's write, seen here
-        answers.append(said.get(timeout=5))
+        answers.append(said.get(timeout=60))
     assert answers == [True, False]  # said once per job
     assert not shared.once("said") and shared.once("other")
 

@@ -19,7 +19,7 @@ def test_digits_written_as_imagefolder(tmp_path):
     assert all(any((tmp_path / "test" / str(d)).iterdir()) for d in range(10))
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 def test_short_accuracy_run(tmp_path, redis_url, capsys):
     out = tmp_path / "acc.json"
     argv = ["accuracy", "--data", str(tmp_path / "digits"), "--jobs", "2", "--epochs", "3"]
@@ -65,7 +65,7 @@ def _seeded_accuracy(digits, make_loader, epochs=3):
     return accuracy_of(fit(loader, epochs), test), loader
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 def test_seeded_accuracy_through_the_cache_is_within_one_point(digits, redis_url):
     """The same seeds, order and crops through the cache (hits from the second epoch on)
     train the model DataLoader trains: a sample, label or pixel served wrong shows here."""

@@ -18,7 +18,7 @@ from seneca.pipeline.transforms import default_train_transform
 from seneca_base.errors import ConfigError
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 def test_bench_runs_every_loader_side_by_side(
     tiny_dataset, redis_url, tmp_path, capsys, monkeypatch
 ):
@@ -114,7 +114,7 @@ def test_an_emulated_step_holds_the_gil_for_its_share_and_sleeps_the_rest():
         assert (cpu > 0.02) == (gil_ms > 0), (gil_ms, cpu)
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 def test_bench_trains_a_model_beside_the_no_loader_ceiling(tiny_dataset, redis_url, tmp_path):
     out = tmp_path / "model"
     argv = ["bench", "--data", str(tiny_dataset), "--jobs", "1", "--epochs", "2"]
@@ -156,7 +156,7 @@ def test_the_prefetch_factor_reaches_the_loaders_that_have_workers(tiny_dataset)
     assert loader.prefetch_factor == 1
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 def test_one_run_compares_the_planned_split_with_fixed_ones_at_several_cache_sizes(
     tiny_dataset, redis_url, tmp_path, capsys
 ):
@@ -188,7 +188,7 @@ def test_one_run_compares_the_planned_split_with_fixed_ones_at_several_cache_siz
     assert "| 50% | 1 |" in capsys.readouterr().out.split("fixed ones:")[1]
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 def test_each_job_steps_at_its_own_speed(tiny_dataset, tmp_path):
     out = tmp_path / "speeds"
     argv = ["bench", "--data", str(tiny_dataset), "--jobs", "2", "--epochs", "1", "--crop", "16"]

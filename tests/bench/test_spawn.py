@@ -80,4 +80,4 @@ def test_a_process_that_ends_without_its_report_is_an_error_at_once():
     start = time.monotonic()
     with pytest.raises(SenecaError, match="ended or timed out without a report"):
         group.reports(600, "test")
-    assert time.monotonic() - start < 30  # found when it ended, not at the timeout
+    assert time.monotonic() - start < 120  # found when it ended, not at the timeout (600 s)

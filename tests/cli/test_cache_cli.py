@@ -178,7 +178,7 @@ def test_metrics_are_served_over_http(tiny_dataset, redis_url, free_port):
         assert "seneca_live_jobs" in text
     finally:
         server.terminate()
-        server.wait(timeout=10)
+        server.wait(timeout=60)
 
 
 def test_status_shows_the_plan_the_loaders_share_and_its_inputs(

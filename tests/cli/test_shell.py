@@ -45,4 +45,4 @@ def test_cache_node_prints_a_ready_line_with_its_url(tmp_path, free_port):
         assert ready == f"cache node ready: redis://loader:***@127.0.0.1:{free_port}\n"
     finally:
         node.terminate()
-        assert node.wait(timeout=10) == 0  # SIGTERM: the server shut down cleanly
+        assert node.wait(timeout=60) == 0  # SIGTERM: the server shut down cleanly

@@ -95,7 +95,7 @@ def test_one_node_with_acl_and_tls_trains(tmp_path, secrets, free_port):
         assert "epoch 1: 64 samples" in out and "cache errors 0" in out
     finally:
         node.terminate()
-        node.wait(timeout=10)
+        node.wait(timeout=60)
 
 
 @pytest.mark.slow
@@ -119,7 +119,7 @@ def test_a_three_node_cluster_trains(tmp_path, secrets):
     finally:
         for node in nodes:
             node.terminate()
-            node.wait(timeout=10)
+            node.wait(timeout=60)
 
 
 def test_a_missing_secret_is_an_error_naming_it(tmp_path):

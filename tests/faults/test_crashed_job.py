@@ -89,7 +89,7 @@ def test_a_sigkilled_job_leaves_no_metadata(tiny_dataset, redis_proc, monkeypatc
         assert shared and not [n for n, named in shared if named]  # nothing to leave behind
         os.kill(child.pid, signal.SIGKILL)
     finally:
-        child.wait(timeout=30)
+        child.wait(timeout=60)
     other = SenecaLoader(
         indexed(tiny_dataset), batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB"
     )

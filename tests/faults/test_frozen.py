@@ -1,11 +1,12 @@
 """A frozen cache (SIGSTOP: connections open, no replies, as in a network partition) and a cache
 killed and restarted empty, under jobs that train with a worker each.
 
-A frozen cache costs each process one call's deadline: no gap between two batches is more than
-a second above the median, every epoch stays exactly once, and the job returns to the cache
-soon after it thaws. A restarted cache is used again from the epoch that starts a second after
-it is back. Each outage is logged once per job: one warning, and one info line when the cache
-answers again (the log file collects the workers' lines too).
+A frozen cache is read around: batches keep coming, every epoch stays exactly once, and the job
+returns to the cache after it thaws; a restarted cache is used again. How long a freeze stalls
+training (one call's deadline per process: no gap between two batches more than a second above
+the median) is a figure, measured by `make bench`. Each outage is logged once per job: one
+warning, and one info line when the cache answers again (the log file collects the workers'
+lines too).
 """
 
 import collections
@@ -66,6 +67,37 @@ def _outage_lines(lines):
 
 
 @pytest.mark.slow
+def test_a_frozen_cache_is_read_around_and_used_again_once_thawed(
+    tiny_dataset, redis_proc, seneca_log
+):
+    """Behaviour only (no clock): batches keep coming while the cache is frozen, every epoch
+    whole, and the job hits the cache again after it thaws; one warning, one info line."""
+    loader = _loader(tiny_dataset, redis_proc.url)
+    arrivals = frozen = 0
+    thawed = False
+    deadline = time.monotonic() + 120  # a dozen epochs here; an epoch that never hits fails
+    while True:
+        got = collections.Counter()
+        loader.reset_stats()
+        began_thawed = thawed
+        for _, ys in loader:
+            arrivals += 1
+            got.update(int(y) for y in ys)
+            if arrivals == 30:
+                os.kill(redis_proc.proc.pid, signal.SIGSTOP)
+                frozen = arrivals
+            elif frozen and not thawed and arrivals == frozen + 40:  # it went on, frozen
+                os.kill(redis_proc.proc.pid, signal.SIGCONT)
+                thawed = True
+        assert got == collections.Counter(range(48))  # every epoch whole, exactly once
+        if began_thawed and _hits(loader.stats()) > 0:
+            break  # back to the cache
+        assert time.monotonic() < deadline, "no epoch after the thaw read the cache"
+    failed, back = _outage_lines(seneca_log())
+    assert len(failed) == 1 and len(back) == 1, failed + back
+
+
+@pytest.mark.bench
 def test_a_frozen_cache_stalls_training_for_under_a_second(tiny_dataset, redis_proc, seneca_log):
     loader = _loader(tiny_dataset, redis_proc.url)
     arrivals, epochs = [], []
@@ -95,8 +127,14 @@ def test_a_frozen_cache_stalls_training_for_under_a_second(tiny_dataset, redis_p
     assert len(failed) == 1 and len(back) == 1, failed + back
 
 
+def _hit_again(epochs, restarted_at):
+    """Whether every job hit the cache in an epoch that started after the restart."""
+    after = [hits for start, hits in epochs if start > restarted_at]
+    return bool(after) and all(any(h[k] > 0 for h in after) for k in range(len(after[0])))
+
+
 @pytest.mark.slow
-def test_a_restarted_cache_is_used_again_within_a_second(tiny_dataset, free_port, seneca_log):
+def test_a_restarted_cache_is_used_again(tiny_dataset, free_port, seneca_log):
     server = RedisProcess(port=free_port)
     url = f"redis://127.0.0.1:{free_port}"
     jobs = [_loader(tiny_dataset, url) for _ in range(2)]
@@ -112,7 +150,9 @@ def test_a_restarted_cache_is_used_again_within_a_second(tiny_dataset, free_port
     killer = None
     epochs = []  # (start, hits of each job)
     try:
-        while not restarted or time.monotonic() < restarted[1] + 3.0:
+        deadline = time.monotonic() + 120  # a few epochs here; jobs that never hit again fail
+        while not restarted or not _hit_again(epochs, restarted[1]):
+            assert time.monotonic() < deadline, f"no epoch after the restart hit: {epochs}"
             for job in jobs:
                 job.reset_stats()
             start = time.monotonic()
@@ -133,7 +173,5 @@ def test_a_restarted_cache_is_used_again_within_a_second(tiny_dataset, free_port
         server.stop()
         if restarted:
             restarted[0].stop()
-    after = [hits for start, hits in epochs if start > restarted[1] + 1.0]
-    assert after and after[0][0] > 0 and after[0][1] > 0, epochs
     failed, back = _outage_lines(seneca_log())
     assert len(failed) == 2 and len(back) == 2, failed + back  # one of each per job

@@ -129,7 +129,7 @@ def test_a_job_killed_and_resumed_from_its_checkpoint_serves_its_epoch_once(
         assert first.stdout.readline().strip() == "ready"
     finally:
         os.kill(first.pid, signal.SIGKILL)
-        first.wait(timeout=30)
+        first.wait(timeout=60)
     before = json.loads(saved.read_text())["labels"]
     assert len(before) == 5 * 4
     second = run(None)

@@ -3,7 +3,8 @@
 Modes: ``epochs`` (two epochs), ``named`` (two epochs under the job name ``ddp-named``),
 ``sharded`` (two epochs, the metadata in shards of 16 samples),
 ``stop`` (two batches of epoch 0, then save this rank's state_dict), ``resume`` (load this
-rank's state in a new process group, finish the epoch)."""
+rank's state in a new process group, finish the epoch). Several modes, comma-separated, run in
+turn in the same processes, each with a loader of its own (fewer interpreters to start)."""
 
 import json
 import sys
@@ -27,11 +28,17 @@ def _lockstep() -> None:
     _REDUCED.append(step)
 
 
-def main(data: str, url: str, out: str, mode: str = "epochs") -> None:
+def main(data: str, url: str, out: str, modes: str = "epochs") -> None:
+    dist.init_process_group("gloo")
+    for mode in modes.split(","):
+        run(data, url, out, mode, dist.get_rank())
+    dist.destroy_process_group()
+
+
+def run(data: str, url: str, out: str, mode: str, rank: int) -> None:
+    """One mode's loader and report."""
     if mode == "sharded":
         ods_defaults.SHARD_SIZE = 16
-    dist.init_process_group("gloo")
-    rank = dist.get_rank()
     ds = indexed(data)
     job = {"epochs": None, "sharded": None, "named": "ddp-named"}.get(mode, "ddp-resume")
     loader = SenecaLoader(ds, batch_size=5, shuffle=True, num_workers=1, cache=url, job=job)
@@ -64,7 +71,7 @@ def main(data: str, url: str, out: str, mode: str = "epochs") -> None:
         report["seen"] = got
     with open(f"{out}/{mode}{rank}.json", "w") as f:
         json.dump(report, f)
-    dist.destroy_process_group()
+    loader.close()
 
 
 if __name__ == "__main__":

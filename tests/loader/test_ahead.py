@@ -1,7 +1,10 @@
 """With workers, the loader process's share of each batch is made a batch ahead by a thread,
 with one intra-op thread there while the training loop keeps its own setting."""
 
+import inspect
+import signal
 import threading
+import time
 
 import pytest
 import torch
@@ -123,3 +126,46 @@ def test_an_iteration_cut_short_stops_before_the_next_starts(tiny_dataset, redis
     assert got == list(range(48))  # the next iteration: every sample once
     with pytest.raises(StopIteration):
         next(first)  # the abandoned iteration ends
+
+
+class _Interrupted(BaseException):
+    """A Ctrl-C of the test's own (pytest takes KeyboardInterrupt for its own)."""
+
+
+def test_an_interrupted_loop_does_not_wait_for_the_batch_being_made(monkeypatch):
+    """Ctrl-C while the loop waits for a batch that its thread is still making (its workers
+    stopped by the same Ctrl-C): the loop ends at once, the thread left to end by itself. A
+    loop that waited for the thread would wait here until the watchdog gives the batch up."""
+    monkeypatch.setattr("seneca.defaults.AHEAD_STOP_WAIT_S", 3600.0)  # a wait would be long
+    making, release, gave_up = threading.Event(), threading.Event(), []
+
+    def batches():
+        yield 0
+        making.set()
+        gave_up.append(not release.wait(60))  # the watchdog: the loop waited for this batch
+        yield 1
+
+    def interrupt(signum, frame):
+        raise _Interrupted
+
+    loop = made_ahead(batches(), threads=1)
+    assert next(loop) == 0
+    main = threading.get_ident()
+
+    def ctrl_c():
+        making.wait(60)
+        while inspect.getgeneratorstate(loop) != inspect.GEN_RUNNING:  # the loop is waiting
+            time.sleep(0.001)
+        signal.pthread_kill(main, signal.SIGUSR2)
+
+    old = signal.signal(signal.SIGUSR2, interrupt)
+    sender = threading.Thread(target=ctrl_c)
+    try:
+        sender.start()
+        with pytest.raises(_Interrupted):
+            next(loop)
+        assert not gave_up, "the interrupted loop waited for its thread's batch"
+    finally:
+        release.set()
+        sender.join()
+        signal.signal(signal.SIGUSR2, old)

@@ -8,16 +8,42 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import RedisProcess
 
 
-def torchrun(data, url, out, mode):
-    """Two ranks of tests/helpers/ddp_worker.py in ``mode``; their reports."""
+def torchrun(data, url, out, modes):
+    """Two ranks of tests/helpers/ddp_worker.py running ``modes`` (comma-separated) in turn;
+    their reports of the last mode."""
     worker = Path(__file__).parents[1] / "helpers" / "ddp_worker.py"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    cmd += [str(worker), str(data), url, str(out), mode]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    cmd += [str(worker), str(data), url, str(out), modes]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return reports(out, modes.split(",")[-1])
+
+
+def reports(out, mode):
+    """The two ranks' reports of ``mode``."""
     return [json.loads((out / f"{mode}{r}.json").read_text()) for r in range(2)]
+
+
+@pytest.fixture(scope="module")
+def two_runs(tiny_dataset, tmp_path_factory):
+    """Two runs of a job of two ranks, one after the other, on one cache (each torchrun starts
+    three interpreters: the modes share them). The first: two epochs of a job named for its
+    ranks, two epochs under the name ``ddp-named``, then two batches of an epoch under
+    ``ddp-resume`` and its state saved; the second (new processes): ``ddp-named`` again, and
+    ``ddp-resume`` restored from the saved states. Each mode's reports, by run."""
+    server = RedisProcess()
+    out = tmp_path_factory.mktemp("ddp")
+    try:
+        torchrun(tiny_dataset, server.url, out, "epochs,named,stop")
+        first = {m: reports(out, m) for m in ("epochs", "named", "stop")}
+        torchrun(tiny_dataset, server.url, out, "named,resume")
+        second = {m: reports(out, m) for m in ("named", "resume")}
+    finally:
+        server.stop()
+    return first, second
 
 
 def assert_every_epoch_whole(ranks):
@@ -30,21 +56,19 @@ def assert_every_epoch_whole(ranks):
 
 
 @pytest.mark.slow
-def test_two_ranks_under_torchrun(tiny_dataset, redis_proc, tmp_path):
-    ranks = torchrun(tiny_dataset, redis_proc.url, tmp_path, "epochs")
+def test_two_ranks_under_torchrun(two_runs):
+    ranks = two_runs[0]["epochs"]
     assert ranks[0]["job"] == ranks[1]["job"] and ranks[0]["job"].startswith("ddp:")
     assert ranks[0]["len"] == ranks[1]["len"] == 5  # 24 samples per rank in batches of 5
     assert_every_epoch_whole(ranks)
 
 
 @pytest.mark.slow
-def test_a_job_name_run_again_gets_whole_epochs_on_every_rank(tiny_dataset, redis_proc, tmp_path):
+def test_a_job_name_run_again_gets_whole_epochs_on_every_rank(two_runs):
     """A second run under the same job name is a new run (no state loaded): its epochs are
     whole, not counted as served by the run before (whose state stays in the cache)."""
-    for run in range(2):
-        out = tmp_path / str(run)
-        out.mkdir()
-        ranks = torchrun(tiny_dataset, redis_proc.url, out, "named")
+    for run in two_runs:
+        ranks = run["named"]
         assert ranks[0]["job"] == ranks[1]["job"] == "ddp-named"
         assert_every_epoch_whole(ranks)
 
@@ -57,10 +81,9 @@ def test_two_ranks_share_a_dataset_in_shards(tiny_dataset, redis_proc, tmp_path)
 
 
 @pytest.mark.slow
-def test_ranks_resume_from_their_own_states(tiny_dataset, redis_proc, tmp_path):
-    before = torchrun(tiny_dataset, redis_proc.url, tmp_path, "stop")
+def test_ranks_resume_from_their_own_states(two_runs):
+    before, after = two_runs[0]["stop"], two_runs[1]["resume"]  # new processes
     assert [r["state"]["batches"] for r in before] == [2, 2]
-    after = torchrun(tiny_dataset, redis_proc.url, tmp_path, "resume")  # new processes
     for b, a in zip(before, after, strict=True):
         assert len(b["seen"]) + len(a["seen"]) == 24  # each rank's share, none padded
     together = collections.Counter(x for r in before + after for x in r["seen"])

@@ -80,7 +80,7 @@ def test_resume_in_a_new_process_and_twice(tiny_dataset, redis_url):
     proc = ctx.Process(target=_resume_elsewhere, args=(str(tiny_dataset), redis_url, state, out))
     proc.start()
     after = collections.Counter(out.get(timeout=120))
-    proc.join(timeout=30)
+    proc.join(timeout=60)
     together = before + middle + after
     assert set(together) == set(range(48)) and max(together.values()) == 1
 

@@ -34,9 +34,9 @@ def test_a_workers_own_cache_error_passes_at_once_as_it_is():
     error = CacheUnavailableError("cache at redis://x:1 unreachable")
     started = time.monotonic()
     with pytest.raises(CacheUnavailableError) as caught:
-        list(reported(_broken([], error), wait=5.0))
+        list(reported(_broken([], error), wait=600.0))
     assert caught.value is error
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 60.0  # not after the wait for a handler to speak
 
 
 def _sleep():
@@ -58,14 +58,14 @@ def test_the_sigchld_handler_names_the_dead_worker_in_the_loops_thread():
         # the connection breaks first and the worker is seen dead a moment later, as when its
         # sockets close before it is a zombie
         kill = threading.Timer(0.2, os.kill, (child.pid, signal.SIGKILL))
-        it = reported(_broken([1], ConnectionResetError("reset by peer")), wait=10.0)
+        it = reported(_broken([1], ConnectionResetError("reset by peer")), wait=600.0)
         assert next(it) == 1
         started = time.monotonic()
         kill.start()
         with pytest.raises(RuntimeError, match="killed by signal") as caught:
             next(it)
         assert not isinstance(caught.value, WorkerError)
-        assert 0.15 <= time.monotonic() - started < 5.0
+        assert 0.15 <= time.monotonic() - started < 60.0  # the kill's, not the wait's end
     finally:
         signal.signal(signal.SIGCHLD, before)
         child.join(5)

@@ -90,8 +90,7 @@ def test_a_promise_not_kept_is_made_from_storage_after_the_wait(
     assert got == collections.Counter(range(_N))  # every sample once all the same
     stats = loader.stats()
     assert stats["promised"] == _N and stats["promises_kept"] == 0 and stats["decodes"] == _N
-    assert took >= 0.5  # it waited, and no longer than the wait and the making (and start)
-    assert took < 0.5 + 10
+    assert took >= 0.5  # it waited (and then made them: a wait without end would not return)
 
 
 def test_a_batch_offers_what_it_made_before_it_waits_for_promises(tiny_dataset, redis_url):

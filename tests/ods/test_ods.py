@@ -275,7 +275,7 @@ def test_ranks_of_one_job_together_see_each_sample_once(redis_proc):
         p.start()
     parts = [out.get(timeout=120) for _ in procs]
     for p in procs:
-        p.join(timeout=30)
+        p.join(timeout=60)
     assert all(parts), "every rank got a share"
     together = collections.Counter(i for part in parts for i in part)
     assert set(together) == set(range(n)) and max(together.values()) == 1

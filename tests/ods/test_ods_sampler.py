@@ -1,8 +1,8 @@
 """OdsBatchSampler: epochs, drop_last, len, resume, and use as a DataLoader batch_sampler."""
 
 import collections
+import logging
 import threading
-import time
 
 import pytest
 import torch
@@ -170,7 +170,9 @@ def test_each_epoch_starts_with_the_job_registered_before_its_first_decision(red
 
 
 @pytest.mark.parametrize("epochs_before", [1, 3])
-def test_a_new_run_under_a_used_job_name_gets_every_sample_each_epoch(redis_proc, epochs_before):
+def test_a_new_run_under_a_used_job_name_gets_every_sample_each_epoch(
+    redis_proc, epochs_before, caplog
+):
     """A script run again with the same job name (a sweep, a rerun after a crash without a
     checkpoint): its loops get every sample, not what the earlier run left unserved."""
     store, earlier = make(redis_proc, batch_size=16)
@@ -180,11 +182,16 @@ def test_a_new_run_under_a_used_job_name_gets_every_sample_each_epoch(redis_proc
     assert len(first) == 2
     store.lapse("job")  # its loader ended (its process exited): its lease ends, its state stays
     rerun = OdsBatchSampler(store, "job", batch_size=16)
-    started = time.monotonic()
+    caplog.set_level(logging.INFO, logger="seneca")
     for _ in range(2):
         seen = collections.Counter(p.index for b in rerun for p in b)
         assert seen == collections.Counter(range(100))
-    assert time.monotonic() - started < 5.0  # not the 10 s of a lease that has to run out
+    assert not _waited(caplog)  # not for the lease of the run that ended
+
+
+def _waited(caplog) -> list[str]:
+    """What the name's check logged of waiting for an earlier run's lease to run out."""
+    return [r.getMessage() for r in caplog.records if "waiting to see" in r.getMessage()]
 
 
 def _partly_run(redis_proc, lease):
@@ -196,13 +203,17 @@ def _partly_run(redis_proc, lease):
     return store
 
 
-def test_a_run_killed_under_a_name_is_waited_for_while_its_lease_runs_out(redis_proc):
+def test_a_run_killed_under_a_name_is_waited_for_while_its_lease_runs_out(redis_proc, caplog):
     store = _partly_run(redis_proc, lease=1.0)  # no process renews it: it was killed
-    started = time.monotonic()
+    end = store.lease_end("job")
+    caplog.set_level(logging.INFO, logger="seneca")
     rerun = OdsBatchSampler(store, "job", batch_size=16)
-    seen = collections.Counter(p.index for b in rerun for p in b)
+    batches = iter(rerun)
+    first = next(batches)
+    assert store.now_ms() >= end  # its first batch came once the killed run's lease ran out
+    seen = collections.Counter(p.index for b in [first, *batches] for p in b)
     assert seen == collections.Counter(range(100))  # a whole epoch of its own
-    assert 0.5 < time.monotonic() - started < 5.0
+    assert len(_waited(caplog)) == 1, caplog.text
 
 
 def test_a_second_run_under_the_name_of_a_live_one_is_refused(redis_proc):

@@ -48,8 +48,8 @@ def test_a_forked_child_uses_connections_of_its_own(redis_proc):
     out = ctx.Queue()
     child = ctx.Process(target=_child, args=(out,))
     child.start()
-    theirs = out.get(timeout=30)
-    child.join(timeout=30)
+    theirs = out.get(timeout=60)
+    child.join(timeout=60)
     assert child.exitcode == 0
     assert mine not in theirs and len(set(theirs)) == 1  # its own, kept in the child
     assert execute(r, [("CLIENT", "ID")]) == [mine]  # the parent's is still in step
