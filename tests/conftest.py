@@ -20,7 +20,7 @@ REDIS_SERVER = shutil.which("redis-server")
 
 
 #: the slowest tests (fresh interpreters by the dozen), run before the other slow ones
-_SLOWEST = ("tests/test_notebooks.py", "tests/bench/")
+_SLOWEST = ("tests/loader/test_ddp.py", "tests/faults/test_jobs.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -71,8 +71,9 @@ def test_jobs_at_speeds_1_2_3_with_a_late_join(tiny_dataset, redis_proc):
 
 
 @pytest.mark.slow
-def test_six_jobs_with_two_workers_each(tiny_dataset, redis_proc):
-    jobs = [_start(tiny_dataset, redis_proc.url, f"w{k}", 0.0, 1, 2) for k in range(6)]
+def test_concurrent_jobs_with_two_workers_each(tiny_dataset, redis_proc):
+    """Three jobs of three processes each (six workers) deciding and fetching at once."""
+    jobs = [_start(tiny_dataset, redis_proc.url, f"w{k}", 0.0, 1, 2) for k in range(3)]
     for child in jobs:
         _check(child, 1)
 

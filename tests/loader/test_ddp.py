@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import RedisProcess
 
 
 def torchrun(data, url, out, modes):
@@ -27,25 +26,6 @@ def reports(out, mode):
     return [json.loads((out / f"{mode}{r}.json").read_text()) for r in range(2)]
 
 
-@pytest.fixture(scope="module")
-def two_runs(tiny_dataset, tmp_path_factory):
-    """Two runs of a job of two ranks, one after the other, on one cache (each torchrun starts
-    three interpreters: the modes share them). The first: two epochs of a job named for its
-    ranks, two epochs under the name ``ddp-named``, then two batches of an epoch under
-    ``ddp-resume`` and its state saved; the second (new processes): ``ddp-named`` again, and
-    ``ddp-resume`` restored from the saved states. Each mode's reports, by run."""
-    server = RedisProcess()
-    out = tmp_path_factory.mktemp("ddp")
-    try:
-        torchrun(tiny_dataset, server.url, out, "epochs,named,stop")
-        first = {m: reports(out, m) for m in ("epochs", "named", "stop")}
-        torchrun(tiny_dataset, server.url, out, "named,resume")
-        second = {m: reports(out, m) for m in ("named", "resume")}
-    finally:
-        server.stop()
-    return first, second
-
-
 def assert_every_epoch_whole(ranks):
     """Each of the two ranks' epochs: 24 samples each, together every sample once."""
     for epoch in range(2):
@@ -56,21 +36,37 @@ def assert_every_epoch_whole(ranks):
 
 
 @pytest.mark.slow
-def test_two_ranks_under_torchrun(two_runs):
-    ranks = two_runs[0]["epochs"]
+def test_two_runs_of_a_job_of_two_ranks(tiny_dataset, redis_proc, tmp_path):
+    """Two runs of a job of two ranks, one after the other, on one cache (one test: each
+    torchrun starts three interpreters, and its modes share them). The first: two epochs of a
+    job named for its ranks, two epochs under the name ``ddp-named``, then two batches of an
+    epoch under ``ddp-resume`` and its state saved; the second, in new processes: ``ddp-named``
+    again, and ``ddp-resume`` restored from the saved states."""
+    torchrun(tiny_dataset, redis_proc.url, tmp_path, "epochs,named,stop")
+    first = {m: reports(tmp_path, m) for m in ("epochs", "named", "stop")}
+    torchrun(tiny_dataset, redis_proc.url, tmp_path, "named,resume")
+    second = {m: reports(tmp_path, m) for m in ("named", "resume")}
+
+    # the ranks share one job and its epochs: 24 samples per rank in batches of 5
+    ranks = first["epochs"]
     assert ranks[0]["job"] == ranks[1]["job"] and ranks[0]["job"].startswith("ddp:")
-    assert ranks[0]["len"] == ranks[1]["len"] == 5  # 24 samples per rank in batches of 5
+    assert ranks[0]["len"] == ranks[1]["len"] == 5
     assert_every_epoch_whole(ranks)
 
-
-@pytest.mark.slow
-def test_a_job_name_run_again_gets_whole_epochs_on_every_rank(two_runs):
-    """A second run under the same job name is a new run (no state loaded): its epochs are
-    whole, not counted as served by the run before (whose state stays in the cache)."""
-    for run in two_runs:
+    # a second run under the same job name is a new run (no state loaded): its epochs are
+    # whole, not counted as served by the run before (whose state stays in the cache)
+    for run in (first, second):
         ranks = run["named"]
         assert ranks[0]["job"] == ranks[1]["job"] == "ddp-named"
         assert_every_epoch_whole(ranks)
+
+    # ranks resume from their own states, in new processes
+    before, after = first["stop"], second["resume"]
+    assert [r["state"]["batches"] for r in before] == [2, 2]
+    for b, a in zip(before, after, strict=True):
+        assert len(b["seen"]) + len(a["seen"]) == 24  # each rank's share, none padded
+    together = collections.Counter(x for r in before + after for x in r["seen"])
+    assert set(together) == set(range(48)) and max(together.values()) == 1
 
 
 @pytest.mark.slow
@@ -78,13 +74,3 @@ def test_two_ranks_share_a_dataset_in_shards(tiny_dataset, redis_proc, tmp_path)
     assert_every_epoch_whole(torchrun(tiny_dataset, redis_proc.url, tmp_path, "sharded"))
     info = [k for k in redis_proc.client.keys(b"*:info") if redis_proc.client.hget(k, "shard_size")]
     assert len(info) == 1  # the dataset, registered in shards of 16
-
-
-@pytest.mark.slow
-def test_ranks_resume_from_their_own_states(two_runs):
-    before, after = two_runs[0]["stop"], two_runs[1]["resume"]  # new processes
-    assert [r["state"]["batches"] for r in before] == [2, 2]
-    for b, a in zip(before, after, strict=True):
-        assert len(b["seen"]) + len(a["seen"]) == 24  # each rank's share, none padded
-    together = collections.Counter(x for r in before + after for x in r["seen"])
-    assert set(together) == set(range(48)) and max(together.values()) == 1
