@@ -38,10 +38,14 @@ class SpecError(ConfigError):
     """A bad cluster spec for ``mdp`` (TOML); the message names the file and the key."""
 
 
-class DatasetError(SenecaError):
-    """A dataset problem (missing directory, empty class folder, unreadable or non-image file).
+class DatasetError(SenecaError, OSError):
+    """A dataset that cannot be read as a folder dataset (missing directory, no class folders,
+    an empty class folder, a file that is not an image); an ``OSError``, as torchvision's
+    folder datasets raise for these. The message names the path.
 
-    The message names the path.
+    A sample that cannot be read or decoded while training raises what DataLoader would raise
+    for it (``FileNotFoundError``, PIL's ``UnidentifiedImageError``), with a note naming the
+    sample (PEP 678).
     """
 
 

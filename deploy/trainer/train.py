@@ -45,6 +45,7 @@ def main() -> int:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     for epoch in range(int(_env("SENECA_EPOCHS", "2"))):
         seen: collections.Counter[int] = collections.Counter()
+        loader.reset_stats()  # stats() counts this epoch's
         for x, y in loader:
             loss = nn.functional.cross_entropy(model(x), y)
             optimizer.zero_grad()
@@ -54,7 +55,8 @@ def main() -> int:
         stats = loader.stats()
         print(
             f"epoch {epoch}: {sum(seen.values())} samples, loss {loss.item():.3f}, "
-            f"storage reads {stats['storage_reads']}, cache errors {stats['cache_errors']}"
+            f"this epoch's storage reads {stats['storage_reads']}, "
+            f"cache errors {stats['cache_errors']}"
         )
         if sorted(seen) != list(range(len(dataset))) or max(seen.values()) != 1:
             print("error: the epoch did not serve every sample exactly once", file=sys.stderr)

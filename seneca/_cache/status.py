@@ -58,6 +58,13 @@ class JobStatus:
     hits: int
 
     @property
+    def ods(self) -> bool:
+        """Whether the job's batches come from ODS: it registered its samples, or began an
+        epoch (a loader without ODS, reading in order or from a sampler of its own, only
+        counts its hits here)."""
+        return self.samples > 0 or self.epoch >= 0
+
+    @property
     def progress(self) -> float:
         return self.served / self.samples if self.samples else 0.0
 

@@ -80,10 +80,12 @@ def _dataset_lines(d: DatasetStatus) -> list[str]:
     lines.append(f"  jobs: {d.live_jobs} live of {len(d.jobs)}")
     for j in d.jobs:
         state = "live" if j.live else f"lease ran out {-j.lease_left_s:,.0f} s ago"
-        lines.append(
-            f"    {j.name:<40} epoch {j.epoch:>3}  {j.progress:6.1%} of {j.samples:,}"
-            f"  hit rate {j.hit_rate:.1%}  {state}"
+        where = (
+            f"epoch {j.epoch:>3}  {j.progress:6.1%} of {j.samples:,}"
+            if j.ods
+            else "without ODS (no epochs here)"
         )
+        lines.append(f"    {j.name:<40} {where}  hit rate {j.hit_rate:.1%}  {state}")
     return lines
 
 
@@ -134,7 +136,7 @@ def _status_json(s: CacheStatus) -> dict[str, Any]:
         raw["hit_rate"], raw["live_jobs"] = d.hit_rate, d.live_jobs
         raw["plan"] = None if d.plan is None else json.loads(d.plan.to_json())  # as stored
         for j, rj in zip(d.jobs, raw["jobs"], strict=True):
-            rj["progress"], rj["hit_rate"] = j.progress, j.hit_rate
+            rj["progress"], rj["hit_rate"], rj["ods"] = j.progress, j.hit_rate, j.ods
     return out
 
 

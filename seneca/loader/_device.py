@@ -94,7 +94,11 @@ class HostBuffers:
         self.keep = keep
         self.shapes = shapes
         self._idle: OrderedDict[tuple, list[tuple[torch.Tensor, Any]]] = OrderedDict()
-        #: buffers made, and buffers taken again
+        #: buffers made, and buffers taken again (since :meth:`reset_counts`)
+        self.made = self.reused = 0
+
+    def reset_counts(self) -> None:
+        """Count buffers made and reused from zero again."""
         self.made = self.reused = 0
 
     def take(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
@@ -146,6 +150,11 @@ class DeviceFeed:
         self._stream: Any = None
         #: batches staged
         self.batches = 0
+
+    def reset_stats(self) -> None:
+        """Count :meth:`stats` from zero again."""
+        self.batches = 0
+        self.buffers.reset_counts()
 
     def stats(self) -> dict[str, Any]:
         """``device``, ``batches`` staged, and host ``buffers_made`` (pinned, with CUDA) and

@@ -180,6 +180,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             rows=max(0, num_workers if isinstance(num_workers, int) else 0) + 1
         )
         self._ods_sampler: OdsBatchSampler | None = None
+        self._subs_from = 0  # the sampler's substitutions at the latest reset_stats
         self._tickets: TicketSampler | None = None  # a batch decided when its worker starts it
         self._cached: CachedDataset | None = None
         self._batch_tail: Any = None
@@ -459,8 +460,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         ``device``: the batches staged and the host buffers made and reused for their copies
         (``DeviceFeed.stats``).
         """
-        subs = self._ods_sampler.substitutions if self._ods_sampler else 0
-        out = job_stats(self._counters.snapshot(), subs)
+        out = job_stats(self._counters.snapshot(), self._substitutions() - self._subs_from)
         if self._feed is not None:
             out["device"] = self._feed.stats()
         return out
@@ -468,6 +468,13 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
     def reset_stats(self) -> None:
         """Set every counter of :meth:`stats` back to zero."""
         self._counters.reset()
+        self._subs_from = self._substitutions()
+        if self._feed is not None:
+            self._feed.reset_stats()
+
+    def _substitutions(self) -> int:
+        """The ODS sampler's substitutions since the loader was made (0 without ODS)."""
+        return self._ods_sampler.substitutions if self._ods_sampler is not None else 0
 
 
 def _epoch_started(lease: JobLease, budgets: Any) -> Callable[[], None]:

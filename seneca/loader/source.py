@@ -35,7 +35,6 @@ from torchvision.datasets import DatasetFolder
 
 from seneca.pipeline.fingerprint import describe
 from seneca.pipeline.storage import Storage
-from seneca_base.errors import DatasetError
 
 __all__ = [
     "CacheableDataset",
@@ -156,7 +155,9 @@ class FolderSource(Source):
                 return self.loader(path)
             return pil_decode(raw)
         except (UnidentifiedImageError, OSError, SyntaxError) as e:
-            raise DatasetError(f"cannot decode image {path}: {e}") from e
+            # what DataLoader raises for this file (PIL's error), with the file named
+            e.add_note(f"seneca: cannot decode sample {index}: {path}")
+            raise
 
     def target(self, index: int) -> Any:
         return self.storage.label(index)

@@ -96,13 +96,16 @@ class Storage:
         return self.samples[index][0]
 
     def read(self, index: int) -> bytes:
-        """The encoded bytes of sample ``index``; DatasetError names the file on failure."""
+        """The encoded bytes of sample ``index``. A file that cannot be read raises what
+        ``open`` raised (``FileNotFoundError``, ``PermissionError``: what DataLoader's read
+        raises), with a note naming the sample."""
         path = self.samples[index][0]
         try:
             with open(path, "rb") as f:
                 data = f.read()
         except OSError as e:
-            raise DatasetError(f"cannot read sample {index} from {path}: {e.strerror}") from e
+            e.add_note(f"seneca: cannot read sample {index} from {path}")
+            raise
         if self.throttle is not None:
             self.throttle.wait(len(data))
         return data

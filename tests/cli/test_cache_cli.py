@@ -57,6 +57,7 @@ def test_status_reports_what_the_jobs_did(tiny_dataset, redis_url, capsys):
     assert d["served"] == sum(served) == 2 * 2 * 48
     assert {j["name"].split("|")[0] for j in d["jobs"]} == {lo.job for lo in loaders}
     assert all(j["live"] and j["progress"] == 1.0 and j["epoch"] == 1 for j in d["jobs"])
+    assert all(j["ods"] for j in d["jobs"])
     assert sum(j["hits"] for j in d["jobs"]) == sum(d["hits"].values()) > 0  # shared crops
     aug = next(t for t in d["tiers"] if t["tier"] == "augmented")
     used = redis.Redis.from_url(redis_url).hgetall(Keys(d["dataset"]).used)
@@ -67,6 +68,17 @@ def test_status_reports_what_the_jobs_did(tiny_dataset, redis_url, capsys):
     for lo in loaders:
         lo.close()
     assert _status(capsys, redis_url)["datasets"][0]["jobs"] == []
+
+
+def test_status_shows_a_loader_without_ods_as_such(tiny_dataset, redis_url, capsys):
+    loader = SenecaLoader(indexed(tiny_dataset), batch_size=8, cache=redis_url)  # in order
+    assert not loader.ods
+    assert sum(len(y) for _, y in loader) == 48
+    [job] = _status(capsys, redis_url)["datasets"][0]["jobs"]
+    assert not job["ods"] and job["epoch"] == -1, job
+    code, text, _ = _run(capsys, "status", redis_url)
+    assert code == 0 and "without ODS" in text and "epoch  -1" not in text, text
+    loader.close()
 
 
 def test_metrics_expose_the_status(tiny_dataset, redis_url, capsys):

@@ -11,7 +11,7 @@ from torchvision import transforms as T
 from torchvision.datasets import ImageFolder
 
 from seneca import CacheBoundary, SenecaLoader
-from seneca_base.errors import ConfigError, DatasetError
+from seneca_base.errors import ConfigError
 
 DET = T.Compose([T.Resize((24, 32)), T.ToTensor(), T.Normalize([0.5] * 3, [0.25] * 3)])
 RANDOM = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.ToTensor()])
@@ -185,14 +185,31 @@ def test_cache_boundary_keeps_cached_values_compact(tiny_dataset, redis_proc):
     assert b.stats()["augmented"]["hits"] > 0
 
 
-def test_corrupt_image_names_the_file(tmp_path, tiny_dataset, redis_url):
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_bad_file_raises_what_dataloader_raises_and_names_it(
+    tmp_path, tiny_dataset, redis_url, workers
+):
+    """A file that is not an image, and one deleted after the dataset was made: the loop
+    raises the exception type DataLoader's raises (code that catches PIL's error or
+    ``FileNotFoundError`` around its loop goes on catching it), naming the file."""
     root = tmp_path / "d"
     shutil.copytree(tiny_dataset, root)
-    bad = sorted((root / "class_000").iterdir())[0]
+    files = sorted((root / "class_000").iterdir())
+    bad, gone = files[0], files[1]
     bad.write_bytes(b"this is not a jpeg")
     ds = ImageFolder(str(root), transform=DET)
-    with pytest.raises(DatasetError, match=bad.name):
-        list(SenecaLoader(ds, batch_size=4, cache=redis_url))
+    gone.unlink()
+    kw = {"batch_size": 4, "num_workers": workers}
+    for path in (bad, gone):
+        if path == gone:  # the bad file alone first, then the missing one alone
+            bad.write_bytes((tiny_dataset / "class_000" / bad.name).read_bytes())
+        with pytest.raises(Exception) as want:
+            list(DataLoader(ds, **kw))
+        with pytest.raises(want.type) as got:
+            list(SenecaLoader(ds, cache=redis_url, **kw))
+        assert isinstance(got.value, OSError), got.value  # as PIL's and open's errors are
+        shown = str(got.value) + "".join(getattr(got.value, "__notes__", []))
+        assert path.name in shown, shown
 
 
 def test_plan_option_uses_the_planned_split_and_cache_size(tiny_dataset, redis_proc, tmp_path):
