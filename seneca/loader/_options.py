@@ -31,6 +31,13 @@ def resolve_job(job: str | None) -> str:
     return job
 
 
+def resolve_dataset_version(version: str | None) -> str | None:
+    """``dataset_version`` as given (None: the files' modification times name the dataset)."""
+    if version is not None and (not isinstance(version, str) or not version):
+        raise ConfigError(f"dataset_version: expected a non-empty string, got {version!r}")
+    return version
+
+
 def resolve_strict(strict: bool | None) -> bool:
     """Whether any cache failure is an error: ``strict``, or when None the environment
     variable ``defaults.STRICT_ENV``."""

@@ -24,6 +24,7 @@ from seneca.loader._lease import JobLease, keeper
 from seneca.loader._link import job_backoff
 from seneca.loader._options import (
     resolve_batch_tail,
+    resolve_dataset_version,
     resolve_job,
     resolve_ods,
     resolve_progress,
@@ -112,6 +113,11 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         progress: log a line at INFO on the ``seneca`` logger while an epoch runs: samples so
             far, samples/s and the hit rate; every ``defaults.PROGRESS_EVERY`` seconds with
             True, or every that many seconds. Default: off (DataLoader logs nothing).
+        dataset_version: a folder dataset is known in the cache by its files' paths, labels,
+            sizes and modification times; a copy whose times differ (copied without keeping
+            them) shares another's cached values only when both loaders give the same
+            version string, which vouches that the files are the same. Default: None, the
+            times count.
     """
 
     def __init__(
@@ -145,6 +151,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         strict: bool | None = None,
         device: str | torch.device | None = None,
         progress: bool | float = False,
+        dataset_version: str | None = None,
     ) -> None:
         args: dict[str, Any] = {  # DataLoader's arguments after dataset, passed on as given
             "batch_size": batch_size,
@@ -195,7 +202,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         #: why this loader reads its dataset without a cache (None: it caches)
         self.not_cached: str | None = None
         try:
-            resolved = resolve(dataset)
+            resolved = resolve(dataset, resolve_dataset_version(dataset_version))
         except NotCacheable as why:
             self._step_aside(dataset, args, str(why), ods, batch_tail)
             return

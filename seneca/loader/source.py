@@ -128,9 +128,15 @@ class Source:
 
 class FolderSource(Source):
     """A ``DatasetFolder``'s files (``samples``: another list of them); ``storage`` reads them
-    (and may be throttled)."""
+    (and may be throttled). ``version``: the user's version of the files, in place of their
+    modification times in the id (``Storage.fingerprint``)."""
 
-    def __init__(self, dataset: Any, samples: Sequence[tuple[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        dataset: Any,
+        samples: Sequence[tuple[str, Any]] | None = None,
+        version: str | None = None,
+    ) -> None:
         root = getattr(dataset, "root", None) if samples is None else None
         self.storage = Storage(dataset.samples if samples is None else samples, root=root)
         self.loader = getattr(dataset, "loader", None)
@@ -140,7 +146,7 @@ class FolderSource(Source):
             # named by what it does (its code and what it is given): a loader changed
             # between runs makes other decoded values than those cached
             decoder = hashlib.sha1(describe(self.loader).encode()).hexdigest()[:8]
-        self.id = f"{self.storage.fingerprint()}.{decoder}"
+        self.id = f"{self.storage.fingerprint(version)}.{decoder}"
 
     def __len__(self) -> int:
         return len(self.storage)
@@ -235,18 +241,19 @@ def _overrides_getitem(dataset: Any) -> bool:
     return type(dataset).__getitem__ is not DatasetFolder.__getitem__
 
 
-def resolve(dataset: Any) -> Resolved:
-    """How to cache ``dataset``; NotCacheable says why it cannot be."""
+def resolve(dataset: Any, version: str | None = None) -> Resolved:
+    """How to cache ``dataset``; NotCacheable says why it cannot be. ``version``: the folder
+    dataset's version the user vouches for (:class:`FolderSource`)."""
     name = type(dataset).__name__
     if isinstance(dataset, IterableDataset):
         raise NotCacheable(f"{name} is an IterableDataset (Seneca caches map-style datasets)")
     if isinstance(dataset, Subset):
-        inner = resolve(dataset.dataset)
+        inner = resolve(dataset.dataset, version)
         outer = inner.positions if inner.positions is not None else range(len(inner.source))
         positions = [outer[int(i)] for i in dataset.indices]  # IndexError as Subset's would
         return Resolved(inner.source, inner.base, positions)
     if isinstance(dataset, ConcatDataset):
-        return _concat(dataset)
+        return _concat(dataset, version)
     if isinstance(dataset, CacheableDataset):
         return Resolved(ProtocolSource(dataset), dataset, None)
     if isinstance(dataset, DatasetFolder):
@@ -255,16 +262,16 @@ def resolve(dataset: Any) -> Resolved:
                 f"{name} overrides __getitem__, so Seneca cannot know what a sample is made "
                 "of (implement seneca.CacheableDataset to have it cached)"
             )
-        return Resolved(FolderSource(dataset), dataset, None)
+        return Resolved(FolderSource(dataset, version=version), dataset, None)
     raise NotCacheable(
         f"{name} is not a torchvision DatasetFolder/ImageFolder or a Subset of one, and does "
         "not implement seneca.CacheableDataset"
     )
 
 
-def _concat(dataset: ConcatDataset) -> Resolved:
+def _concat(dataset: ConcatDataset, version: str | None) -> Resolved:
     """One folder source of the parts' samples, when they agree on how a sample is made."""
-    parts = [resolve(d) for d in dataset.datasets]
+    parts = [resolve(d, version) for d in dataset.datasets]
     if not parts or not all(isinstance(p.source, FolderSource) for p in parts):
         raise NotCacheable("ConcatDataset: Seneca caches concatenated DatasetFolders only")
     first = parts[0].base
@@ -276,7 +283,7 @@ def _concat(dataset: ConcatDataset) -> Resolved:
     for p in parts:
         own = p.base.samples
         samples += own if p.positions is None else [own[i] for i in p.positions]
-    return Resolved(FolderSource(first, samples), first, None)
+    return Resolved(FolderSource(first, samples, version), first, None)
 
 
 def members(resolved: Resolved) -> Sequence[int] | None:

@@ -110,44 +110,51 @@ class Storage:
             self.throttle.wait(len(data))
         return data
 
-    def fingerprint(self) -> str:
-        """A short id of the samples: their paths relative to the dataset's folder, labels and
-        file sizes; the same on every machine that has the same dataset, whatever its mount
-        point, and another one when the files are made again (resized, encoded again, other
-        images) at the same paths, so that the cache never serves what they held before."""
+    def fingerprint(self, version: str | None = None) -> str:
+        """A short id of the samples: their paths relative to the dataset's folder, labels,
+        file sizes and modification times; the same on every machine that has the same files
+        (copied with their times: ``rsync -a``, ``cp -p``), whatever its mount point, and
+        another one when a file is made again or rewritten at the same path, so that the cache
+        never serves what it held before. ``version``: the user vouches that copies with these
+        paths, labels and sizes are the same dataset (copies whose times differ): the version
+        stands for the times."""
         paths = [p for p, _ in self.samples]
         # the folder every path is in: the least and the greatest path share what all share
         # (os.path.commonpath of them all splits every path: 1 s for 200,000 of them)
         base = os.path.commonpath([min(paths), max(paths)]) if len(paths) > 1 else ""
         cut = len(base)
         h = hashlib.sha1(str(len(paths)).encode())
-        for (path, label), size in zip(self.samples, _sizes(paths), strict=True):
+        if version is not None:
+            h.update(b"version\0" + version.encode() + b"\n")
+        for (path, label), (size, mtime) in zip(self.samples, _stats(paths), strict=True):
             h.update(path[cut:].encode() if base else Path(path).name.encode())
-            h.update(b"\0%d\0%d\n" % (label, size))
+            h.update(b"\0%d\0%d" % (label, size))
+            h.update(b"\n" if version is not None else b"\0%d\n" % mtime)
         return h.hexdigest()[:12]
 
 
-def _size(path: str) -> int:
-    """``path``'s size in bytes; -1 when it cannot be read (reading the sample fails later and
-    names the file, as DataLoader's would)."""
+def _stat(path: str) -> tuple[int, int]:
+    """``path``'s size in bytes and modification time (ns); -1s when it cannot be read (reading
+    the sample fails later and names the file, as DataLoader's would)."""
     try:
-        return os.stat(path).st_size
+        st = os.stat(path)
     except OSError:
-        return -1
+        return -1, -1
+    return st.st_size, st.st_mtime_ns
 
 
-def _sizes(paths: Sequence[str]) -> list[int]:
-    """The size of every file in ``paths``: one at a time where that is quick (a local disk,
-    about a microsecond each), in threads where each takes a round trip (a network file
+def _stats(paths: Sequence[str]) -> list[tuple[int, int]]:
+    """:func:`_stat` of every file in ``paths``: one at a time where that is quick (a local
+    disk, about a microsecond each), in threads where each takes a round trip (a network file
     system)."""
     start = time.perf_counter()
     probe = min(len(paths), defaults.STAT_PROBE)
-    sizes = [_size(p) for p in paths[:probe]]
+    stats = [_stat(p) for p in paths[:probe]]
     each = (time.perf_counter() - start) / max(probe, 1)
     rest = paths[probe:]
     if each > defaults.STAT_SLOW_US * 1e-6 and rest:
         log.debug(
-            "%.0f us a file: the sizes of the other %d files read in %d threads",
+            "%.0f us a file: the other %d files looked at in %d threads",
             each * 1e6,
             len(rest),
             defaults.STAT_THREADS,
@@ -155,11 +162,11 @@ def _sizes(paths: Sequence[str]) -> list[int]:
         step = defaults.STAT_PROBE
         chunks = [rest[i : i + step] for i in range(0, len(rest), step)]
         with ThreadPoolExecutor(defaults.STAT_THREADS, thread_name_prefix="seneca-stat") as pool:
-            for part in pool.map(lambda chunk: [_size(p) for p in chunk], chunks):
-                sizes += part
+            for part in pool.map(lambda chunk: [_stat(p) for p in chunk], chunks):
+                stats += part
     else:
-        sizes += [_size(p) for p in rest]
+        stats += [_stat(p) for p in rest]
     took = time.perf_counter() - start
     if took > 1.0:
-        log.info("read the sizes of %d files in %.1f s (the dataset's id)", len(paths), took)
-    return sizes
+        log.info("looked at %d files in %.1f s (the dataset's id)", len(paths), took)
+    return stats

@@ -1,6 +1,7 @@
 import logging
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 from torchvision.datasets import ImageFolder
@@ -65,7 +66,7 @@ def test_fingerprint_ignores_mount_point(tmp_path, tiny_dataset):
     assert Storage(a.samples[:-1]).fingerprint() != a.fingerprint()
 
 
-def test_fingerprint_names_the_files_sizes(tmp_path, tiny_dataset, monkeypatch, caplog):
+def test_fingerprint_names_the_files_sizes_and_times(tmp_path, tiny_dataset, monkeypatch, caplog):
     root = tmp_path / "d"
     shutil.copytree(tiny_dataset, root)
     before = Storage.from_folder(root).fingerprint()
@@ -82,6 +83,33 @@ def test_fingerprint_names_the_files_sizes(tmp_path, tiny_dataset, monkeypatch, 
     copy = Storage.from_folder(tiny_dataset)
     with caplog.at_level(logging.DEBUG, logger="seneca"):
         threaded = copy.fingerprint()
-    assert "the other 44 files read in 32 threads" in caplog.text
+    assert "the other 44 files looked at in 32 threads" in caplog.text
     monkeypatch.setattr(defaults, "STAT_SLOW_US", 1e9)
     assert copy.fingerprint() == threaded == before
+
+
+def test_a_file_rewritten_in_place_at_its_size_is_another_dataset(tmp_path, tiny_dataset):
+    root = tmp_path / "d"
+    shutil.copytree(tiny_dataset, root)
+    before = Storage.from_folder(root).fingerprint()
+    path = Storage.from_folder(root).samples[5][0]
+    data = bytearray(Path(path).read_bytes())
+    data[-3] ^= 0xFF  # other bytes, the same size
+    st = os.stat(path)
+    Path(path).write_bytes(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a later time
+    assert os.path.getsize(path) == st.st_size
+    assert Storage.from_folder(root).fingerprint() != before
+
+
+def test_a_copy_without_its_times_is_vouched_for_by_a_version(tmp_path, tiny_dataset):
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_dataset, copy, copy_function=shutil.copy)  # times not kept
+    ours, theirs = Storage.from_folder(tiny_dataset), Storage.from_folder(copy)
+    assert ours.fingerprint() != theirs.fingerprint()  # never inferred
+    assert ours.fingerprint("v1") == theirs.fingerprint("v1")  # vouched for
+    assert ours.fingerprint("v1") not in (ours.fingerprint(), ours.fingerprint("v2"))
+    grown = copy / "class_000" / sorted(os.listdir(copy / "class_000"))[0]
+    with open(grown, "ab") as f:
+        f.write(b"\0")
+    assert Storage.from_folder(copy).fingerprint("v1") != ours.fingerprint("v1")  # sizes count
