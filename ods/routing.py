@@ -35,11 +35,13 @@ from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
+from redis.exceptions import ClusterDownError, ReadOnlyError, RedisClusterException, TryAgainError
 
 from ods import deadlines
 from ods.redis_internals import connection_of, socket_of
 
 __all__ = [
+    "OUTAGES",
     "Sent",
     "abandon",
     "client_of",
@@ -50,6 +52,22 @@ __all__ = [
     "run",
     "send",
 ]
+
+#: What a call to a cache that cannot serve now raises: the caller goes on from storage (never
+#: an error of the call itself). A Redis Cluster none of whose nodes answers raises
+#: RedisClusterException, not a ConnectionError; one that lost the primaries of some slots
+#: refuses every command (CLUSTERDOWN, MASTERDOWN); one resharding may refuse a call
+#: (TRYAGAIN); a write that reaches a replica (after a failover, or a URL naming one) is refused
+#: (READONLY).
+OUTAGES: tuple[type[BaseException], ...] = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    OSError,
+    RedisClusterException,
+    ClusterDownError,
+    TryAgainError,
+    ReadOnlyError,
+)
 
 
 def client_of(source: Any) -> redis.Redis:

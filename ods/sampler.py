@@ -39,10 +39,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import redis
-from redis.exceptions import ClusterDownError, ReadOnlyError, RedisClusterException, TryAgainError
-
-from ods import defaults
+from ods import defaults, routing
 from ods.bitmaps import set_bit, test_bit
 from ods.decision import Decision, Pick, hits_by_bucket
 from ods.names import check_name_free
@@ -57,20 +54,7 @@ __all__ = ["Decided", "OdsBatchSampler", "OdsSampler", "Ranks"]
 _log = logging.getLogger("seneca.ods")
 
 
-#: what a call to a cache that cannot serve raises: the epoch goes on from storage. A Redis
-#: Cluster none of whose nodes answers raises RedisClusterException, not a ConnectionError; one
-#: that lost the primaries of some slots refuses every command (CLUSTERDOWN, MASTERDOWN); one
-#: resharding may refuse a call (TRYAGAIN); a write that reaches a replica after a failover is
-#: refused (READONLY)
-_OUTAGES = (
-    redis.ConnectionError,
-    redis.TimeoutError,
-    OSError,
-    RedisClusterException,
-    ClusterDownError,
-    TryAgainError,
-    ReadOnlyError,
-)
+_OUTAGES = routing.OUTAGES
 
 
 class Ranks(Protocol):

@@ -16,6 +16,7 @@ import redis
 import torch
 
 from ods import defaults as ods_defaults
+from ods import routing
 from ods.sampler import OdsBatchSampler
 from ods.shards import open_store, recorded_shard_size
 from ods.store import OdsStore
@@ -300,8 +301,11 @@ def cache_store(
             raise ConfigError(
                 f"cache: {setup.client.redacted} denies a command Seneca needs: {e}"
             ) from None
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
-            pass  # gone since the ping: the fetch and the sampler fall back to storage
+        except routing.OUTAGES as e:  # gone since the ping, or refusing (a replica, a cluster
+            # that lost slots): the fetches and the sampler read around it as any outage
+            log.warning(
+                "cache %s cannot serve now (%s): reading from storage", setup.client.redacted, e
+            )
     return store
 
 

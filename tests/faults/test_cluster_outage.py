@@ -7,6 +7,7 @@ import threading
 import time
 
 import redis
+from conftest import RedisProcess
 from helpers.indexed import indexed
 
 from ods.sampler import OdsBatchSampler
@@ -51,3 +52,25 @@ def test_an_ods_sampler_whose_cluster_stops_answering_finishes_its_epoch(redis_c
         time.sleep(0.02)  # (several retries of the cache in the epoch)
     assert sorted(served) == list(range(200))
     client.close()
+
+
+def test_a_cache_that_refuses_writes_is_read_around(tiny_dataset, free_port, caplog):
+    """A URL that names a replica (or a primary turned replica by a failover) refuses every
+    write (READONLY), from the loader's first call on: the loader is made, and every epoch
+    comes whole from storage, with a warning that says why."""
+    primary = RedisProcess(port=free_port)
+    replica = RedisProcess("--replicaof", "127.0.0.1", str(free_port))
+    try:
+        loader = SenecaLoader(
+            indexed(tiny_dataset), batch_size=8, shuffle=True, cache=replica.url,
+            cache_size="20MB",
+        )  # fmt: skip
+        for _ in range(2):
+            seen = collections.Counter(int(y) for _, ys in loader for y in ys)
+            assert seen == collections.Counter(range(48))
+        assert loader.stats()["storage_reads"] == 2 * 48
+        assert "read only replica" in caplog.text, caplog.text
+        loader.close()
+    finally:
+        replica.stop()
+        primary.stop()
