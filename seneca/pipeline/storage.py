@@ -123,13 +123,18 @@ class Storage:
         # (os.path.commonpath of them all splits every path: 1 s for 200,000 of them)
         base = os.path.commonpath([min(paths), max(paths)]) if len(paths) > 1 else ""
         cut = len(base)
+        names = [path[cut:] for path in paths] if base else [Path(p).name for p in paths]
+        labels = [label for _, label in self.samples]
+        # a version stands for the times: the rows leave them out, the version comes first
+        rows = [] if version is None else [f"version\0{version}\n"]
+        rows += [
+            f"{name}\0{label}\0{size}" + ("\n" if version is not None else f"\0{mtime}\n")
+            for name, label, (size, mtime) in zip(names, labels, _stats(paths), strict=True)
+        ]
+        # one string hashed at once (a third faster than an update per file); names that are
+        # not UTF-8 (bytes the file system holds) hash as those bytes
         h = hashlib.sha1(str(len(paths)).encode())
-        if version is not None:
-            h.update(b"version\0" + version.encode() + b"\n")
-        for (path, label), (size, mtime) in zip(self.samples, _stats(paths), strict=True):
-            h.update(path[cut:].encode() if base else Path(path).name.encode())
-            h.update(b"\0%d\0%d" % (label, size))
-            h.update(b"\n" if version is not None else b"\0%d\n" % mtime)
+        h.update("".join(rows).encode("utf-8", "surrogateescape"))
         return h.hexdigest()[:12]
 
 
