@@ -25,6 +25,10 @@ replaces a measured one. The split changes, with hysteresis, only when:
   measured rates, or when the plan that filled it is from defaults and that young (its tier
   holds the first seconds' values only).
 
+A split whose tiers the live jobs can read none of (a lone job left with a split made for
+several, all augmented) is replaced at the loader's next look by the best split of the tiers
+they read, however young the plan and warm its tier: no job runs on a split it cannot hit.
+
 One loader changes the plan at a time (a short lock). A tier left above its new budget shrinks
 by evicting its least needed unpinned entries (``OdsStore.shrink``), never by a flush.
 """
@@ -185,11 +189,14 @@ class AutoPlanner:
         return now - self._jobs_seen[1] >= defaults.AUTO_JOBS_SETTLE
 
     def _due(self, record: PlanRecord, jobs: int, measured: dict[str, float]) -> bool:
-        """Whether to look for a better split now: the live jobs have differed from those the
-        plan was planned for long enough (how many jobs share the cache moves the best split
-        most); the plan is from defaults and rates are measured now; or the plan is
-        ``defaults.AUTO_REPLAN_INTERVAL`` old."""
+        """Whether to look for a better split now: the plan gives a share to a tier the live
+        jobs cannot read (a lone job left on a split made for several: at once, whatever its
+        age); the live jobs have differed from those the plan was planned for long enough (how
+        many jobs share the cache moves the best split most); the plan is from defaults and
+        rates are measured now; or the plan is ``defaults.AUTO_REPLAN_INTERVAL`` old."""
         settled = self._settled(jobs)
+        if self._reads_nothing(record, self._tiers(spec_of(self.setting, measured, jobs))):
+            return True
         planned_for = record.inputs.get("cluster.jobs")
         if planned_for is not None and jobs != planned_for and (settled or self._young(record)):
             return True
@@ -198,6 +205,21 @@ class AutoPlanner:
         if record.source == "defaults":
             return source_of(measured) == "measured"
         return self.store.now_ms() - record.at_ms >= defaults.AUTO_REPLAN_INTERVAL * 1000
+
+    @staticmethod
+    def _unreadable(record: PlanRecord, readable: tuple[str, ...]) -> bool:
+        """Whether ``record``'s split gives a share to a tier not in ``readable``."""
+        return any(
+            share > 0 and tier not in readable
+            for tier, share in zip(SPLIT_ORDER, record.split.percent, strict=True)
+        )
+
+    @staticmethod
+    def _reads_nothing(record: PlanRecord, readable: tuple[str, ...]) -> bool:
+        """Whether ``record``'s split gives no share to a tier in ``readable`` (jobs that read
+        only those would never hit)."""
+        shares = dict(zip(SPLIT_ORDER, record.split.percent, strict=True))
+        return all(shares[tier] == 0 for tier in readable)
 
     def _tiers(self, spec: Any) -> tuple[str, ...]:
         """The tiers the jobs of ``spec`` can read (``mdp.planner.readable_tiers``)."""
@@ -233,10 +255,7 @@ class AutoPlanner:
         best, current = plan_for(spec, readable), predict(spec, record.split)
         gain = best.throughput / current.throughput - 1 if current.throughput > 0 else 0.0
         measured_gain = source == "measured" and gain > defaults.AUTO_REPLAN_GAIN
-        unreadable = any(
-            share > 0 and tier not in readable
-            for tier, share in zip(SPLIT_ORDER, record.split.percent, strict=True)
-        )
+        unreadable = self._unreadable(record, readable)
         if unreadable:
             wanted = True
         elif record.source == "defaults":  # the first measured rates, or other jobs
@@ -245,8 +264,12 @@ class AutoPlanner:
         else:
             wanted = gain > defaults.AUTO_REPLAN_GAIN
         chosen: Prediction | None = best if wanted and best.split != record.split else None
+        # a warm tier is given up only for a measured gain (a share nobody reads goes to the
+        # readable tier with the most), unless the live jobs can read none of the split: the
+        # best split of the tiers they read replaces it, whatever its tiers hold
         warm = chosen is not None and self._gives_up_warm(record.as_split(), best.as_split())
-        if warm and not measured_gain and not self._young(record):  # only for a measured gain
+        hopeless = self._reads_nothing(record, readable)
+        if warm and not measured_gain and not self._young(record) and not hopeless:
             repaired = _repaired(record.split, readable) if unreadable else record.split
             chosen = predict(spec, repaired) if repaired != record.split else None
         relabel = record.source == "defaults" and source == "measured"

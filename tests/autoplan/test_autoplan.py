@@ -292,3 +292,31 @@ def test_jobs_that_start_together_replace_the_first_jobs_plan_at_once(redis_proc
     now = _stored(p)
     assert now.split == plan_for(spec_of(p.setting, {}, 3)).split != first.split
     assert now.source == "defaults" and now.version == 2 and now.inputs["cluster.jobs"] == 3
+
+
+def test_a_lone_job_never_keeps_a_split_it_cannot_read(redis_proc, monkeypatch):
+    """Two jobs planned all augmented (a slow cache measured); the next job, alone, reads no
+    crop another job made: at its first look it plans the tiers it reads, though the plan is
+    measured and young, the jobs not settled, and the augmented tier warm."""
+    monkeypatch.setattr(defaults, "AUTO_JOBS_SETTLE", 600.0)
+    p = _planner(redis_proc.client)
+    _put(p, (0, 0, 100), age_s=1, jobs=2)
+    p.start()
+    s = p.store
+    value = b"x" * 100_000  # crops the two jobs left: 10% of the cache, warm
+    items = [(i, "augmented", s.charge(len(value)), value) for i in range(50)]
+    assert s.admit("a", items) == [1] * 50
+    p.tick(force=True)
+    stored = _stored(p)
+    assert stored.split.percent[2] == 0 and stored.version == 4, stored.describe()
+    assert p.split == stored.as_split() and p.store.capacity["augmented"] == 0
+    assert (
+        stored.split
+        == plan_for(
+            spec_of(p.setting, measured_inputs(MEASURED, 1, 1), 1),
+            (
+                "encoded",
+                "decoded",
+            ),
+        ).split
+    )

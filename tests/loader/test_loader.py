@@ -30,7 +30,7 @@ def test_signature_matches_dataloader():
     extra = [n for n in ours if n not in theirs]
     assert extra == [
         *("cache", "cache_size", "split", "plan", "spec"),
-        *("job", "ods", "batch_tail", "strict", "device", "progress"),
+        *("job", "ods", "batch_tail", "strict", "device", "progress", "dataset_version"),
     ]
     assert all(ours[n].kind is inspect.Parameter.KEYWORD_ONLY for n in extra)
 
