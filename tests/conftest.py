@@ -23,22 +23,28 @@ REDIS_SERVER = shutil.which("redis-server")
 _SLOWEST = ("tests/loader/test_ddp.py", "tests/faults/test_jobs.py")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Order the tests so that the suite's two processes end together: pytest-xdist's
-    ``worksteal`` gives each process one half of the list, and an idle one takes from the end
-    of the other's queue, so each half starts with its share of the slow tests (the slowest
-    first, taken in turns) and the quick ones come after."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order the tests so that the suite's processes end together: pytest-xdist's
+    ``worksteal`` gives each of its N processes one N-th of the list, and an idle one takes from
+    the end of another's queue, so each share starts with its part of the slow tests (the
+    slowest first, dealt in turns) and the quick ones come after."""
 
     def weight(item: pytest.Item) -> int:
         if item.get_closest_marker("slow") is None:
             return 0
         return 2 if item.nodeid.startswith(_SLOWEST) else 1
 
+    workers = getattr(config.option, "numprocesses", None)
+    n = workers if isinstance(workers, int) and workers > 0 else 1
     slow = sorted((i for i in items if weight(i)), key=weight, reverse=True)
     quick = [i for i in items if not weight(i)]
-    first, second = slow[0::2], slow[1::2]
-    cut = max(0, len(items) // 2 - len(first))
-    items[:] = first + quick[:cut] + second + quick[cut:]
+    ordered: list[pytest.Item] = []
+    for k in range(n):
+        dealt = slow[k::n]
+        share = len(quick) if k == n - 1 else max(0, len(items) // n - len(dealt))
+        ordered += dealt + quick[:share]
+        quick = quick[share:]
+    items[:] = ordered
 
 
 def _free_port() -> int:
