@@ -372,7 +372,14 @@ class OdsBatchSampler:
 
     def _collect(self, epoch: int, call: Call, ask: int, held: Sequence[Pick] = ()) -> Decision:
         """The decision of a prefetch (decided again when its reply is an error)."""
-        decision = self.store.collect(call)
+        try:
+            decision = self.store.collect(call)
+        except UnknownJobError:
+            # a shard forgot the job (flushed, restarted) while the decision was made up in
+            # other shards after the posted one answered: what that one marked served is not
+            # yielded, so the epoch is restored from what was before deciding again
+            self._rejoin(epoch, held)
+            decision = None
         if decision is None:  # functions missing, or the job forgotten: decide now
             return self._decide(epoch, ask, held)
         return decision

@@ -103,3 +103,26 @@ def test_the_shards_calls_wait_for_one_flush_of_their_one_outbox(redis_proc):
     assert not any(c.sent for c in calls) and client.get("sso-0") is None
     store.outbox.flush()
     assert [c.result() for c in calls] == [1] * len(store.shards)
+
+
+@pytest.mark.parametrize("wiped", [0, 1, 2, 3])
+def test_a_shard_that_forgets_the_job_after_a_decision_was_posted_costs_no_sample(
+    redis_proc, wiped
+):
+    """A decision posted ahead in one shard has come back when another shard forgets the job
+    (its server restarted empty or was flushed): making the decision up there fails, and the
+    epoch goes on from what was yielded, each sample once (what the posted shard marked served
+    for that decision is served again)."""
+    store = sharded(redis_proc, f"ssw{wiped}", cached=200)
+    sampler = OdsBatchSampler(store, "job", batch_size=16, lookahead=4)
+    for batch in sampler:  # the first epoch fills the cache: the next decisions are posted
+        fetched(store, "job", batch)
+    got = []
+    for k, batch in enumerate(sampler):
+        fetched(store, "job", batch)
+        got += [p.index for p in batch]
+        store.outbox.flush()  # the posted decision is sent and answered
+        if k % 3 == 0:  # now and then another shard, in turn, forgets the job (its values stay)
+            store.shards[(k // 3 + wiped) % len(store.shards)].leave("job")
+    seen = collections.Counter(got)
+    assert set(seen) == set(range(200)) and max(seen.values()) == 1, seen
