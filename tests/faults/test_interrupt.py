@@ -1,5 +1,6 @@
 """Ctrl-C, as a terminal sends it (SIGINT to the whole foreground process group): a training
-script with workers ends at once, and a cache node stops cleanly."""
+script with workers ends (its traceback, then every exit handler), and a cache node stops
+cleanly."""
 
 import os
 import signal
