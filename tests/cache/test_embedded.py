@@ -9,6 +9,7 @@ import psutil
 import pytest
 import redis
 from conftest import wait_for_ping
+from helpers.waiting import wait_for
 
 from seneca._cache.embedded import acquire_embedded
 
@@ -159,7 +160,12 @@ def test_server_stops_when_its_state_directory_is_removed(runtime_dir):
 
     acquire_embedded(10_000_000)
     assert _servers(runtime_dir)
-    shutil.rmtree(runtime_dir)
+
+    def removed():  # (the server and its watchdog may write a file in it meanwhile)
+        shutil.rmtree(runtime_dir, ignore_errors=True)
+        return not runtime_dir.exists()
+
+    wait_for(removed, f"{runtime_dir} to be removed")
     assert _wait_gone(runtime_dir), "watchdog left redis-server behind"
 
 
