@@ -54,9 +54,6 @@ __all__ = ["Decided", "OdsBatchSampler", "OdsSampler", "Ranks"]
 _log = logging.getLogger("seneca.ods")
 
 
-_OUTAGES = routing.OUTAGES
-
-
 class Ranks(Protocol):
     """The data-parallel ranks of a job, as a resume needs them (a collective each)."""
 
@@ -555,7 +552,7 @@ class OdsBatchSampler:
                 if run.prefetch is not None:
                     run.prefetch[0].cancel()
                 raise
-            except _OUTAGES as err:
+            except routing.OUTAGES as err:
                 if run.prefetch is not None:
                     run.prefetch[0].cancel()
                 if not isinstance(err, _BackingOff):

@@ -22,6 +22,7 @@ Any other dataset is read exactly as DataLoader reads it (:func:`resolve` says w
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import os
@@ -141,12 +142,18 @@ class FolderSource(Source):
         self.storage = Storage(dataset.samples if samples is None else samples, root=root)
         self.loader = getattr(dataset, "loader", None)
         self.encoded = _decodes_bytes(self.loader)
+        self.version = version
+
+    @functools.cached_property
+    def id(self) -> str:  # type: ignore[override]
+        """The files' id (``Storage.fingerprint``: a stat per file) and the decoder's, made
+        when first asked (the parts of a ConcatDataset, merged into one source, never are)."""
         decoder = "pil"
         if not self.encoded:
             # named by what it does (its code and what it is given): a loader changed
             # between runs makes other decoded values than those cached
             decoder = hashlib.sha1(describe(self.loader).encode()).hexdigest()[:8]
-        self.id = f"{self.storage.fingerprint(version)}.{decoder}"
+        return f"{self.storage.fingerprint(self.version)}.{decoder}"
 
     def __len__(self) -> int:
         return len(self.storage)
