@@ -64,11 +64,11 @@ def _bindable(port: int) -> bool:
 
 def cluster_ports(count: int, consecutive: bool = False) -> list[int]:
     """Free ports whose cluster bus ports (port + 10000) are free too (``consecutive``: a run
-    of ``count`` ports)."""
+    of ``count`` ports). The ports are drawn below 30000 and so never one node's bus port."""
     rng = random.Random()
     ports: list[int] = []
     while len(ports) < count:
-        port = ports[-1] + 1 if consecutive and ports else rng.randrange(20000, 45000)
+        port = ports[-1] + 1 if consecutive and ports else rng.randrange(20000, 30000 - count)
         if port not in ports and _bindable(port) and _bindable(port + 10000):
             ports.append(port)
         elif consecutive:
