@@ -41,6 +41,7 @@ fi
 [ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
 PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
 SIMD=pillow-simd==12.1.1.post0
+WARM="import PIL.Image, torch, torchvision, torch.distributed.run, redis, numpy, scipy, psutil, pytest, xdist, hypothesis, seneca, ods, mdp"
 simd_ok() { "$VENV/bin/python" -c "import PIL.Image, sys; sys.exit('post' not in PIL.__version__)" 2>/dev/null; }
 
 # pillow-simd's wheel is compiled (CPU) while the packages install (mostly disk): both at once.
@@ -52,11 +53,31 @@ if ! simd_ok; then
   CC="cc -mavx2" $PIP wheel --no-deps -w "$WHEELS" "$SIMD" >/tmp/seneca-pillow-simd.log 2>&1 &
   building=$!
 fi
-say "installing Python packages (first run takes a few minutes)"
-if ! $PIP install -c constraints.txt -e '.[dev]' >/tmp/seneca-pip.log 2>&1; then
-  grep -v 'is ignored: it is neither a file nor a directory' /tmp/seneca-pip.log | tail -30 >&2
-  echo "error: pip install failed (full log: /tmp/seneca-pip.log)" >&2
-  exit 1
+# uv installs the same pinned set several times faster than pip (it unpacks wheels in
+# parallel); pip stays the fallback. uv reads no pip configuration, so it is handed the package
+# sources and constraints pip is set up with on this machine.
+pip_setting() {  # the value pip uses for an option: its PIP_* variable, else its configuration
+  local var="PIP_$(echo "$1" | tr 'a-z-' 'A-Z_')"
+  if [ -n "${!var:-}" ]; then echo "${!var}"; else $PIP config get "global.$1" 2>/dev/null || true; fi
+}
+install_with_uv() {
+  $PIP install -c constraints.txt uv >/tmp/seneca-pip.log 2>&1 || return 1
+  local args=(--python "$VENV/bin/python" --index-strategy unsafe-best-match -c constraints.txt)
+  local v
+  for v in $(pip_setting index-url); do args+=(--index-url "$v"); done
+  for v in $(pip_setting extra-index-url); do args+=(--extra-index-url "$v"); done
+  for v in $(pip_setting find-links); do args+=(--find-links "$v"); done
+  for v in $(pip_setting constraint); do args+=(-c "$v"); done
+  "$VENV/bin/uv" pip install "${args[@]}" -e '.[dev]' >>/tmp/seneca-pip.log 2>&1
+}
+say "installing Python packages (first run takes a minute or two)"
+if ! install_with_uv; then
+  say "uv failed (log: /tmp/seneca-pip.log); installing with pip"
+  if ! $PIP install -c constraints.txt -e '.[dev]' >/tmp/seneca-pip.log 2>&1; then
+    grep -v 'is ignored: it is neither a file nor a directory' /tmp/seneca-pip.log | tail -30 >&2
+    echo "error: pip install failed (full log: /tmp/seneca-pip.log)" >&2
+    exit 1
+  fi
 fi
 
 # pillow and pillow-simd share the PIL/ directory: always remove both before installing one.
@@ -75,6 +96,8 @@ if ! simd_ok || $PIP show pillow >/dev/null 2>&1; then
     $PIP install --force-reinstall --no-deps pillow >/dev/null
   fi
 fi
-"$VENV/bin/python" -c "import PIL.Image, torch, torchvision, redis" || { echo "error: .venv is incomplete" >&2; exit 1; }
+# uv writes no bytecode: this import writes it for what every test process imports (torch alone
+# would otherwise be compiled again in each fresh interpreter where PYTHONDONTWRITEBYTECODE is set).
+PYTHONDONTWRITEBYTECODE= "$VENV/bin/python" -c "$WARM" || { echo "error: .venv is incomplete" >&2; exit 1; }
 echo "$want" > "$STAMP"
 say "environment ready"
