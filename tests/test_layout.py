@@ -5,6 +5,7 @@ functions), so it needs no torch and catches lazy imports too."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -88,7 +89,11 @@ def _imports(name: str, path: Path) -> set[str]:
     return out
 
 
-GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+@functools.cache
+def graph() -> dict[str, set[str]]:
+    """Each module's imports (parsed when a test first asks: every test process collects this
+    file, few run it)."""
+    return {name: _imports(name, path) for name, path in MODULES.items()}
 
 
 def _part(module: str) -> str:
@@ -131,7 +136,7 @@ def _named_modules(tree: ast.AST) -> set[str]:
 
 
 def test_mdp_and_ods_import_nothing_from_seneca():
-    for name, deps in GRAPH.items():
+    for name, deps in graph().items():
         if _part(name) in ("mdp", "ods", "seneca_base"):
             bad = sorted(d for d in deps if d == "seneca" or d.startswith("seneca."))
             assert not bad, f"{name} imports {bad}"
@@ -147,7 +152,7 @@ def test_modules_named_in_strings_are_found():
 
 
 def test_each_part_imports_only_what_it_may():
-    for name, deps in GRAPH.items():
+    for name, deps in graph().items():
         part = _part(name)
         for dep in deps:
             other = _part(dep)
@@ -170,7 +175,7 @@ def _inside(name: str, package: str) -> bool:
 
 
 def test_no_private_module_is_used_from_another_package():
-    for name, deps in GRAPH.items():
+    for name, deps in graph().items():
         for dep in deps:
             for package in _private_to(dep):
                 assert _inside(name, package), f"{name} imports the private {dep}"
@@ -208,12 +213,12 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_no_import_cycle_between_modules():
-    assert _cycle(GRAPH) is None, " -> ".join(_cycle(GRAPH) or [])
+    assert _cycle(graph()) is None, " -> ".join(_cycle(graph()) or [])
 
 
 def test_no_import_cycle_between_parts():
     parts: dict[str, set[str]] = defaultdict(set)
-    for name, deps in GRAPH.items():
+    for name, deps in graph().items():
         parts[_part(name)].update(_part(d) for d in deps if _part(d) != _part(name))
     assert _cycle(parts) is None, " -> ".join(_cycle(parts) or [])
 

@@ -73,13 +73,14 @@ def test_an_epoch_cut_short_is_followed_by_a_whole_one(tiny_dataset, redis_url, 
 @pytest.mark.parametrize("persistent", [True, False])
 @pytest.mark.parametrize("context", ["fork", "spawn"])
 def test_cut_epochs_with_fork_and_spawn_workers(tiny_dataset, redis_url, context, persistent):
-    # spawned workers that do not persist start again each epoch, each a fresh interpreter that
-    # imports torch (3 s of CPU here): one worker, one cut and one whole epoch show the same
+    # a spawned worker is a fresh interpreter that imports torch (4 s of CPU here), again each
+    # epoch where workers do not persist: one spawned worker, and for those, one cut and one
+    # whole epoch show the same
     fresh = context == "spawn" and not persistent
     loader = _loader(
         tiny_dataset,
         redis_url,
-        num_workers=1 if fresh else 2,
+        num_workers=1 if context == "spawn" else 2,
         persistent_workers=persistent,
         multiprocessing_context=context,
         job=f"{context}-{persistent}",

@@ -58,7 +58,7 @@ def test_workers_fetch_decided_batches(tiny_dataset, redis_url, context):
         batch_size=5,
         shuffle=True,
         drop_last=True,
-        num_workers=2,
+        num_workers=1 if context == "spawn" else 2,  # a spawned one imports torch (4 s of CPU)
         multiprocessing_context=context,
         cache=redis_url,
         cache_size="20MB",

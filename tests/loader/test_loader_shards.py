@@ -172,7 +172,7 @@ def test_spawned_persistent_workers_take_the_shards_with_the_store(
     """A spawned worker imports the defaults afresh (shards of 2^21): the shards it works in
     come with the store it unpickles."""
     loader = SenecaLoader(
-        indexed(tiny_dataset), batch_size=6, shuffle=True, num_workers=2, cache=redis_proc.url,
+        indexed(tiny_dataset), batch_size=6, shuffle=True, num_workers=1, cache=redis_proc.url,
         multiprocessing_context="spawn", persistent_workers=True, job="spawned",
     )  # fmt: skip
     assert len(loader.store.shards) == 3

@@ -8,7 +8,6 @@ import time
 
 import pytest
 from helpers.serving import serve_as_rank
-from scipy import stats
 
 from ods import defaults as ods_defaults
 from ods.admission import REFUSED
@@ -282,6 +281,8 @@ def test_ranks_of_one_job_together_see_each_sample_once(redis_proc):
 
 
 def test_order_is_random(redis_proc):
+    from scipy import stats  # here: a second of import, paid by the process that runs this
+
     n, runs = 200, 60
     first_batch_deciles = collections.Counter()
     correlations = []
