@@ -1,7 +1,7 @@
 """One rank of the data-parallel tests (run by torchrun from loader/test_ddp.py; not a test itself).
 
 Modes: ``epochs`` (two epochs), ``named`` (two epochs under the job name ``ddp-named``),
-``sharded`` (two epochs, the metadata in shards of 16 samples),
+``sharded`` (two epochs, the metadata in shards of 16 samples, on the cache at ``sharded_url``),
 ``stop`` (two batches of epoch 0, then save this rank's state_dict), ``resume`` (load this
 rank's state in a new process group, finish the epoch). Several modes, comma-separated, run in
 turn in the same processes, each with a loader of its own (fewer interpreters to start)."""
@@ -28,10 +28,10 @@ def _lockstep() -> None:
     _REDUCED.append(step)
 
 
-def main(data: str, url: str, out: str, modes: str = "epochs") -> None:
+def main(data: str, url: str, out: str, modes: str = "epochs", sharded_url: str = "") -> None:
     dist.init_process_group("gloo")
     for mode in modes.split(","):
-        run(data, url, out, mode, dist.get_rank())
+        run(data, sharded_url if mode == "sharded" else url, out, mode, dist.get_rank())
     dist.destroy_process_group()
 
 
@@ -75,4 +75,4 @@ def run(data: str, url: str, out: str, mode: str, rank: int) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:6])

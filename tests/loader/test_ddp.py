@@ -8,14 +8,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import RedisProcess
 
 
-def torchrun(data, url, out, modes):
-    """Two ranks of tests/helpers/ddp_worker.py running ``modes`` (comma-separated) in turn;
-    their reports of the last mode."""
+def torchrun(data, url, out, modes, sharded_url=""):
+    """Two ranks of tests/helpers/ddp_worker.py running ``modes`` (comma-separated) in turn
+    (``sharded`` on the cache at ``sharded_url``); their reports of the last mode."""
     worker = Path(__file__).parents[1] / "helpers" / "ddp_worker.py"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    cmd += [str(worker), str(data), url, str(out), modes]
+    cmd += [str(worker), str(data), url, str(out), modes, sharded_url]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return reports(out, modes.split(",")[-1])
@@ -41,11 +42,20 @@ def test_two_runs_of_a_job_of_two_ranks(tiny_dataset, redis_proc, tmp_path):
     torchrun starts three interpreters, and its modes share them). The first: two epochs of a
     job named for its ranks, two epochs under the name ``ddp-named``, then two batches of an
     epoch under ``ddp-resume`` and its state saved; the second, in new processes: ``ddp-named``
-    again, and ``ddp-resume`` restored from the saved states."""
+    again, ``ddp-resume`` restored from the saved states, then the dataset in shards on a cache
+    of its own."""
     torchrun(tiny_dataset, redis_proc.url, tmp_path, "epochs,named,stop")
     first = {m: reports(tmp_path, m) for m in ("epochs", "named", "stop")}
-    torchrun(tiny_dataset, redis_proc.url, tmp_path, "named,resume")
-    second = {m: reports(tmp_path, m) for m in ("named", "resume")}
+    sharded = RedisProcess()
+    try:
+        torchrun(tiny_dataset, redis_proc.url, tmp_path, "named,resume,sharded", sharded.url)
+        # the ranks share a dataset kept in shards: the dataset registered in shards of 16
+        info = [k for k in sharded.client.keys(b"*:info") if sharded.client.hget(k, "shard_size")]
+        assert len(info) == 1
+    finally:
+        sharded.stop()
+    second = {m: reports(tmp_path, m) for m in ("named", "resume", "sharded")}
+    assert_every_epoch_whole(second["sharded"])
 
     # the ranks share one job and its epochs: 24 samples per rank in batches of 5
     ranks = first["epochs"]
@@ -67,10 +77,3 @@ def test_two_runs_of_a_job_of_two_ranks(tiny_dataset, redis_proc, tmp_path):
         assert len(b["seen"]) + len(a["seen"]) == 24  # each rank's share, none padded
     together = collections.Counter(x for r in before + after for x in r["seen"])
     assert set(together) == set(range(48)) and max(together.values()) == 1
-
-
-@pytest.mark.slow
-def test_two_ranks_share_a_dataset_in_shards(tiny_dataset, redis_proc, tmp_path):
-    assert_every_epoch_whole(torchrun(tiny_dataset, redis_proc.url, tmp_path, "sharded"))
-    info = [k for k in redis_proc.client.keys(b"*:info") if redis_proc.client.hget(k, "shard_size")]
-    assert len(info) == 1  # the dataset, registered in shards of 16
