@@ -156,8 +156,6 @@ class TicketSampler:
         #: workers' parts, and those made in their batch's slot
         self.parts = 0
         self.in_slots = 0
-        #: the most batches decided and not yet merged at once (what deciding late bounds)
-        self.most_decided = 0
 
     def __len__(self) -> int:
         return len(self.sampler)
@@ -215,7 +213,6 @@ class TicketSampler:
         late = getattr(self.sampler, "swaps_late", False)
         self._pending[tag] = Share(picks, lent, self.sampler.current if late else None)
         self._order.append(tag)
-        self.most_decided = max(self.most_decided, len(self._pending))
 
     def _stop_source(self) -> None:
         source, self._source = self._source, None

@@ -49,9 +49,10 @@ def test_a_batch_is_decided_when_its_worker_starts_it(tiny_dataset, redis_url, t
     decided = [b["decided"] for b in json.loads(path.read_text())["batches"]]
     gaps = [b - a for a, b in itertools.pairwise(decided)]
     # its one worker asks for the next batch once it made the one before (4 slow samples);
-    # decided when handed out, the first 4 would have been decided at once
+    # decided when handed out, the first 4 would have been decided at once. (How many decided
+    # batches wait to be merged at once is the training process's timing, not the worker's: a
+    # loop slowed by a busy machine merges late.)
     assert min(gaps) >= 0.6 * 4 * _SAMPLE_S, gaps
-    assert loader._tickets.most_decided <= 2  # one made, one being merged
 
 
 def _answers(desk_answer):

@@ -140,6 +140,7 @@ def test_hits_found_gone_are_made_by_the_worker(tiny_dataset, redis_proc):
 def test_hits_and_misses_out_of_order(tiny_dataset, redis_proc):
     ds = _indexed(tiny_dataset)
     keep = _with_copies(ds, redis_proc.url)
+    # two spawned workers (the other spawned tests have one): out of order needs two
     c = _reader(ds, redis_proc.url, 2, in_order=False, multiprocessing_context="spawn")
     _check_epoch(ds, c)
     assert c.stats()["augmented"]["hits"] == HITS
