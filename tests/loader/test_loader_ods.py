@@ -88,10 +88,12 @@ def test_a_value_gone_after_the_decision_is_a_counted_miss(tiny_dataset, redis_p
 
 
 def test_a_value_put_in_place_just_after_the_decision_is_read_not_taken_for_gone(
-    tiny_dataset, redis_proc
+    tiny_dataset, redis_proc, monkeypatch
 ):
     """An admission's entries are visible a round trip before its values are in place: a fetch
     that finds a decided value missing looks again, briefly, before it reads from storage."""
+    # looking for up to 60 s, not 8 ms: on a busy machine the timer below may fire late
+    monkeypatch.setattr("seneca.defaults.MISSING_WAIT", 60.0)
     ds = indexed(tiny_dataset)
     loader = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB")
     epoch_of(loader)  # fills the cache
