@@ -13,13 +13,12 @@ from conftest import RedisProcess
 
 def torchrun(data, url, out, modes, sharded_url=""):
     """Two ranks of tests/helpers/ddp_worker.py running ``modes`` (comma-separated) in turn
-    (``sharded`` on the cache at ``sharded_url``); their reports of the last mode."""
+    (``sharded`` on the cache at ``sharded_url``); each mode's reports: :func:`reports`."""
     worker = Path(__file__).parents[1] / "helpers" / "ddp_worker.py"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     cmd += [str(worker), str(data), url, str(out), modes, sharded_url]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return reports(out, modes.split(",")[-1])
 
 
 def reports(out, mode):
