@@ -6,6 +6,7 @@
 # 3. pillow-simd in place of pillow (falls back to pillow with one warning).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/pyinstall.sh
 
 PYTHON=${PYTHON:-python3}
 VENV=.venv
@@ -33,7 +34,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 command -v redis-server >/dev/null 2>&1 || { echo "error: redis-server not found on PATH" >&2; exit 1; }
 
-want=$(cat pyproject.toml constraints.txt scripts/bootstrap.sh | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml constraints.txt scripts/bootstrap.sh scripts/pyinstall.sh | sha256sum | cut -d' ' -f1)
 if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
   exit 0
 fi
@@ -53,32 +54,8 @@ if ! simd_ok; then
   CC="cc -mavx2" $PIP wheel --no-deps -w "$WHEELS" "$SIMD" >/tmp/seneca-pillow-simd.log 2>&1 &
   building=$!
 fi
-# uv installs the same pinned set several times faster than pip (it unpacks wheels in
-# parallel); pip stays the fallback. uv reads no pip configuration, so it is handed the package
-# sources and constraints pip is set up with on this machine.
-pip_setting() {  # the value pip uses for an option: its PIP_* variable, else its configuration
-  local var="PIP_$(echo "$1" | tr 'a-z-' 'A-Z_')"
-  if [ -n "${!var:-}" ]; then echo "${!var}"; else $PIP config get "global.$1" 2>/dev/null || true; fi
-}
-install_with_uv() {
-  $PIP install -c constraints.txt uv >/tmp/seneca-pip.log 2>&1 || return 1
-  local args=(--python "$VENV/bin/python" --index-strategy unsafe-best-match -c constraints.txt)
-  local v
-  for v in $(pip_setting index-url); do args+=(--index-url "$v"); done
-  for v in $(pip_setting extra-index-url); do args+=(--extra-index-url "$v"); done
-  for v in $(pip_setting find-links); do args+=(--find-links "$v"); done
-  for v in $(pip_setting constraint); do args+=(-c "$v"); done
-  "$VENV/bin/uv" pip install "${args[@]}" -e '.[dev]' >>/tmp/seneca-pip.log 2>&1
-}
 say "installing Python packages (first run takes a minute or two)"
-if ! install_with_uv; then
-  say "uv failed (log: /tmp/seneca-pip.log); installing with pip"
-  if ! $PIP install -c constraints.txt -e '.[dev]' >/tmp/seneca-pip.log 2>&1; then
-    grep -v 'is ignored: it is neither a file nor a directory' /tmp/seneca-pip.log | tail -30 >&2
-    echo "error: pip install failed (full log: /tmp/seneca-pip.log)" >&2
-    exit 1
-  fi
-fi
+pyinstall "$VENV" /tmp/seneca-pip.log -c constraints.txt -e '.[dev]'
 
 # pillow and pillow-simd share the PIL/ directory: always remove both before installing one.
 built=no

@@ -5,26 +5,23 @@
 # Needs what scripts/bootstrap.sh installs on the system (redis-server); `make test-oldest`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/pyinstall.sh
 
 PYTHON=${PYTHON:-python3}
 VENV=.venv-oldest
 STAMP=$VENV/.seneca-oldest
 say() { printf '[oldest] %s\n' "$*"; }
 
-want=$(cat pyproject.toml constraints.txt scripts/oldest.py scripts/oldest.sh | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml constraints.txt scripts/oldest.py scripts/oldest.sh scripts/pyinstall.sh | sha256sum | cut -d' ' -f1)
 if ! { [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; }; then
   [ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
   CONSTRAINTS=$(mktemp)
   trap 'rm -f "$CONSTRAINTS"' EXIT
   "$PYTHON" scripts/oldest.py > "$CONSTRAINTS"
   say "installing $(grep -E '^(torch|torchvision|redis)==' "$CONSTRAINTS" | tr '\n' ' ')(a few minutes)"
-  if ! "$VENV/bin/python" -m pip --disable-pip-version-check -q install -c "$CONSTRAINTS" \
-      -e '.[dev]' >/tmp/seneca-oldest-pip.log 2>&1; then
-    grep -v 'is ignored: it is neither a file nor a directory' /tmp/seneca-oldest-pip.log | tail -30 >&2
-    echo "error: pip install failed (full log: /tmp/seneca-oldest-pip.log)" >&2
-    exit 1
-  fi
+  pyinstall "$VENV" /tmp/seneca-oldest-pip.log -c "$CONSTRAINTS" -e '.[dev]'
   echo "$want" > "$STAMP"
 fi
-"$VENV/bin/python" -c "import torch, torchvision, redis; print('[oldest] torch', torch.__version__, 'torchvision', torchvision.__version__, 'redis', redis.__version__)"
+# (uv writes no bytecode: this import writes torch's, as bootstrap.sh does for .venv)
+PYTHONDONTWRITEBYTECODE= "$VENV/bin/python" -c "import torch, torchvision, redis; print('[oldest] torch', torch.__version__, 'torchvision', torchvision.__version__, 'redis', redis.__version__)"
 exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/loader tests/ods "$@"
