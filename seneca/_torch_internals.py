@@ -3,20 +3,29 @@
 SenecaLoader is a DataLoader that shows the user's dataset and reads through the cache; batch
 rows are filled in place and recycled once nobody holds them; workers' buffers live in shared
 memory. torch offers no public way to do four of the things this needs, so each is done here,
-naming what it relies on. :data:`CHECKED` lists the torch versions these uses were checked
-against: the oldest the package accepts (CI runs the loader's tests with it,
-``scripts/oldest.sh``) and the one in ``constraints.txt``; a test keeps them in step with both.
+naming what it relies on; one torch behaviour is worked around here too (:func:`worker_errors`).
+:data:`CHECKED` lists the torch versions these uses were checked against: the oldest the
+package accepts (CI runs the loader's tests with it, ``scripts/oldest.sh``) and the one in
+``constraints.txt``; a test keeps them in step with both.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import torch
 from torch.utils.data import DataLoader
 
-__all__ = ["CHECKED", "ReadThroughLoader", "reference_counts", "shared_empty", "view_base"]
+__all__ = [
+    "CHECKED",
+    "ReadThroughLoader",
+    "reference_counts",
+    "shared_empty",
+    "view_base",
+    "worker_errors",
+]
 
 #: torch versions these uses were checked against
 CHECKED = ("2.6.0", "2.14.1")
@@ -78,3 +87,29 @@ def shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     numel = int(torch.Size(shape).numel())
     storage = torch.empty(0, dtype=dtype)._typed_storage()._new_shared(numel, device="cpu")
     return torch.empty(0, dtype=dtype).new(storage).resize_(shape)
+
+
+def worker_errors(it: Iterator[Any]) -> Iterator[Any]:
+    """The batches of DataLoader's iterator ``it`` (with workers); a worker's exception raised
+    without the reference cycle torch's re-raise makes.
+
+    torch: ``ExceptionWrapper.reraise`` raises the exception it holds in a local variable, so
+    the exception's traceback holds the frame that holds the exception (2.6-2.14). Everything
+    that traceback reaches, the iterator and its workers among them, then outlives the
+    exception until the garbage collector runs, and the collector closes the iterator's index
+    queues (their finalizers) before the iterator's ``__del__`` sends each worker its last
+    ``None``: each worker's join waits ``MP_STATUS_CHECK_INTERVAL`` (5 s) in vain and the
+    worker is terminated. Clearing that one frame's variables (done executing) leaves the
+    iterator to go with the exception, its workers told to exit."""
+    try:
+        yield from it
+    except Exception as err:
+        tb = err.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code is _RERAISE:
+                tb.tb_frame.clear()
+            tb = tb.tb_next
+        raise
+
+
+_RERAISE = torch._utils.ExceptionWrapper.reraise.__code__

@@ -64,7 +64,10 @@ def made_ahead(it: Iterator[T], threads: int, device: int | None = None) -> Iter
         while True:
             item, err = box.get()
             if err is not None:
-                raise err
+                try:
+                    raise err
+                finally:  # its traceback holds this frame: no cycle through the variable
+                    err = None
             if item is _END:
                 return
             yield item

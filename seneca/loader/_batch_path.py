@@ -21,8 +21,10 @@ A batch of a SenecaLoader that caches goes through these stages, in this order:
 Then, per batch in the loader process, the stages of :meth:`BatchPath.stages`, each an
 iterator over the one before (:data:`Stage`):
 
-4. **merge**: the workers' batches in the decided order, their targets collated
-   (``TicketSampler.merged``);
+4. **worker error**: with workers, a worker's exception raised so that it holds no reference
+   cycle: the iterator and its workers go with it, as at the end of an epoch
+   (``_torch_internals.worker_errors``); then **merge**: the workers' batches in the decided
+   order, their targets collated (``TicketSampler.merged``);
 5. **tail**: the transform's batch tail (``ToDtype``/``Normalize``) run once per batch, then
    pinned with ``pin_memory`` (``pipeline.batch_tail.finished_batches``); or, with
    ``device=``, **device copy**: the batch copied to the device and the tail run there
@@ -41,8 +43,8 @@ iterator over the one before (:data:`Stage`):
 12. **handed**: with ``SENECA_TIMELINE`` set, the times the loop takes each batch and asks for
     the next recorded, and the iteration's times written (``timeline.Timeline``).
 
-A loader that reads its dataset uncached runs only the device stages and, with workers, the lost
-worker's.
+A loader that reads its dataset uncached runs only the device stages and, with workers, the
+worker error and lost worker stages.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from seneca import defaults
+from seneca._torch_internals import worker_errors
 from seneca.loader._ahead import closing, made_ahead
 from seneca.loader._device import DeviceFeed, handed_over, staged
 from seneca.loader._lost_worker import reported
@@ -109,6 +112,8 @@ class BatchPath:
         its start (for the summary); ``token``: the iteration's :class:`EpochProgress` token
         (with ODS)."""
         out: list[tuple[str, Stage]] = []
+        if self.ahead:
+            out.append(("worker error", worker_errors))
         if self.cached and self.tickets is not None:
             out.append(("merge", self.tickets.merged))
         feed, cuda = self.feed, None

@@ -38,7 +38,17 @@ def _names(loader) -> list[str]:
         ({"num_workers": 0}, ["tail", "track", "budget tick", "stats"]),
         (
             {"num_workers": 1, "split": (0, 0, 1)},
-            ["merge", "tail", "release", "ahead", "lost worker", "track", "budget tick", "stats"],
+            [
+                "worker error",
+                "merge",
+                "tail",
+                "release",
+                "ahead",
+                "lost worker",
+                "track",
+                "budget tick",
+                "stats",
+            ],
         ),
         ({"num_workers": 0, "shuffle": False}, ["tail", "budget tick", "stats"]),
         (

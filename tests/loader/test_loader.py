@@ -1,9 +1,11 @@
+import gc
 import inspect
 import logging
 import pickle
 import shutil
 import sys
 
+import psutil
 import pytest
 import torch
 from torch.utils.data import DataLoader
@@ -212,6 +214,36 @@ def test_a_bad_file_raises_what_dataloader_raises_and_names_it(
         assert isinstance(got.value, OSError), got.value  # as PIL's and open's errors are
         shown = str(got.value) + "".join(getattr(got.value, "__notes__", []))
         assert path.name in shown, shown
+
+
+def test_a_workers_error_leaves_no_workers_behind_once_dropped(tmp_path, tiny_dataset, redis_url):
+    """The error a worker raised holds no reference cycle: once the loop's ``except`` is done
+    with it, the iterator goes and its workers exit, garbage collector or not. (DataLoader's
+    error holds one: its workers wait for the collector, which closes their queues before the
+    iterator tells them to stop, and each is terminated after 5 s.)"""
+    root = tmp_path / "d"
+    shutil.copytree(tiny_dataset, root)
+    sorted((root / "class_000").iterdir())[0].write_bytes(b"this is not a jpeg")
+    ds = ImageFolder(str(root), transform=DET)
+    me = psutil.Process()
+    before = {p.pid for p in me.children()}
+
+    def training_loop() -> str:
+        try:
+            for _ in SenecaLoader(ds, batch_size=4, num_workers=2, cache=redis_url):
+                pass
+        except OSError as err:
+            return type(err).__name__
+        return "no error"
+
+    gc.disable()
+    try:
+        caught = training_loop()
+        left = [p.pid for p in me.children() if p.pid not in before]
+    finally:
+        gc.enable()
+    assert caught == "UnidentifiedImageError"
+    assert left == [], f"workers still running after their iterator's error was dropped: {left}"
 
 
 def test_plan_option_uses_the_planned_split_and_cache_size(tiny_dataset, redis_proc, tmp_path):
