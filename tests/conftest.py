@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from seneca._bench.synthetic import make_dataset
 from seneca._cache.cluster import start_cluster
@@ -84,8 +86,18 @@ def cluster_ports(count: int, consecutive: bool = False) -> list[int]:
     return ports
 
 
+def once(client: redis.Redis) -> redis.Redis:
+    """``client``, made to try each command once, as redis-py 5 did: redis-py 6 and later retry
+    a connection error (a refused login is one) 10 times with backoff, about 5 s, before
+    raising it."""
+    client.set_retry(Retry(NoBackoff(), 0))
+    return client
+
+
 def wait_for_ping(client: redis.Redis, proc: subprocess.Popen, timeout: float = 60.0) -> None:
-    """Return once ``client`` gets an answer; fail if ``proc`` exits or ``timeout`` passes."""
+    """Return once ``client`` gets an answer; fail if ``proc`` exits or ``timeout`` passes.
+    ``client`` tries each command :func:`once` from then on."""
+    once(client)
     deadline = time.monotonic() + timeout
     while True:
         try:

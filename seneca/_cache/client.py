@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import socket
 import ssl
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -26,7 +27,7 @@ from ods.redis_internals import disown
 from seneca import defaults
 from seneca_base.errors import CacheUnavailableError, ConfigError
 
-__all__ = ["CacheClient", "redact_url", "validate_url"]
+__all__ = ["CacheClient", "one_server", "redact_url", "validate_url"]
 
 _SCHEMES = ("redis", "rediss", "unix")
 
@@ -87,6 +88,13 @@ def _options(timeout: float, retries: int = 0) -> dict:
         "health_check_interval": 0,
         **_NO_SETINFO,
     }
+
+
+def one_server(**kwargs: Any) -> redis.Redis:
+    """A client of one server for Seneca's own checks (is it up, has the cluster formed):
+    each command tried once, as by every client of Seneca's (redis-py 6 and later retry a
+    connection error 10 times with backoff by default: about 5 s per refused try)."""
+    return redis.Redis(retry=Retry(NoBackoff(), 0), **kwargs)
 
 
 def _cluster_enabled(client: redis.Redis) -> bool | None:

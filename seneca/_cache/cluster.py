@@ -18,6 +18,7 @@ from pathlib import Path
 
 import redis
 
+from seneca._cache.client import one_server
 from seneca._cache.server import redis_config, redis_server_binary
 from seneca_base.errors import CacheError, ConfigError
 
@@ -41,7 +42,7 @@ class LocalCluster:
         return f"redis://127.0.0.1:{self.ports[0]}"
 
     def node(self, port: int) -> redis.Redis:
-        return redis.Redis(port=port, socket_connect_timeout=1)
+        return one_server(port=port, socket_connect_timeout=1)
 
     def kill(self, port: int) -> None:
         """SIGKILL the node on ``port`` (its values are lost)."""

@@ -44,6 +44,7 @@ from pathlib import Path
 import redis
 
 from seneca import defaults
+from seneca._cache.client import one_server
 from seneca._cache.server import redis_config, redis_server_binary
 from seneca_base.errors import CacheError, ConfigError
 from seneca_base.units import format_seconds, format_size
@@ -142,7 +143,7 @@ def _ping(sock: Path) -> bool:
     if not sock.exists():
         return False
     try:
-        r = redis.Redis(unix_socket_path=str(sock), socket_connect_timeout=0.2, socket_timeout=1)
+        r = one_server(unix_socket_path=str(sock), socket_connect_timeout=0.2, socket_timeout=1)
         return bool(r.ping())
     except (redis.RedisError, OSError):
         return False
@@ -285,7 +286,7 @@ def _int_of(path: Path) -> int:
 
 def _grow(sock: Path, maxmemory: int) -> None:
     """Set the running server's maxmemory."""
-    r = redis.Redis(unix_socket_path=str(sock), socket_connect_timeout=1, socket_timeout=5)
+    r = one_server(unix_socket_path=str(sock), socket_connect_timeout=1, socket_timeout=5)
     try:
         r.config_set("maxmemory", maxmemory)
     finally:
