@@ -173,9 +173,12 @@ def test_bench_and_profile_run_against_a_cluster(tiny_dataset, redis_cluster, tm
     assert not any(redis_cluster.node(p).dbsize() for p in redis_cluster.ports)  # cleaned up
 
 
-def test_a_cluster_that_fails_finishes_every_epoch_from_storage(tiny_dataset, redis_cluster):
+def test_a_cluster_that_fails_finishes_every_epoch_from_storage(
+    tiny_dataset, redis_cluster, monkeypatch
+):
     """Two of three primaries die: the last one reports cluster_state:fail and refuses every
     command (CLUSTERDOWN); training goes on from storage, every epoch exactly once."""
+    monkeypatch.setattr(defaults, "CACHE_RETRY_CAP", 0.5)  # the wait between epochs below
     loaders = _loaders(tiny_dataset, redis_cluster.url)
     _epoch(loaders)
     last = redis_cluster.ports[0]
