@@ -90,17 +90,20 @@ def shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
 
 
 def worker_errors(it: Iterator[Any]) -> Iterator[Any]:
-    """The batches of DataLoader's iterator ``it`` (with workers); a worker's exception raised
-    without the reference cycle torch's re-raise makes.
+    """The batches of DataLoader's iterator ``it`` (with workers); when a worker's exception
+    comes, the workers are told to stop before it is raised, unless they are persistent (the
+    loader's next iteration uses them). The batches' iteration ends there in any case: it is a
+    generator.
 
-    torch: ``ExceptionWrapper.reraise`` raises the exception it holds in a local variable, so
-    the exception's traceback holds the frame that holds the exception (2.6-2.14). Everything
-    that traceback reaches, the iterator and its workers among them, then outlives the
-    exception until the garbage collector runs, and the collector closes the iterator's index
-    queues (their finalizers) before the iterator's ``__del__`` sends each worker its last
-    ``None``: each worker's join waits ``MP_STATUS_CHECK_INTERVAL`` (5 s) in vain and the
-    worker is terminated. Clearing that one frame's variables (done executing) leaves the
-    iterator to go with the exception, its workers told to exit."""
+    torch: ``_MultiProcessingDataLoaderIter._shutdown_workers`` and ``_persistent_workers``
+    (2.6-2.14). Left to the iterator's ``__del__``, the workers stop only once nothing holds
+    the exception, and an exception kept by the script (or pytest) is in a reference cycle
+    with the frames of its traceback; ``ExceptionWrapper.reraise`` makes one of its own, by
+    raising the exception it holds in a local variable (that frame's variables are cleared
+    here). Python's garbage collector then runs the index queues' finalizers before the
+    iterator's ``__del__``: the queues are closed before each worker is sent its last
+    ``None``, and each worker's join waits ``MP_STATUS_CHECK_INTERVAL`` (5 s) in vain before
+    the worker is terminated."""
     try:
         yield from it
     except Exception as err:
@@ -109,6 +112,8 @@ def worker_errors(it: Iterator[Any]) -> Iterator[Any]:
             if tb.tb_frame.f_code is _RERAISE:
                 tb.tb_frame.clear()
             tb = tb.tb_next
+        if not getattr(it, "_persistent_workers", True):
+            it._shutdown_workers()  # type: ignore[attr-defined]
         raise
 
 

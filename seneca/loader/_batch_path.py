@@ -21,8 +21,8 @@ A batch of a SenecaLoader that caches goes through these stages, in this order:
 Then, per batch in the loader process, the stages of :meth:`BatchPath.stages`, each an
 iterator over the one before (:data:`Stage`):
 
-4. **worker error**: with workers, a worker's exception raised so that it holds no reference
-   cycle: the iterator and its workers go with it, as at the end of an epoch
+4. **worker error**: with workers, a worker's exception raised once the workers (unless
+   persistent) are told to stop, as at the end of an epoch, whoever keeps the exception
    (``_torch_internals.worker_errors``); then **merge**: the workers' batches in the decided
    order, their targets collated (``TicketSampler.merged``);
 5. **tail**: the transform's batch tail (``ToDtype``/``Normalize``) run once per batch, then
