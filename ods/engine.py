@@ -186,7 +186,10 @@ class Engine:
         (``ods.routing``)."""
         reply = routing.run(self.client, [command])[0]
         if isinstance(reply, Exception):
-            raise reply
+            try:
+                raise reply
+            finally:  # the error's traceback holds this frame (and its callers', the
+                del reply  # loader's among them): no reference cycle through this variable
         return reply
 
     def unlink_values(self, evicted: Sequence[object], now: bool = True) -> list[int]:

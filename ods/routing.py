@@ -288,7 +288,9 @@ def _read_group(sent: Sent, group: tuple[Any, Any, list[int]], read: Read, out: 
             try:
                 out[k] = read(conn, k)
             except redis.ResponseError as err:  # read whole: the connection is in step
-                out[k] = err
+                # a reply, kept without the frames it was read in: the list holding it is
+                # theirs, and the cycle would keep them (and their callers') until collected
+                out[k] = err.with_traceback(None)
         deadlines.measured(sent.kind, time.monotonic() - start)
         socket_of(conn).settimeout(conn.socket_timeout)
     except (redis.RedisError, OSError) as err:

@@ -4,6 +4,7 @@ import logging
 import pickle
 import shutil
 import sys
+import weakref
 
 import psutil
 import pytest
@@ -247,6 +248,34 @@ def test_a_workers_error_stops_the_workers_even_if_the_script_keeps_it(
         gc.enable()
     assert type(kept).__name__ == "UnidentifiedImageError", kept
     assert left == [], f"workers still running after their iteration's error: {left}"
+
+
+def test_a_loader_the_script_drops_stops_its_persistent_workers_at_once(tiny_dataset, redis_url):
+    """A loader with persistent workers, dropped after an epoch and a half (a sweep's trial
+    ending, say), is freed at once, its workers stopped, as DataLoader's: nothing in it is
+    left in a reference cycle for the garbage collector (an error reply read from the cache,
+    as its first call gets, kept the frames that made the loader)."""
+    me = psutil.Process()
+    before = {p.pid for p in me.children()}
+
+    def trial() -> weakref.ref:
+        loader = SenecaLoader(
+            ImageFolder(str(tiny_dataset), transform=DET),
+            batch_size=4, shuffle=True, num_workers=2, persistent_workers=True, cache=redis_url,
+        )  # fmt: skip
+        for _ in loader:
+            pass
+        next(iter(loader))
+        return weakref.ref(loader)
+
+    gc.disable()
+    try:
+        loader = trial()
+        left = [p.pid for p in me.children() if p.pid not in before]
+    finally:
+        gc.enable()
+    assert loader() is None, "the loader outlived the script's last reference to it"
+    assert left == [], f"workers still running after their loader was dropped: {left}"
 
 
 def test_plan_option_uses_the_planned_split_and_cache_size(tiny_dataset, redis_proc, tmp_path):
