@@ -6,6 +6,7 @@ import os
 
 import pytest
 import redis
+from conftest import once
 
 from ods import routing
 from ods.decision import parse_decision
@@ -19,7 +20,7 @@ def _box(redis_proc, flushing=True):
     """An outbox on a client of its own (``flushing``: as after a fetch's first flush, so held
         calls wait), and how many of that client's pool connections are checked out (other than
     those ``ods.routing`` keeps for its next writes)."""
-    client = redis.Redis(unix_socket_path=str(redis_proc.sock))
+    client = once(redis.Redis(unix_socket_path=str(redis_proc.sock)))  # as Seneca's: no retries
     box = Outbox(client)
     if flushing:
         box.flush()
