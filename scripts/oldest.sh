@@ -18,7 +18,7 @@ if ! { [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$w
   CONSTRAINTS=$(mktemp)
   trap 'rm -f "$CONSTRAINTS"' EXIT
   "$PYTHON" scripts/oldest.py > "$CONSTRAINTS"
-  say "installing $(grep -E '^(torch|torchvision|redis)==' "$CONSTRAINTS" | tr '\n' ' ')(a few minutes)"
+  say "installing $(grep -E '^(torch|torchvision|redis)==' "$CONSTRAINTS" | tr '\n' ' ')(a minute or two)"
   pyinstall "$VENV" /tmp/seneca-oldest-pip.log -c "$CONSTRAINTS" -e '.[dev]'
   echo "$want" > "$STAMP"
 fi

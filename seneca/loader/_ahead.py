@@ -66,8 +66,8 @@ def made_ahead(it: Iterator[T], threads: int, device: int | None = None) -> Iter
             if err is not None:
                 try:
                     raise err
-                finally:  # its traceback holds this frame: no cycle through the variable
-                    err = None
+                finally:  # its traceback holds this frame: no reference cycle through it
+                    del err
             if item is _END:
                 return
             yield item
