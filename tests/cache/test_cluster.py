@@ -4,6 +4,7 @@ the values it held."""
 
 import collections
 import json
+import logging
 import subprocess
 import sys
 import time
@@ -202,24 +203,38 @@ def _move_slot(cluster, key, dest, keys=None):
     """Move the slot of ``key``, with its keys, to the primary on port ``dest`` while clients
     use it, as an operator's resharding does: SETSLOT IMPORTING/MIGRATING, MIGRATE of the
     slot's keys, then SETSLOT NODE on every primary. Returns the port it left. With ``keys``
-    given, only those are migrated and the slot is left in migration."""
+    given, only those are migrated and the slot is left in migration (:func:`_finish_move`)."""
     nodes = {p: cluster.node(p) for p in cluster.ports}
     slot = nodes[dest].execute_command("CLUSTER", "KEYSLOT", key)
-    ids = {p: nodes[p].execute_command("CLUSTER", "MYID") for p in cluster.ports}
-    ids = {p: i.decode() if isinstance(i, bytes) else i for p, i in ids.items()}
     [src] = [
         p for p in cluster.ports if nodes[p].execute_command("CLUSTER", "COUNTKEYSINSLOT", slot)
     ]
+    ids = _ids(cluster)
     nodes[dest].execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[src])
     nodes[src].execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[dest])
     if keys is not None:
         nodes[src].migrate("127.0.0.1", dest, keys, 0, 5000)
         return src
+    _finish_move(cluster, key, src, dest)
+    return src
+
+
+def _finish_move(cluster, key, src, dest):
+    """Migrate the keys of ``key``'s slot left on ``src`` to ``dest`` and give ``dest`` the
+    slot on every primary."""
+    nodes = {p: cluster.node(p) for p in cluster.ports}
+    slot = nodes[dest].execute_command("CLUSTER", "KEYSLOT", key)
     while keys := nodes[src].execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
         nodes[src].migrate("127.0.0.1", dest, keys, 0, 5000)
-    for p in cluster.ports:
-        nodes[p].execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[dest])
-    return src
+    dest_id = _ids(cluster)[dest]
+    for node in nodes.values():
+        node.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dest_id)
+
+
+def _ids(cluster):
+    """Each primary's node id, by port."""
+    ids = {p: cluster.node(p).execute_command("CLUSTER", "MYID") for p in cluster.ports}
+    return {p: i.decode() if isinstance(i, bytes) else i for p, i in ids.items()}
 
 
 def test_a_resharded_metadata_slot_is_followed(tiny_dataset, redis_cluster):
@@ -242,6 +257,33 @@ def test_a_resharded_metadata_slot_is_followed(tiny_dataset, redis_cluster):
     stats = [lo.stats() for lo in loaders]
     assert all(s["cache_errors"] == 0 for s in stats)
     assert sum(s["decoded"]["hits"] + s["augmented"]["hits"] for s in stats) > 48
+
+
+def test_a_metadata_slot_left_in_migration_finishes_every_epoch_from_storage(
+    tiny_dataset, redis_cluster, monkeypatch, caplog
+):
+    """An operator's resharding stops with one of the dataset's metadata keys moved: every
+    call naming the slot's keys is sent on by the old node (ASK) and refused by the new one
+    (TRYAGAIN: it lacks the others). An epoch that starts so goes on from storage, every
+    sample once; when the move is finished, the cache serves again."""
+    monkeypatch.setattr(defaults, "CACHE_RETRY_CAP", 0.5)  # the wait before asking again
+    loaders = _loaders(tiny_dataset, redis_cluster.url)
+    _epoch(loaders)
+    jobs = loaders[0].store.keys.jobs
+    dest = next(p for p in redis_cluster.ports if p != _metadata_port(redis_cluster, loaders[0]))
+    src = _move_slot(redis_cluster, jobs, dest, keys=[jobs])
+    with caplog.at_level(logging.WARNING, logger="seneca"):
+        _epoch(loaders)  # starts in the slot's migration
+    assert "TryAgainError" in caplog.text, caplog.text
+    _finish_move(redis_cluster, jobs, src, dest)
+    time.sleep(defaults.CACHE_RETRY_CAP + 0.5)  # the next epoch starts by asking the cache again
+    _epoch(loaders)
+    for lo in loaders:
+        lo.reset_stats()
+    _epoch(loaders)
+    stats = [lo.stats() for lo in loaders]
+    assert all(s["cache_errors"] == 0 for s in stats), stats
+    assert sum(s["decoded"]["hits"] + s["augmented"]["hits"] for s in stats) > 0, stats
 
 
 def test_commands_follow_a_moved_slot_whatever_parser_reads_the_reply(redis_cluster):

@@ -6,6 +6,7 @@ import collections
 import threading
 import time
 
+import pytest
 import redis
 from conftest import RedisProcess
 from helpers.indexed import indexed
@@ -54,12 +55,25 @@ def test_an_ods_sampler_whose_cluster_stops_answering_finishes_its_epoch(redis_c
     client.close()
 
 
-def test_a_cache_that_refuses_writes_is_read_around(tiny_dataset, free_port, caplog):
+@pytest.mark.parametrize(
+    "stale, says",
+    [("yes", "read only replica"), ("no", "Link with MASTER is down")],
+    ids=["READONLY", "MASTERDOWN"],
+)
+def test_a_replica_is_read_around(tiny_dataset, free_port, caplog, stale, says):
     """A URL that names a replica (or a primary turned replica by a failover) refuses every
-    write (READONLY), from the loader's first call on: the loader is made, and every epoch
+    write (READONLY); one that serves no stale data refuses reads too while its primary is
+    down (MASTERDOWN). From the loader's first call on: the loader is made, and every epoch
     comes whole from storage, with a warning that says why."""
     primary = RedisProcess(port=free_port)
     replica = RedisProcess("--replicaof", "127.0.0.1", str(free_port))
+    if stale == "no":
+        replica.client.config_set("replica-serve-stale-data", "no")
+        primary.stop()
+        deadline = time.monotonic() + 30
+        while replica.client.info("replication")["master_link_status"] != "down":
+            assert time.monotonic() < deadline, "the replica did not see its primary go"
+            time.sleep(0.05)
     try:
         loader = SenecaLoader(
             indexed(tiny_dataset), batch_size=8, shuffle=True, cache=replica.url,
@@ -69,7 +83,7 @@ def test_a_cache_that_refuses_writes_is_read_around(tiny_dataset, free_port, cap
             seen = collections.Counter(int(y) for _, ys in loader for y in ys)
             assert seen == collections.Counter(range(48))
         assert loader.stats()["storage_reads"] == 2 * 48
-        assert "read only replica" in caplog.text, caplog.text
+        assert says in caplog.text, caplog.text
         loader.close()
     finally:
         replica.stop()
