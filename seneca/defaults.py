@@ -41,6 +41,9 @@ AUTO_REPLAN_GAIN = 0.10
 #: ... and the current plan is at least this old (a plan from defaults is replaced at once,
 #: unless that would give up a warm tier) ...
 AUTO_REPLAN_INTERVAL = 30.0
+#: ... or a loader has measured this many times the samples the plan's inputs had behind them
+#: (a plan made from a short measurement does not wait out the interval) ...
+AUTO_EVIDENCE_FACTOR = 2
 #: ... or the live jobs have differed from those it was planned for, the same number for this
 #: long (a job that starts a validation pass or restarts does not move the split).
 AUTO_JOBS_SETTLE = 10.0

@@ -7,7 +7,8 @@ Measured (per-sample wall times in the loader process and its workers, summed ov
   and a transform (its cached head, and the step to the cached tensor) take, per sample; the
   node's rate is the processes doing that work (every live job's, taken to be like this
   one) over the wall time per sample, so processes sharing cores count once;
-* ``cache.bandwidth_gbit_per_s``: bytes read from the cache over the time of those reads;
+* ``cache.bandwidth_gbit_per_s``: bytes read from the cache over the time of those reads (its
+  hits);
 * ``storage.bandwidth_mbyte_per_s``: bytes read from storage over the time of those reads;
 * ``dataset.sample_kb``, ``dataset.inflation`` and ``dataset.augmented_ratio``: the sizes of
   the encoded samples decoded, of the decoded images and of the augmented tensors made;
@@ -30,7 +31,7 @@ from mdp.spec import FIELDS, Spec, parse_spec
 from seneca import defaults
 from seneca_base.tiers import TIERS
 
-__all__ = ["KEY_INPUTS", "Setting", "measured_inputs", "source_of", "spec_of"]
+__all__ = ["KEY_INPUTS", "Setting", "evidence", "measured_inputs", "source_of", "spec_of"]
 
 #: The rates of :data:`seneca.defaults.AUTO_DEFAULTS` given per process (core).
 _PER_PROCESS = ("node.decode_augment_samples_per_s", "node.augment_samples_per_s")
@@ -69,6 +70,13 @@ def source_of(measured: Mapping[str, float]) -> str:
     return "measured" if all(k in measured for k in KEY_INPUTS) else "defaults"
 
 
+def evidence(c: Mapping[str, int]) -> int:
+    """How much measuring is behind the inputs of a counters snapshot ``c``: the samples the
+    loader made (every input is measured over the same run, so a run twice as long has about
+    twice as many of each behind it)."""
+    return int(c.get("samples", 0))
+
+
 def _mean(total: int, count: int) -> float | None:
     return total / count if count > 0 and total > 0 else None
 
@@ -96,7 +104,8 @@ def measured_inputs(
     if c.get("storage_reads", 0) >= enough and c.get("ns_storage", 0) > 0:
         rate = c["bytes_storage"] / c["ns_storage"] * 1e9  # bytes/s of one reader
         out["storage.bandwidth_mbyte_per_s"] = procs * rate / 1e6
-    if c.get("bytes_cache", 0) > 0 and c.get("ns_cache", 0) > 0 and c.get("samples", 0) >= enough:
+    reads = sum(c.get(f"hits_{tier}", 0) for tier in TIERS)  # values read from the cache
+    if c.get("bytes_cache", 0) > 0 and c.get("ns_cache", 0) > 0 and reads >= enough:
         out["cache.bandwidth_gbit_per_s"] = procs * c["bytes_cache"] * 8 / c["ns_cache"]
     encoded, decoded = _mean(c.get("bytes_encoded", 0), decodes), None
     if encoded and decodes >= enough:

@@ -15,11 +15,13 @@ replaces a measured one. The split changes, with hysteresis, only when:
   inputs, by more than ``defaults.AUTO_REPLAN_GAIN`` (a plan from defaults is replaced by the
   first measured one whatever the gain), or the current split gives a share to a tier nobody
   can read; and
-* the current plan is ``defaults.AUTO_REPLAN_INTERVAL`` old, or the live jobs have differed from
-  those it was planned for for ``defaults.AUTO_JOBS_SETTLE`` seconds (at once while the plan is
-  from defaults and younger than that: jobs that start together find the plan the first of
-  them made for itself alone), or it is from defaults and the first measured inputs arrived;
-  and
+* the current plan is ``defaults.AUTO_REPLAN_INTERVAL`` old, or this loader measured
+  ``defaults.AUTO_EVIDENCE_FACTOR`` times the samples behind the plan's inputs (its
+  ``evidence``: a plan from a short measurement does not stick), or the live jobs have
+  differed from those it was planned for for ``defaults.AUTO_JOBS_SETTLE`` seconds (at once
+  while the plan is from defaults and younger than that: jobs that start together find the
+  plan the first of them made for itself alone), or it is from defaults and the first
+  measured inputs arrived; and
 * a tier that holds at least ``defaults.AUTO_WARM_SHARE`` of the cache and would have to evict
   (a *warm* tier) is given up only for a gain above ``AUTO_REPLAN_GAIN`` predicted from
   measured rates, or when the plan that filled it is from defaults and that young (its tier
@@ -45,7 +47,7 @@ import redis
 from mdp import plan, predict
 from mdp.planner import Prediction
 from seneca import defaults
-from seneca._autoplan.inputs import Setting, measured_inputs, source_of, spec_of
+from seneca._autoplan.inputs import Setting, evidence, measured_inputs, source_of, spec_of
 from seneca._autoplan.record import PlanRecord
 from seneca_base.cadence import Cadence
 from seneca_base.errors import CacheError
@@ -92,6 +94,8 @@ class AutoPlanner:
         #: ``backoff``, the job's back-off of the cache)
         self.cadence = Cadence(defaults.AUTO_TICK, backoff)
         self._jobs_seen: tuple[int, float] | None = None  # (live jobs, since when: monotonic)
+        #: the samples measured behind this loader's latest measured inputs (0: none yet)
+        self.evidence = 0
 
     @property
     def split(self) -> Split:
@@ -109,8 +113,12 @@ class AutoPlanner:
         return max(1, self.store.same_view(self.store.refresh_jobs()))
 
     def _measured(self, jobs: int) -> dict[str, float]:
+        """The inputs this loader has measured for ``jobs`` live jobs; :attr:`evidence` says
+        how much measuring is behind them (0 until the plan they make is measured)."""
         snapshot = self.counters.snapshot()
-        return measured_inputs(snapshot, jobs, self.setting.workers, self.setting.head)
+        measured = measured_inputs(snapshot, jobs, self.setting.workers, self.setting.head)
+        self.evidence = evidence(snapshot) if source_of(measured) == "measured" else 0
+        return measured
 
     def _record(
         self,
@@ -139,6 +147,7 @@ class AutoPlanner:
             inputs=inputs,
             measured=tuple(sorted(measured)),
             previous=previous,
+            evidence=self.evidence,
         )
 
     def _log(self, record: PlanRecord) -> None:
@@ -193,7 +202,8 @@ class AutoPlanner:
         jobs cannot read (a lone job left on a split made for several: at once, whatever its
         age); the live jobs have differed from those the plan was planned for long enough (how
         many jobs share the cache moves the best split most); the plan is from defaults and
-        rates are measured now; or the plan is ``defaults.AUTO_REPLAN_INTERVAL`` old."""
+        rates are measured now; this loader's measurement is longer than the plan's
+        (:meth:`_thicker`); or the plan is ``defaults.AUTO_REPLAN_INTERVAL`` old."""
         settled = self._settled(jobs)
         if self._reads_nothing(record, self._tiers(spec_of(self.setting, measured, jobs))):
             return True
@@ -204,7 +214,17 @@ class AutoPlanner:
             return False
         if record.source == "defaults":
             return source_of(measured) == "measured"
+        if self._thicker(record):
+            return True
         return self.store.now_ms() - record.at_ms >= defaults.AUTO_REPLAN_INTERVAL * 1000
+
+    def _thicker(self, record: PlanRecord) -> bool:
+        """Whether this loader's measured inputs have ``defaults.AUTO_EVIDENCE_FACTOR`` times
+        the samples behind them that ``record``'s had: a plan made from a short measurement
+        (a slow start, a hiccup) is looked at again as soon as a longer one exists, whatever
+        its age. A measured record that does not say (written by an older Seneca) waits out
+        the interval."""
+        return 0 < defaults.AUTO_EVIDENCE_FACTOR * record.evidence <= self.evidence
 
     @staticmethod
     def _unreadable(record: PlanRecord, readable: tuple[str, ...]) -> bool:
@@ -272,7 +292,9 @@ class AutoPlanner:
         if warm and not measured_gain and not self._young(record) and not hopeless:
             repaired = _repaired(record.split, readable) if unreadable else record.split
             chosen = predict(spec, repaired) if repaired != record.split else None
-        relabel = record.source == "defaults" and source == "measured"
+        # the split stands: the record now says the inputs it was predicted from when they
+        # were measured first or longer (the next look waits for a longer measurement still)
+        relabel = source == "measured" and (record.source == "defaults" or self._thicker(record))
         if chosen is None and not relabel and jobs == record.inputs.get("cluster.jobs"):
             return record
         lock = self.store.keys.plan + ":lock"

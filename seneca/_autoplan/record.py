@@ -25,7 +25,8 @@ class PlanRecord:
     ``gain``: the predicted gain over the split it replaced (0 for the first); ``by``: the
     job that made it; ``at_ms``: when (the server's clock); ``measured``: the inputs measured
     (the rest are defaults or the user's spec); ``previous``: the split it replaced (None for
-    the first), ``gain`` is over it, both predicted from this record's inputs.
+    the first), ``gain`` is over it, both predicted from this record's inputs; ``evidence``:
+    the samples measured behind its inputs (``inputs.evidence``; 0 for a plan from defaults).
     """
 
     split: Split
@@ -38,6 +39,7 @@ class PlanRecord:
     inputs: dict[str, Any] = field(default_factory=dict)
     measured: tuple[str, ...] = ()
     previous: Split | None = None
+    evidence: int = 0
 
     def describe(self) -> str:
         """The plan in one line, as the loaders log it and ``seneca cache status`` shows it:
@@ -88,6 +90,7 @@ class PlanRecord:
                 inputs=dict(data.get("inputs", {})),
                 measured=tuple(str(v) for v in data.get("measured", ())),
                 previous=_split_or_none(data.get("previous")),
+                evidence=int(data.get("evidence", 0)),
             )
         except (ValueError, TypeError, KeyError, AttributeError):
             return None

@@ -24,9 +24,11 @@ from seneca_base.tiers import TIERS
 
 SIZE = 50_000_000  # half of the 1,000 samples below (100 KB each)
 #: a job's counters after 300 samples from storage: 2 ms a decode, 1 ms a transform, 100 KB
-#: read in 0.2 ms each, 500 KB decoded, 150 KB augmented; 1 MB read from the cache in 1 ms
+#: read in 0.2 ms each, 500 KB decoded, 150 KB augmented; and 256 hits: 1 MB read from the
+#: cache in 1 ms
 MEASURED = {
-    "samples": 300,
+    "samples": 556,
+    "hits_decoded": 256,
     "decodes": 300,
     "transforms": 300,
     "ns_decode": 300 * 2_000_000,
@@ -59,9 +61,12 @@ def test_inputs_are_measured_from_the_counters_once_there_are_enough():
 def test_a_plan_is_measured_only_once_its_cpu_rates_are():
     # the cache's bandwidth measured after 256 samples read from it, the decodes not yet:
     # the rates are still the defaults, and so is the plan
-    cache_only = {"samples": 300, "bytes_cache": 1_000_000, "ns_cache": 1_000_000}
+    cache_only = {"samples": 300, "hits_encoded": 256, "bytes_cache": 10**6, "ns_cache": 10**6}
     measured = measured_inputs(cache_only, jobs=1, workers=1)
     assert list(measured) == ["cache.bandwidth_gbit_per_s"]
+    # ... not from fewer reads, however many samples came from storage meanwhile
+    few = {**cache_only, "samples": 10_000, "hits_encoded": 255}
+    assert measured_inputs(few, jobs=1, workers=1) == {}
     assert source_of(measured) == "defaults"
     assert source_of(measured_inputs(MEASURED, jobs=1, workers=1)) == "measured"
     # a transform with no random head: the decode's rate alone makes it measured
@@ -83,12 +88,14 @@ def _planner(
     return AutoPlanner(store, job, counters, setting)
 
 
-def _put(planner, split, source="measured", age_s=0.0, version=3, jobs=None):
+def _put(planner, split, source="measured", age_s=0.0, version=3, jobs=None, evidence=0):
     at = planner.store.now_ms() - int(age_s * 1000)
     inputs = {} if jobs is None else {"cluster.jobs": jobs}
     if not isinstance(split, Split):
         split = Split.from_percent(split)
-    record = PlanRecord(split, version, source, 1.0, by="elsewhere", at_ms=at, inputs=inputs)
+    record = PlanRecord(
+        split, version, source, 1.0, by="elsewhere", at_ms=at, inputs=inputs, evidence=evidence
+    )
     planner.store.client.set(planner.store.keys.plan, record.to_json())
 
 
@@ -320,3 +327,45 @@ def test_a_lone_job_never_keeps_a_split_it_cannot_read(redis_proc, monkeypatch):
             ),
         ).split
     )
+
+
+def test_a_plan_from_a_short_slow_measurement_does_not_stick(redis_proc):
+    """Two jobs; the first measured plan came from 556 samples that read the cache at 0.16
+    Gbit/s (a slow start): all decoded. The cache is fast after all: once this loader has
+    measured twice the samples, it looks again (the plan a second old) and plans all
+    augmented; not before."""
+    p = _planner(redis_proc.client, measured=False, others=("b",))
+    slow = {**MEASURED, "ns_cache": 100 * MEASURED["ns_cache"]}
+    p.counters.add(0, slow)
+    p.tick(force=True)
+    first = _stored(p)
+    assert (
+        first.source == "measured" and first.evidence == 556 and first.split.percent == (0, 100, 0)
+    )
+    fast = {k: int(v * 0.8) for k, v in MEASURED.items()}  # 444 more samples, 204 hits ...
+    fast.update(bytes_cache=100 * 10**6, ns_cache=100 * 10**6)  # ... of 100 MB in 0.1 s
+    p.counters.add(0, fast)
+    p.tick(force=True)  # the cache reads faster now, but 1,000 samples are not twice 556
+    assert _stored(p) == first
+    p.counters.add(0, {"samples": 112})
+    p.tick(force=True)
+    again = _stored(p)
+    assert again.version == first.version + 1 and again.split.percent == (0, 0, 100), again
+    assert again.evidence == 1112 and again.previous == first.split and again.gain > 0.1
+    p.tick(force=True)  # planned from 1,112 samples a moment ago: stands
+    assert _stored(p) == again
+
+
+def test_a_longer_measurement_that_agrees_keeps_the_split_and_says_so(redis_proc):
+    p = _planner(redis_proc.client, others=("b",))
+    _put(
+        p,
+        plan_for(spec_of(p.setting, measured_inputs(MEASURED, 2, 1), 2)).split,
+        jobs=2,
+        evidence=200,
+    )
+    p.start()
+    p.tick(force=True)
+    kept = _stored(p)
+    assert kept.version == 3 and kept.evidence == 556 and kept.by == "a"
+    assert "node.decode_augment_samples_per_s" in kept.measured
