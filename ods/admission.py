@@ -7,8 +7,9 @@ holds the server for long). Round trip 2 renames the admitted values into place 
 permanent, deletes the refused ones' staging keys and the values of entries the admission
 evicted (or orphans it collected), and forgets an admitted entry whose value Redis refused to
 store (at maxmemory): its result is :data:`REFUSED`, so the caller counts it as an error, not
-as a full tier. An ``admit`` call the server refuses for want of memory admits nothing (every
-result :data:`REFUSED`) and deletes the staged values at once.
+as a full tier; so is a value whose staging Redis refused, whatever the admission decided (a
+refusal is never only a full tier's). An ``admit`` call the server refuses for want of memory
+admits nothing (every result :data:`REFUSED`) and deletes the staged values at once.
 
 A value the caller expects a full tier to refuse (``later``: its tier had no room when the
 caller last looked) is not staged: round trip 1 only accounts it, and round trip 2 writes it
@@ -168,6 +169,8 @@ def _admit(
             results[k] = REFUSED
         elif stored:
             finish.append(("UNLINK", key))
+        else:  # refused by the server (its memory is full), whatever the admission decided
+            results[k] = REFUSED
     # values written only once admitted: waited for, each refused one forgotten as above
     writes = [k for k in later if results[k] in (1, 3) and items[k][3] and store.values]
     if forget:  # admitted, but Redis refused the value

@@ -523,8 +523,8 @@ class OdsStore(Engine):
     ) -> list[int]:
         """Offer samples to the cache: (index, tier, size in units, value or b""); see
         ``ods.admission``. Returns per item 1 (admitted), 2 (already cached in that form), 0
-        (refused by the policy: no room) or -1 (admitted, but the server refused to store its
-        value: an error, such as OOM at ``maxmemory``; the entry is forgotten again).
+        (refused by the policy: no room) or -1 (the server refused to store its value: an
+        error, such as OOM at ``maxmemory``; an admitted entry is forgotten again).
         ``wait=False``: the values' renames and deletions are posted to the outbox. A
         decision's misses are pending until offered: ``made`` names those the job made from
         storage and does not offer. ``later``: the positions of items whose values are sent

@@ -9,8 +9,10 @@ the node's memory, the same way (:func:`allocate`):
 * the node gives the tiers of all datasets together :meth:`NodeShares.total`: its
   ``maxmemory``, less what is not a tier's value (the server's own memory, the metadata,
   any foreign data: ``used_memory`` less the tiers' bytes), less the room each registered
-  dataset's metadata may grow to (``seneca.defaults.ROOM_*``) and a headroom
-  (``defaults.NODE_HEADROOM``);
+  dataset's metadata may grow to (``seneca.defaults.ROOM_*``), the room the batches of its
+  live jobs take in flight (the values a batch reads or writes sit in the server's client
+  buffers meanwhile: a batch per process of each job, once its samples' sizes are measured)
+  and a headroom (``defaults.NODE_HEADROOM``);
 * a dataset with no live job (and no loader registered within a lease) keeps what it holds
   (the next job of a sweep finds it warm) until a dataset with live jobs that has filled its
   share could use more: then the least recently used give it back first;
@@ -67,8 +69,9 @@ def server_room(size: int, samples: int) -> int:
 class Claim:
     """What one dataset asks of a node: ``want`` bytes (0: whatever the node gives), ``need``
     bytes at most it can use (0: not known), whether it has live jobs (``active``), the bytes
-    its tiers ``held`` now, when a loader of it last registered (``seen``, ms) and its
-    ``samples`` (for the room its metadata may grow to)."""
+    its tiers ``held`` now, when a loader of it last registered (``seen``, ms), its
+    ``samples`` (for the room its metadata may grow to) and the bytes its live jobs' batches
+    have in ``flight`` at most, all together."""
 
     want: int
     need: int = 0
@@ -76,6 +79,7 @@ class Claim:
     held: int = 0
     seen: int = 0
     samples: int = 0
+    flight: int = 0
 
     def cap(self, total: int) -> int:
         """The most this dataset is given of a node of ``total`` bytes."""
@@ -147,12 +151,14 @@ class NodeShares:
 
     def forget(self, dataset: str) -> None:
         """Drop ``dataset`` from the node's record (it was cleared, or is long gone)."""
-        fields = [f"{kind}:{dataset}" for kind in ("want", "need", "samples", "seen")]
+        fields = [f"{kind}:{dataset}" for kind in ("want", "need", "samples", "seen", "flight")]
         self.client.hdel(self.key, *fields)
 
-    def needs(self, dataset: str, need: int) -> None:
-        """Note that ``dataset`` can use at most ``need`` bytes (measured or planned)."""
-        self.client.hset(self.key, f"need:{dataset}", int(need))
+    def needs(self, dataset: str, need: int, flight: int = 0) -> None:
+        """Note that ``dataset`` can use at most ``need`` bytes (measured or planned), and that
+        a job of it has ``flight`` bytes in flight at most (its processes' batches)."""
+        fields = {f"need:{dataset}": int(need), f"flight:{dataset}": int(flight)}
+        self.client.hset(self.key, mapping=fields)
 
     def _record(self) -> dict[str, dict[str, int]]:
         """The registered datasets: field -> value per dataset."""
@@ -217,12 +223,13 @@ class NodeShares:
                 held=sum(held[dataset].values()),
                 seen=f.get("seen", 0),
                 samples=f.get("samples", 0),
+                flight=f.get("flight", 0) * live,
             )
         if not maxmemory:  # no limit: each gets what it asks, or the default cache size
             total = sum(c.want or defaults.CACHE_SIZE for c in claims.values())
         else:
             values = sum(c.held for c in claims.values())
-            rooms = sum(metadata_room(c.samples) for c in claims.values())
+            rooms = sum(metadata_room(c.samples) + c.flight for c in claims.values())
             headroom = int(defaults.NODE_HEADROOM * maxmemory)
             total = max(0, maxmemory - (used - values) - rooms - headroom)
         return total, claims, held

@@ -31,7 +31,7 @@ from seneca_base.units import format_size
 if TYPE_CHECKING:
     from seneca._autoplan import AutoPlanner
 
-__all__ = ["Budgets", "most_useful"]
+__all__ = ["Budgets", "largest_value", "most_useful"]
 
 log = logging.getLogger("seneca")
 
@@ -41,19 +41,38 @@ def most_useful(samples: int, counts: dict[str, int], tiers: tuple[str, ...], ch
     base form (decoded, else encoded) and, with an augmented tier, one augmented copy, charged
     as the store charges a value (``charge``, with room for larger samples); the mean sizes
     from a loader's counters ``counts`` (``Counters.snapshot``), 0 (not known) until
-    ``defaults.NEED_SAMPLES`` samples were made."""
-    made, augmented = counts.get("decodes", 0), counts.get("augmented_made", 0)
-    if made < defaults.NEED_SAMPLES or ("augmented" in tiers and augmented < made // 2):
+    ``defaults.NEED_SAMPLES`` samples were made, and half as many augmented copies."""
+    sizes = _mean_sizes(counts, tiers)
+    if not sizes or ("augmented" in tiers and "augmented" not in sizes):
         return 0
+    base = max((v for t, v in sizes.items() if t != "augmented"), default=0)
+    per = _charged(base, charge)
+    if "augmented" in sizes:
+        per += _charged(sizes["augmented"], charge)
+    return int(samples * per)
+
+
+def largest_value(counts: dict[str, int], tiers: tuple[str, ...], charge: Any) -> int:
+    """Bytes the largest value of a sample in ``tiers`` takes (charged as by
+    :func:`most_useful`; of the forms measured so far), 0 until one is: what a batch moves
+    per sample at most."""
+    return max((_charged(v, charge) for v in _mean_sizes(counts, tiers).values()), default=0)
+
+
+def _mean_sizes(counts: dict[str, int], tiers: tuple[str, ...]) -> dict[str, float]:
+    """The mean payload of a value of each of ``tiers`` measured in ``counts``: none until
+    ``defaults.NEED_SAMPLES`` samples were made; the augmented form once half as many copies
+    were."""
+    made, augmented = counts.get("decodes", 0), counts.get("augmented_made", 0)
+    if made < defaults.NEED_SAMPLES:
+        return {}
     sizes = {
         "encoded": counts.get("bytes_encoded", 0) / made,
         "decoded": counts.get("bytes_decoded", 0) / made,
     }
-    base = max(v for t, v in sizes.items() if t in tiers) if set(sizes) & set(tiers) else 0
-    per = _charged(base, charge)
-    if "augmented" in tiers:
-        per += _charged(counts.get("bytes_augmented", 0) / augmented, charge)
-    return int(samples * per)
+    if augmented >= max(1, made // 2):
+        sizes["augmented"] = counts.get("bytes_augmented", 0) / augmented
+    return {t: v for t, v in sizes.items() if t in tiers}
 
 
 def _charged(mean: float, charge: Any) -> int:
@@ -73,7 +92,9 @@ class Budgets:
     size, so getting less is worth a warning), split by ``planner``'s plan with
     ``split="auto"``, else by ``split``; ``tiers``: the tiers the loader reads, ``counters``:
     its counters (its samples' sizes), ``about``: the dataset in a few words, for log lines,
-    ``job``: the job that publishes the budgets it sets."""
+    ``job``: the job that publishes the budgets it sets, ``flight``: the samples the job's
+    processes may have in flight at once (a batch each: the node keeps room for their values
+    in its clients' buffers, beside the tiers)."""
 
     def __init__(
         self,
@@ -89,6 +110,7 @@ class Budgets:
         about: str = "",
         backoff: Any = None,
         job: str,
+        flight: int = 0,
     ) -> None:
         self.store, self.shares, self.want = store, shares, int(want)
         self.job = job
@@ -103,7 +125,8 @@ class Budgets:
         #: when a look is due (``defaults.AUTO_TICK``; none during an outage of ``backoff``,
         #: the job's back-off of the cache)
         self.cadence = Cadence(defaults.AUTO_TICK, backoff)
-        self._need = 0
+        self.flight = int(flight)
+        self._need = (0, 0)  # (need, flight bytes) as last noted
 
     @property
     def dataset(self) -> str:
@@ -188,12 +211,14 @@ class Budgets:
                 self.counters.add(TRAINING.row, {"cache_errors": 1})
 
     def _note_need(self) -> None:
-        """Tell the node how much the dataset can use, once the loader has measured its
-        samples' sizes."""
+        """Tell the node how much the dataset can use, and the bytes its job's batches may
+        have in flight, once the loader has measured its samples' sizes."""
         if self.counters is None or self.shares is None:
             return
         counts = self.counters.snapshot()
-        need = most_useful(self.store.samples, counts, self.tiers, self.store.charge)
-        if need and need != self._need:
-            self.shares.needs(self.dataset, need)
-            self._need = need
+        charge = self.store.charge
+        need = most_useful(self.store.samples, counts, self.tiers, charge)
+        noted = (need, self.flight * largest_value(counts, self.tiers, charge))
+        if any(noted) and noted != self._need:
+            self.shares.needs(self.dataset, *noted)
+            self._need = noted

@@ -167,7 +167,10 @@ class Fetcher:
         # offered anything)
         always = [t for t in _EVICTING if evict and used is not None and store.capacity[t] > 0]
         charge = store.charge if store is not None else len
-        offers = Offers(room, charge, always=always)
+        # what the other processes writing to the cache may stage at once (each a batch like
+        # this one, every live job having as many as this one)
+        others = max(1, live) * self.link.writers - 1
+        offers = Offers(room, charge, always=always, reserve=others * len(picks))
         aug_ok = self.work.transform.head is not None and live > 1
         # a worker makes the rest of the batch before it waits for the promised samples' copies
         # (elsewhere a promised sample is made as a miss: the training loop does not wait)

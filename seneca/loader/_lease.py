@@ -37,6 +37,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+import redis
+
 from ods import defaults as ods_defaults
 from seneca.loader._link import CACHE_FAILURES
 from seneca_base.errors import SenecaError
@@ -81,6 +83,8 @@ class LeaseKeeper:
         self._wake: queue.SimpleQueue[None] = queue.SimpleQueue()
         #: leases renewed by this process's thread so far
         self.renewals = 0
+        #: a renewal was refused by a server out of memory (warned once)
+        self.refused = False
 
     def keep(self, store: Any, job: str, leave: bool) -> int:
         """Renew ``job``'s lease on ``store`` from now on; returns the handle to :meth:`close`
@@ -176,6 +180,10 @@ class LeaseKeeper:
     def _renew(self, held: _Held) -> None:
         try:
             held.store.renew(held.job)
+        except redis.OutOfMemoryError as err:  # the server is full: a refusal, not an outage
+            if not self.refused:
+                self.refused = True
+                log.warning("lease of job %s not renewed: the cache refused it (%s)", held.job, err)
         except _OUTAGES as err:
             log.debug("lease of job %s not renewed: %s", held.job, err)
         except Exception:  # the thread renews every job of the process: it must not end

@@ -58,14 +58,26 @@ class CacheLink:
         self.backoff: Backoff | None = None
         #: a cache failure is raised (CacheError) instead of read around
         self.strict = False
+        #: the job's processes that offer values to the cache at once
+        self.writers = 1
 
-    def attach(self, store: OdsStore, job: str, backoff: Backoff, *, strict: bool = False) -> None:
+    def attach(
+        self,
+        store: OdsStore,
+        job: str,
+        backoff: Backoff,
+        *,
+        strict: bool = False,
+        writers: int = 1,
+    ) -> None:
         """Read and fill ``store`` as ``job``, backing off it with ``backoff`` (the job's, made
         by :func:`job_backoff` and shared with its sampler and workers: the job backs off the
-        cache as one)."""
+        cache as one); ``writers``: the job's processes that offer values at once (its
+        workers, else the loader process)."""
         self.store, self.job, self.name = store, job, backoff.cache
         self.strict = strict
         self.backoff = backoff
+        self.writers = max(1, writers)
 
     def down(self) -> bool:
         """Whether the job backs off the cache now, or there is none: read from storage

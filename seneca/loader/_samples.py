@@ -49,12 +49,22 @@ class Offers:
     ``room`` (units per tier, updated) allows; the tiers in ``always`` are offered even when
     full (ODS decides what stays: it may evict copies live jobs need less), and a value past
     their room is written only once admitted (:attr:`later`); ``charge``: the units a value of
-    so many bytes takes."""
+    so many bytes takes.
+
+    A value is written with its offer (staged, before the admission decides) only while its
+    tier's room would still hold ``reserve`` values like it after it: what the other
+    processes writing to the cache may stage at once. Past that it is written once admitted,
+    so that values staged together never fill the server's memory beyond the tiers' budgets
+    (a staged value refused is memory the server had to hold meanwhile)."""
 
     def __init__(
-        self, room: dict[str, int], charge: Any, always: Collection[str] = frozenset()
+        self,
+        room: dict[str, int],
+        charge: Any,
+        always: Collection[str] = frozenset(),
+        reserve: int = 0,
     ) -> None:
-        self.room, self.charge, self.always = room, charge, always
+        self.room, self.charge, self.always, self.reserve = room, charge, always, reserve
         #: (index, tier, value) per value offered, in order
         self.items: list[tuple[int, str, bytes]] = []
         #: the positions in :attr:`items` of values offered past their tier's room
@@ -72,19 +82,22 @@ class Offers:
         except CodecError:  # a type, dtype or image mode the codec keeps no faithful copy of
             return False
         cost = self.charge(len(data))
-        if room.get(tier, 0) < cost:
+        left = room.get(tier, 0)
+        if left < cost:
             if not always:
                 room[tier] = 0  # full for this batch: don't encode more values just to drop them
                 return False
             self.later.append(len(self.items))
-        room[tier] = max(0, room.get(tier, 0) - cost)
+        elif left - cost < self.reserve * cost:
+            self.later.append(len(self.items))
+        room[tier] = max(0, left - cost)
         self.items.append((index, tier, data))
         return True
 
     def rest(self) -> Offers:
         """The offers of the rest of the batch, once these are admitted: none yet, the room
         that is left."""
-        return Offers(self.room, self.charge, self.always)
+        return Offers(self.room, self.charge, self.always, self.reserve)
 
 
 class SampleWork:

@@ -196,12 +196,13 @@ def budgets_for(
     counters: Any,
     about: Any = None,
     backoff: Backoff | None = None,
+    flight: int = 0,
 ) -> Budgets:
     """The budgets of ``store``'s tiers (published as ``job``'s), started: the dataset's share
     of the node (when the cache answers) split by ``planner``'s plan, else by the split given;
     ``tiers``: those the loader reads, ``counters``: its counters (the sizes of its samples),
     ``about``: the user's dataset (named in log lines), ``backoff``: the job's back-off of the
-    cache."""
+    cache, ``flight``: the samples the job's processes may have in flight at once."""
     shares = NodeShares(setup.client) if setup.reachable else None
     budgets = Budgets(
         store,
@@ -215,6 +216,7 @@ def budgets_for(
         about=describe(about),
         backoff=backoff,
         job=job,
+        flight=flight,
     )
     try:
         budgets.start()

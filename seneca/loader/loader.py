@@ -275,10 +275,13 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             self.planner = auto_planner(
                 setup, store, self.job, counters, workers, options.spec, tiers, dataset, backoff
             )
-        self.budgets = budgets_for(
-            setup, store, self.job, self.planner, tiers, self._counters, dataset, backoff
-        )
         batch_size, drop_last = args["batch_size"], args["drop_last"]
+        # a batch per worker, or the loader process's and the next one's reads sent ahead
+        per_batch = batch_size or getattr(args["batch_sampler"], "batch_size", None) or 1
+        self.budgets = budgets_for(
+            setup, store, self.job, self.planner, tiers, self._counters, dataset, backoff,
+            flight=per_batch * (args["num_workers"] or 2),
+        )  # fmt: skip
         if use_ods and setup.reachable:
             seed = seeds_from(args["generator"])
             # at an epoch's start, the job joined: the plan and shares in force before it
@@ -322,7 +325,9 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
                 if shuffle
                 else SequentialSampler(dataset)
             )
-        wrapped.link.attach(store, self.job, backoff, strict=self.strict)
+        wrapped.link.attach(
+            store, self.job, backoff, strict=self.strict, writers=args["num_workers"]
+        )
         super().__init__(wrapped, **args)
         self._cached = wrapped
         self._feed = self._device_feed(self._batch_tail)

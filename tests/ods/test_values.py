@@ -277,6 +277,25 @@ def test_a_value_redis_refuses_to_store_is_reported_refused_and_forgotten(redis_
     assert s.usage()["encoded"] == 0 and s.lookup("a", [0, 1]).tiers == [None, None]
 
 
+def test_a_staged_value_redis_refuses_is_reported_refused_even_when_its_tier_is_full(
+    redis_proc,
+):
+    """A value staged for a tier that turns out full is refused by the policy (0), but the
+    server refused to store it first: that is reported (an error the job counts and warns
+    about), never only a full tier."""
+    s, r = _store(redis_proc.client, capacity={"encoded": 1_000}), redis_proc.client
+    s.join("a")
+    assert s.admit("a", [_item(0, "encoded", b"e" * 800)]) == [1]  # the tier is full now
+    r.config_set("maxmemory-policy", "noeviction")
+    r.config_set("maxmemory", int(r.info("memory")["used_memory"]) + 100_000)
+    try:
+        staged = [_item(1, "encoded", b"x" * 400_000)]
+        assert s.admit("a", staged) == [REFUSED]  # by Redis, before the policy refused it
+    finally:
+        r.config_set("maxmemory", 0)
+    assert s.usage()["encoded"] == 800 + OVERHEAD
+
+
 def test_an_evicted_entry_is_never_served_and_leaves_no_value(redis_proc):
     """Eviction under pressure: the entry goes from the metadata first (no lookup finds it),
     its value is deleted by the admitting call; no value is left without an entry."""
