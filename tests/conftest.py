@@ -44,7 +44,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             return 0
         return 2 if item.nodeid.startswith(_SLOWEST) else 1
 
-    workers = getattr(config.option, "numprocesses", None)
+    # the processes pytest-xdist runs, as each of them is told (its own numprocesses is None)
+    workers = getattr(config, "workerinput", {}).get("workercount")
     n = workers if isinstance(workers, int) and workers > 0 else 1
     slow = sorted((i for i in items if weight(i)), key=weight, reverse=True)
     quick = [i for i in items if not weight(i)]
