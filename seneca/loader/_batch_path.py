@@ -106,11 +106,11 @@ class BatchPath:
     _thread: Any = field(default=None, init=False, repr=False)
 
     def stages(
-        self, before: dict[str, int], token: object | None = None
+        self, before: dict[str, int], token: object | None = None, length: int | None = None
     ) -> list[tuple[str, Stage]]:
         """The stages of one iteration, in order: (name, stage). ``before``: the counters at
         its start (for the summary); ``token``: the iteration's :class:`EpochProgress` token
-        (with ODS)."""
+        (with ODS); ``length``: its batches, when known (``len(loader)``)."""
         out: list[tuple[str, Stage]] = []
         if self.ahead:
             out.append(("worker error", worker_errors))
@@ -146,15 +146,21 @@ class BatchPath:
             out.append(("track", lambda it: progress.tracked(it, token, lambda: sampler.current)))
         if budgets is not None:
             out.append(("budget tick", lambda it: _ticked(it, budgets)))
-        out.append(("stats", lambda it: self._summarised(it, before)))
+        out.append(("stats", lambda it: self._summarised(it, before, length)))
         if timeline is not None:
             out.append(("handed", timeline.handed))
         return out
 
-    def run(self, it: Iterator[Any], before: dict[str, int], token: object | None = None) -> Any:
+    def run(
+        self,
+        it: Iterator[Any],
+        before: dict[str, int],
+        token: object | None = None,
+        length: int | None = None,
+    ) -> Any:
         """``it`` (DataLoader's batches) through every stage of :meth:`stages`."""
         self.iterations += 1
-        for _, stage in self.stages(before, token):
+        for _, stage in self.stages(before, token, length):
             it = stage(it)
         return it
 
@@ -173,9 +179,13 @@ class BatchPath:
         self._thread = made_ahead(it, defaults.LOADER_THREADS, cuda)
         return self._thread
 
-    def _summarised(self, it: Iterator[Any], before: dict[str, int]) -> Iterator[Any]:
+    def _summarised(
+        self, it: Iterator[Any], before: dict[str, int], length: int | None
+    ) -> Iterator[Any]:
         iteration = self.iterations - 1
-        return summarised(it, self.job, self.counters, self.sampler, before, self.every, iteration)
+        return summarised(
+            it, self.job, self.counters, self.sampler, before, self.every, iteration, length
+        )
 
 
 def _ticked(it: Iterator[Any], budgets: Budgets) -> Iterator[Any]:

@@ -121,24 +121,36 @@ def summarised(
     before: dict,
     every: float | None = None,
     iteration: int | None = None,
+    length: int | None = None,
 ) -> Iterator[Any]:
     """The batches of an iteration ``it`` of ``job``; a summary of the epoch logged at INFO
     when it ends (``before``: ``counters`` at its start; ``sampler``: its ODS sampler, if any,
     whose epoch it names, else the ``iteration``'s number); ``every``: seconds between
-    progress lines at INFO while it runs (None: none)."""
+    progress lines at INFO while it runs (None: none). With the epoch's ``length`` known (its
+    batches: ``len(loader)``), the summary comes with the last batch: a consumer that stops
+    after ``len(loader)`` batches (Lightning, ``zip``, ``islice``) never ends the iteration."""
     subs = sampler.substitutions if sampler else 0
     start = last = time.monotonic()
+    said = False
+
+    def summary() -> None:
+        if log.isEnabledFor(logging.INFO):
+            made = (sampler.substitutions if sampler else 0) - subs
+            epoch = sampler.current if sampler else iteration
+            log.info("%s", epoch_summary(job, epoch, before, counters.snapshot(), made))
+
     with closing(it):  # a loop cut short closes what it iterates (the batch thread stops)
-        for batch in it:
+        for count, batch in enumerate(it, 1):
             if every is not None and time.monotonic() - last >= every:
                 last = time.monotonic()
                 epoch = sampler.current if sampler else iteration
                 log.info("%s", progress_line(job, epoch, before, counters.snapshot(), last - start))
+            if count == length:
+                said = True
+                summary()
             yield batch
-    if log.isEnabledFor(logging.INFO):
-        subs = (sampler.substitutions if sampler else 0) - subs
-        epoch = sampler.current if sampler else iteration
-        log.info("%s", epoch_summary(job, epoch, before, counters.snapshot(), subs))
+    if not said:
+        summary()
 
 
 def progress_line(job: str, epoch: int | None, before: dict, now: dict, seconds: float) -> str:

@@ -366,11 +366,18 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         before = self._counters.snapshot()  # before any worker fetches for this iteration
         if self._ods_sampler is None:
             self._lease.start()
-            return path.run(super().__iter__(), before)
+            return path.run(super().__iter__(), before, length=self._length())
         self._ods_sampler.start_run()  # ranks of a job: a run under a used name starts afresh
         self._ods_sampler.expect()  # this iteration is the loader's own
         token = self._ods_sampler.progress.begin(self._ods_sampler.next_epoch())
-        return path.run(super().__iter__(), before, token)
+        return path.run(super().__iter__(), before, token, self._length())
+
+    def _length(self) -> int | None:
+        """The batches of an epoch (``len(loader)``), None where the dataset has no length."""
+        try:
+            return len(self)
+        except TypeError:
+            return None
 
     def _follow_transform(self) -> None:
         """The dataset's transform as the script set it before this iteration, where
@@ -394,23 +401,31 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
 
     def state_dict(self) -> dict[str, Any]:
         """Where this loader is in its epoch (torchdata StatefulDataLoader's convention):
-        the epoch, the batches consumed in it, and a bitmap of their samples. Needs ODS: the
-        state is its sampler's (``ods.sampler.OdsBatchSampler.state_dict``)."""
-        return self._require_ods("state_dict").state_dict()
+        the epoch, the batches consumed in it, and a bitmap of their samples; the state is
+        its ODS sampler's (``ods.sampler.OdsBatchSampler.state_dict``). A loader without ODS
+        has no position to save (its state is ``{}``): resumed, its epoch starts over, as
+        DataLoader's does. Frameworks that save every loader's state (Lightning) may call
+        it on any loader."""
+        if self._ods_sampler is None:
+            return {}
+        return self._ods_sampler.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from :meth:`state_dict` (in this or a new process, same job name): the next
-        iteration continues that epoch with every sample not yet consumed, exactly once.
+        iteration continues that epoch with every sample not yet consumed, exactly once. An
+        empty state (a loader without ODS saved it) resumes nothing.
 
         Under torch.distributed every rank loads its own state (a collective call): the ranks'
         consumed samples are united, and each rank's share of the epoch shrinks by what it
         consumed, as DistributedSampler's would."""
-        self._require_ods("load_state_dict").load_state_dict(state)
-
-    def _require_ods(self, what: str) -> OdsBatchSampler:
+        if not state:
+            return
         if self._ods_sampler is None:
-            raise ConfigError(f"{what}: resumable state needs batches from ODS (ods=True)")
-        return self._ods_sampler
+            raise ConfigError(
+                "load_state_dict: this loader has no ODS batches to continue the saved epoch "
+                "with (it was saved by a loader with ODS: shuffle=True, no sampler=)"
+            )
+        self._ods_sampler.load_state_dict(state)
 
     def close(self) -> None:
         """Leave the job in the cache now (its state goes; other jobs stop counting it at

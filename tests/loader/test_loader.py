@@ -1,5 +1,6 @@
 import gc
 import inspect
+import itertools
 import logging
 import pickle
 import shutil
@@ -378,6 +379,31 @@ def test_each_epoch_ends_with_a_summary_line_at_info(tiny_dataset, redis_url, ca
     assert lines[0].startswith("job summary epoch 0: 48 samples")
     assert "48 storage reads" in lines[0] and "0 storage reads" in lines[1]
     assert "(100%)" in lines[1]  # the second epoch read from the cache
+
+
+@pytest.mark.parametrize("ods", [True, False])
+def test_the_summary_comes_with_the_last_batch_when_the_loop_stops_at_len(
+    tiny_dataset, redis_url, caplog, ods
+):
+    """Lightning, ``zip`` and ``islice`` take ``len(loader)`` batches and ask for no more:
+    the iteration never ends, but the epoch did, and its summary says so with all its
+    samples."""
+    loader = SenecaLoader(
+        ImageFolder(str(tiny_dataset), transform=DET),
+        batch_size=8,
+        shuffle=ods,
+        cache=redis_url,
+        cache_size="20MB",
+        job=f"at-len-{ods}",
+    )
+    assert loader.ods == ods
+    with caplog.at_level(logging.INFO, logger="seneca"):
+        for epoch in range(2):
+            assert len(list(itertools.islice(loader, len(loader)))) == 6
+            lines = [m for m in caplog.messages if "storage reads" in m]
+            assert len(lines) == epoch + 1, lines
+            assert lines[-1].startswith(f"job at-len-{ods} epoch {epoch}: 48 samples"), lines
+    assert loader.stats()["samples"] == 96
 
 
 def test_progress_logs_lines_while_an_epoch_runs(tiny_dataset, redis_url, caplog):

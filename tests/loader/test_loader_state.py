@@ -87,10 +87,25 @@ def test_resume_in_a_new_process_and_twice(tiny_dataset, redis_url):
     assert set(together) == set(range(48)) and max(together.values()) == 1
 
 
-def test_state_errors(tiny_dataset, redis_url):
+def test_a_loader_without_ods_saves_no_position_and_starts_its_epoch_over(tiny_dataset, redis_url):
+    """What a framework that saves every loader's state does (Lightning's checkpoints): a
+    loader without ODS (in order here) has no position to save, so its state is empty, and
+    restored, its epoch starts over, as DataLoader's (which has no state) does."""
     loader = SenecaLoader(indexed(tiny_dataset), batch_size=6, cache=redis_url)  # no ODS
-    with pytest.raises(ConfigError, match="needs batches from ODS"):
-        loader.state_dict()
+    it = iter(loader)
+    next(it)
+    assert loader.state_dict() == {}
+    again = SenecaLoader(indexed(tiny_dataset), batch_size=6, cache=redis_url)
+    again.load_state_dict(loader.state_dict())
+    assert [int(i) for _, y in again for i in y] == list(range(48))
+    ods = loader_for(tiny_dataset, redis_url, "from-empty", workers=0)
+    ods.load_state_dict({})  # saved by a loader without ODS: nothing to continue
+    assert sorted(int(i) for _, y in ods for i in y) == list(range(48))
+    with pytest.raises(ConfigError, match="no ODS batches to continue"):
+        again.load_state_dict(ods.state_dict())
+
+
+def test_state_errors(tiny_dataset, redis_url):
     ods = loader_for(tiny_dataset, redis_url, "bad", workers=0)
     with pytest.raises(ConfigError, match="not a SenecaLoader state"):
         ods.load_state_dict({"epoch": 0})
