@@ -15,10 +15,11 @@ one redis-server on a unix socket under the runtime directory::
         stop            present once ``seneca cache stop`` asked it to stop with its last user
         redis.sock      the server's socket
 
-A watchdog process (``python -m seneca._cache.embedded DIR``) starts redis-server as its child and
-stops it, then exits, once no registered user process has been alive for the idle time
-(``$SENECA_CACHE_IDLE`` seconds, default ``defaults.EMBEDDED_IDLE``: 10 minutes), so that the
-next job of a sweep run one after another finds the cache warm. Users register on first use and
+A watchdog process (forked off by ``python -m seneca._cache.embedded DIR``, which exits at once:
+it is no user's child) starts redis-server as its child and stops it, then exits, once no
+registered user process has been alive for the idle time (``$SENECA_CACHE_IDLE`` seconds,
+default ``defaults.EMBEDDED_IDLE``: 10 minutes), so that the next job of a sweep run one after
+another finds the cache warm. Users register on first use and
 unregister at exit; a user killed by a signal is noticed as a dead pid. So no process outlives
 the last user by more than the idle time, whatever way it ends, unless a user asked to keep the
 cache (``SENECA_KEEP_CACHE=1``): then it runs until ``seneca cache stop``. ``seneca cache stop``
@@ -225,16 +226,21 @@ def acquire_embedded(
         if started:
             sock.unlink(missing_ok=True)
             out = open(state / "watchdog.log", "wb")  # noqa: SIM115 - handed to the child
-            watchdog = subprocess.Popen(
+            # the child starts the watchdog in a process of its own and exits (see _detached):
+            # waited for here, no child of this process outlives the call
+            status = subprocess.call(
                 [sys.executable, "-m", "seneca._cache.embedded", str(state)],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=out,
                 start_new_session=True,
                 close_fds=True,
+                timeout=defaults.EMBEDDED_START_TIMEOUT,
             )
             out.close()
-            _record(state / "watchdog.pid", watchdog.pid)
+            if status != 0:
+                tail = (state / "watchdog.log").read_text(errors="replace")[-2000:]
+                raise CacheError(f"embedded cache watchdog did not start; log:\n{tail}")
     deadline = time.monotonic() + defaults.EMBEDDED_START_TIMEOUT
     while not _ping(sock):
         if time.monotonic() > deadline or not _alive(state / "watchdog.pid"):
@@ -382,5 +388,17 @@ def _stop(server: subprocess.Popen) -> None:
             server.wait()
 
 
+def _detached(state: Path) -> int:
+    """Start the watchdog of ``state`` in a process of its own (forked from this one, which
+    records it and exits): the user process that started this one waits for it, so no child
+    of that process runs on unwaited (a ``Popen`` of a running process, dropped, warns), and
+    the watchdog outlives every user, as it must."""
+    pid = os.fork()
+    if pid == 0:
+        return _watchdog(state)
+    _record(state / "watchdog.pid", pid)
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(_watchdog(Path(sys.argv[1])))
+    sys.exit(_detached(Path(sys.argv[1])))

@@ -1,9 +1,11 @@
+import gc
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+import warnings
 
 import psutil
 import pytest
@@ -101,6 +103,21 @@ def test_in_process_acquire_is_reused(runtime_dir):
     assert r.config_get("save")["save"] == ""
     assert acquire_embedded(20_000_000) == url  # asked for more: the same server grows
     assert r.config_get("maxmemory")["maxmemory"] == "20000000"
+
+
+def test_starting_the_server_leaves_no_child_of_the_job_running(runtime_dir):
+    """The watchdog outlives its users, so it is no job's child: the process that starts it
+    has exited (and was waited for) when the cache answers, and no ``Popen`` of a running
+    process is left to warn (ResourceWarning) when it goes."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        url = acquire_embedded(10_000_000)
+        gc.collect()
+    assert redis.Redis.from_url(url).ping()
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)], caught
+    state = next(runtime_dir.glob("embedded-*"))
+    watchdog = int((state / "watchdog.pid").read_text().split()[0])
+    assert psutil.pid_exists(watchdog) and psutil.Process(watchdog).ppid() != os.getpid()
 
 
 @pytest.mark.slow
