@@ -125,7 +125,11 @@ class RedisProcess:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"unix://{self.sock}" + (f"?password={password}" if password else "")
         self.client = redis.Redis(unix_socket_path=str(self.sock), password=password)
-        wait_for_ping(self.client, self.proc)
+        try:
+            wait_for_ping(self.client, self.proc)
+        except BaseException:  # a server that did not start (or was interrupted) is not left
+            self.stop()
+            raise
 
     def stop(self) -> None:
         self.proc.terminate()

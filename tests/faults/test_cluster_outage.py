@@ -66,15 +66,16 @@ def test_a_replica_is_read_around(tiny_dataset, free_port, caplog, stale, says):
     down (MASTERDOWN). From the loader's first call on: the loader is made, and every epoch
     comes whole from storage, with a warning that says why."""
     primary = RedisProcess(port=free_port)
-    replica = RedisProcess("--replicaof", "127.0.0.1", str(free_port))
-    if stale == "no":
-        replica.client.config_set("replica-serve-stale-data", "no")
-        primary.stop()
-        deadline = time.monotonic() + 30
-        while replica.client.info("replication")["master_link_status"] != "down":
-            assert time.monotonic() < deadline, "the replica did not see its primary go"
-            time.sleep(0.05)
+    replica = None
     try:
+        replica = RedisProcess("--replicaof", "127.0.0.1", str(free_port))
+        if stale == "no":
+            replica.client.config_set("replica-serve-stale-data", "no")
+            primary.stop()
+            deadline = time.monotonic() + 30
+            while replica.client.info("replication")["master_link_status"] != "down":
+                assert time.monotonic() < deadline, "the replica did not see its primary go"
+                time.sleep(0.05)
         loader = SenecaLoader(
             indexed(tiny_dataset), batch_size=8, shuffle=True, cache=replica.url,
             cache_size="20MB",
@@ -86,5 +87,6 @@ def test_a_replica_is_read_around(tiny_dataset, free_port, caplog, stale, says):
         assert says in caplog.text, caplog.text
         loader.close()
     finally:
-        replica.stop()
+        if replica is not None:
+            replica.stop()
         primary.stop()
