@@ -228,16 +228,20 @@ def acquire_embedded(
             out = open(state / "watchdog.log", "wb")  # noqa: SIM115 - handed to the child
             # the child starts the watchdog in a process of its own and exits (see _detached):
             # waited for here, no child of this process outlives the call
-            status = subprocess.call(
-                [sys.executable, "-m", "seneca._cache.embedded", str(state)],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-                start_new_session=True,
-                close_fds=True,
-                timeout=defaults.EMBEDDED_START_TIMEOUT,
-            )
-            out.close()
+            try:
+                status = subprocess.call(
+                    [sys.executable, "-m", "seneca._cache.embedded", str(state)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=out,
+                    start_new_session=True,
+                    close_fds=True,
+                    timeout=defaults.EMBEDDED_START_TIMEOUT,
+                )
+            except subprocess.TimeoutExpired:  # (killed by call)
+                status = -1
+            finally:
+                out.close()
             if status != 0:
                 tail = (state / "watchdog.log").read_text(errors="replace")[-2000:]
                 raise CacheError(f"embedded cache watchdog did not start; log:\n{tail}")

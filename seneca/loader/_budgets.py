@@ -126,7 +126,7 @@ class Budgets:
         #: the job's back-off of the cache)
         self.cadence = Cadence(defaults.AUTO_TICK, backoff)
         self.flight = int(flight)
-        self._need = (0, 0)  # (need, flight bytes) as last noted
+        self._told = (0, 0)  # (need, flight bytes) as last told to the node
 
     @property
     def dataset(self) -> str:
@@ -219,6 +219,6 @@ class Budgets:
         charge = self.store.charge
         need = most_useful(self.store.samples, counts, self.tiers, charge)
         noted = (need, self.flight * largest_value(counts, self.tiers, charge))
-        if any(noted) and noted != self._need:
+        if any(noted) and noted != self._told:
             self.shares.needs(self.dataset, *noted)
-            self._need = noted
+            self._told = noted
