@@ -2,7 +2,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup test test-oldest test-under-load bench demo notebooks lint format clean
+.PHONY: setup test test-oldest test-ecosystem test-under-load bench demo notebooks lint format clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -26,6 +26,11 @@ bench: setup
 test-oldest: setup
 	@bash scripts/oldest.sh
 
+# The tests with PyTorch Lightning, Hugging Face datasets and timm (in .venv-ecosystem, with the
+# package's extras `[lightning,hf,timm]`; CI runs it after `make test-oldest`).
+test-ecosystem: setup
+	@bash scripts/ecosystem.sh
+
 demo: setup
 	$(PY) -m seneca demo
 
@@ -41,4 +46,4 @@ format: setup
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .venv-oldest data/demo .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-oldest .venv-ecosystem data/demo .pytest_cache .ruff_cache
