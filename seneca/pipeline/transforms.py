@@ -10,7 +10,13 @@ How the split is found, for a ``Compose`` (torchvision v1 or v2):
 * an explicit :class:`CacheBoundary` marker splits there: everything after it is the tail;
 * otherwise the longest run of trailing steps of known deterministic types (``ToTensor``,
   ``PILToTensor``, ``ToImage``, ``ToDtype``, ``ConvertImageDtype``, ``Normalize``,
-  ``ToPureTensor``) becomes the tail.
+  ``ToPureTensor``) and of random steps on tensors (``RandomErasing``, :data:`RANDOM_TAIL`:
+  drawn again at every fetch, as DataLoader draws it) becomes the tail.
+
+Steps of other libraries that do what one of those torchvision steps does are known by an
+explicit list (:data:`ACTS_AS`): timm's ``MaybeToTensor`` is a ``ToTensor``, its
+``ResizeKeepRatio`` without random scale or aspect a ``Resize``, and so on. A test checks the
+list against the installed timm's ``create_transform`` pipelines.
 
 A head made only of deterministic steps of an explicit list (:data:`DETERMINISTIC_HEAD`:
 ``Resize``, ``CenterCrop``, ``Pad``, ``Grayscale`` and the tail's types, or a ``Compose`` of
@@ -44,11 +50,13 @@ from seneca.pipeline.batch_tail import BatchTail
 from seneca.pipeline.fingerprint import fingerprint
 
 __all__ = [
+    "ACTS_AS",
     "BATCH_TAIL",
     "DETERMINISTIC_HEAD",
     "DETERMINISTIC_TAIL",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
+    "RANDOM_TAIL",
     "CacheBoundary",
     "SplitTransform",
     "default_train_transform",
@@ -72,6 +80,10 @@ DETERMINISTIC_TAIL = frozenset(
     }
 )
 
+#: Random steps on tensors that run in the tail, per fetch, when they follow its conversions
+#: (as ``RandomErasing`` follows ``Normalize``): the cached head then stays a uint8 image.
+RANDOM_TAIL = frozenset({"RandomErasing"})
+
 #: Tail steps that give the same numbers on a stacked (N, C, H, W) batch as per sample.
 BATCH_TAIL = frozenset({"ToDtype", "ConvertImageDtype", "Normalize"})
 
@@ -92,20 +104,52 @@ class CacheBoundary:
         return "CacheBoundary()"
 
 
-def _is_torchvision(step: Any, names: frozenset[str]) -> bool:
+def _fixed_scale(step: Any) -> bool:
+    """timm's ``ResizeKeepRatio`` draws no random scale, aspect or interpolation."""
+    return (
+        not getattr(step, "random_scale_prob", 1)
+        and not getattr(step, "random_aspect_prob", 1)
+        and not isinstance(getattr(step, "interpolation", ()), list | tuple)
+    )
+
+
+def _always(step: Any) -> bool:
+    return True
+
+
+#: Steps of other libraries, by (module, class name), that do what the torchvision step named
+#: does, with the condition under which they do: they take that step's place in the split.
+ACTS_AS: dict[tuple[str, str], tuple[str, Callable[[Any], bool]]] = {
+    ("timm.data.transforms", "MaybeToTensor"): ("ToTensor", _always),
+    ("timm.data.transforms", "MaybePILToTensor"): ("PILToTensor", _always),
+    ("timm.data.transforms", "ResizeKeepRatio"): ("Resize", _fixed_scale),
+    ("timm.data.transforms", "CenterCropOrPad"): ("CenterCrop", _always),
+    ("timm.data.random_erasing", "RandomErasing"): ("RandomErasing", _always),
+}
+
+
+def _acts_as(step: Any) -> str | None:
+    """The torchvision step ``step`` is or does the work of (:data:`ACTS_AS`), else None."""
     cls = type(step)
-    return cls.__module__.startswith("torchvision.transforms") and cls.__name__ in names
+    if cls.__module__.startswith("torchvision.transforms"):
+        return cls.__name__
+    known = ACTS_AS.get((cls.__module__, cls.__name__))
+    return known[0] if known is not None and known[1](step) else None
 
 
-def _is_torchvision_tail(step: Any) -> bool:
-    return _is_torchvision(step, DETERMINISTIC_TAIL)
+def _acts_in(step: Any, names: frozenset[str]) -> bool:
+    return _acts_as(step) in names
+
+
+def _is_tail(step: Any) -> bool:
+    return _acts_in(step, DETERMINISTIC_TAIL | RANDOM_TAIL)
 
 
 def _deterministic(step: Any) -> bool:
     """Whether ``step`` is of :data:`DETERMINISTIC_HEAD` (a Compose: all its steps are)."""
-    if _is_torchvision(step, frozenset({"Compose"})):
+    if _acts_in(step, frozenset({"Compose"})):
         return all(_deterministic(s) for s in step.transforms)
-    return _is_torchvision(step, DETERMINISTIC_HEAD)
+    return _acts_in(step, DETERMINISTIC_HEAD)
 
 
 class _Chain:
@@ -155,13 +199,13 @@ class SplitTransform:
         self.head = _chain(head)
         self.tail = _chain(tail)
         cut = len(tail)
-        while cut > 0 and _is_torchvision(tail[cut - 1], BATCH_TAIL):
+        while cut > 0 and _acts_in(tail[cut - 1], BATCH_TAIL):
             cut -= 1
         self.sample_tail = _chain(tail[:cut])
         batch = [_in_place(s) for s in tail[cut:]]
         #: the batch tail (its output tensors reused once nobody holds them), or None
         self.batch_tail = BatchTail(batch) if batch else None
-        self.tensor_first = cut > 0 and _is_torchvision(tail[0], frozenset({"PILToTensor"}))
+        self.tensor_first = cut > 0 and _acts_in(tail[0], frozenset({"PILToTensor"}))
         #: the sample tail after its leading PILToTensor (when ``tensor_first``)
         self.after_tensor = _chain(tail[1:cut]) if self.tensor_first else None
         #: the whole tail after its leading PILToTensor (when ``tensor_first``)
@@ -191,7 +235,7 @@ def split_transform(transform: Callable | None) -> SplitTransform:
     if not isinstance(steps, list | tuple):
         if isinstance(transform, CacheBoundary):
             return SplitTransform([], [])
-        if _is_torchvision_tail(transform):
+        if _is_tail(transform):
             return SplitTransform([], [transform])
         return SplitTransform([transform], [])
     steps = list(steps)
@@ -201,7 +245,7 @@ def split_transform(transform: Callable | None) -> SplitTransform:
         head = [s for s in steps[:cut] if not isinstance(s, CacheBoundary)]
         return SplitTransform(head, steps[cut + 1 :])
     cut = len(steps)
-    while cut > 0 and _is_torchvision_tail(steps[cut - 1]):
+    while cut > 0 and _is_tail(steps[cut - 1]):
         cut -= 1
     return SplitTransform(steps[:cut], steps[cut:])
 

@@ -40,6 +40,29 @@ def test_tail_split_points():
     assert none.batch_tail is None and none.tensor_first
 
 
+@pytest.mark.parametrize(
+    "tv, convert",
+    [(T, [T.ToTensor()]), (v2, [v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])],
+    ids=["v1", "v2"],
+)
+def test_random_erasing_after_the_conversions_runs_per_fetch_in_the_tail(tv, convert):
+    """The head's crop is cached as uint8; the erasing is drawn again at every fetch (as
+    DataLoader draws it), not frozen into a cached float tensor."""
+    erase = tv.RandomErasing(p=1.0, value=0)
+    split = split_transform(
+        tv.Compose([tv.RandomCrop(16), *convert, tv.Normalize(MEAN, STD), erase])
+    )
+    assert [type(s).__name__ for s in split.head_steps] == ["RandomCrop"]
+    names = [type(s).__name__ for s in convert] + ["Normalize", "RandomErasing"]
+    assert [type(s).__name__ for s in split.tail_steps] == names
+    assert split.batch_tail is None and not split.fixed_head
+    crop = Image.new("RGB", (16, 16), (200, 100, 50))
+    torch.manual_seed(0)
+    erased = [split.tail(crop) for _ in range(8)]
+    assert all((x == 0).any() for x in erased)  # each fetch erases a rectangle ...
+    assert len({x.eq(0).sum().item() for x in erased}) > 1  # ... of its own
+
+
 @pytest.mark.parametrize("mode", ["RGB", "L"])
 def test_image_tensor_view_equals_pil_to_tensor(mode):
     img = Image.frombytes(mode, (7, 5), bytes(range(7 * 5 * len(mode))))
