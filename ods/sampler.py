@@ -174,6 +174,7 @@ class OdsBatchSampler:
         self.held_here = held_here
         self.foreign = foreign
         self._expected = 0  # iterations the owner announced and that have not begun (expect)
+        self._announced: int | None = None  # the epoch the latest announced iteration runs
         #: the epoch and batches the training loop took (what :meth:`state_dict` saves)
         self.progress = EpochProgress()
         #: (epoch, samples this rank consumed before a resume): its share of that epoch shrinks
@@ -491,32 +492,43 @@ class OdsBatchSampler:
         """The epoch of the latest iteration (None before the first)."""
         return self._last
 
-    def expect(self) -> None:
-        """The owning loader is about to iterate this sampler (see ``foreign``)."""
+    def expect(self, epoch: int | None = None) -> None:
+        """The owning loader is about to iterate this sampler (see ``foreign``), to run
+        ``epoch`` (what :meth:`next_epoch` says as its iteration begins; None: what it says
+        when the first batch is asked for)."""
         self._expected += 1
+        self._announced = epoch
 
-    def check_owned(self) -> None:
+    def check_owned(self) -> int | None:
         """At an iteration's first batch: ConfigError (``foreign``) unless the owning loader
         announced it (:meth:`expect`); the announcement is used up. (Announced iterations
-        count: a loader's iterators may begin in another order than they were made.)"""
-        if self.foreign is not None:
-            if self._expected == 0:
-                raise ConfigError(self.foreign)
-            self._expected -= 1
+        count: a loader's iterators may begin in another order than they were made.) Returns
+        the epoch announced last (None: none)."""
+        if self.foreign is None:
+            return None
+        if self._expected == 0:
+            raise ConfigError(self.foreign)
+        self._expected -= 1
+        return self._announced
 
     def __iter__(self) -> Iterator[list[Pick]]:
-        """The batches of a new epoch (see the module docstring). Its number is taken when the
-        first batch is asked for: DataLoader makes an iterator it never uses besides each one
-        it uses."""
-        self.check_owned()
-        yield from self.batches()
+        """The batches of a new epoch (see the module docstring): the one the owning loader
+        announced, else the one due when the first batch is asked for (DataLoader makes an
+        iterator it never uses besides each one it uses)."""
+        yield from self.batches(self.check_owned())
 
-    def batches(self) -> Iterator[list[Pick]]:
-        """:meth:`__iter__` for a caller that has checked the iteration is the owner's."""
-        epoch = self.next_epoch()
+    def batches(self, epoch: int | None = None) -> Iterator[list[Pick]]:
+        """:meth:`__iter__` for a caller that has checked the iteration is the owner's.
+        ``epoch``: the epoch to run, taken by the caller when its iteration began (a batch
+        decided later in another thread must not see a ``set_epoch`` made meanwhile: ranks
+        would run different epochs); None: :meth:`next_epoch` when the first batch is asked
+        for."""
+        if epoch is None or (not self._resuming and self._last is not None and epoch <= self._last):
+            epoch = self.next_epoch()  # (an epoch announced twice runs once: then the next)
         # this sampler's first epoch, not a continued one, of a job of one rank
         fresh = self._first_run() and self.num_replicas == 1
-        self._last, self._resuming, self.epoch = epoch, False, epoch + 1
+        # (a set_epoch made since the iteration began stays, for the next one)
+        self._last, self._resuming, self.epoch = epoch, False, max(self.epoch, epoch + 1)
         if self.seeds is not None:
             self.store.reseed(self.seeds())
         self.yielded = {e: b for e, b in self.yielded.items() if e >= epoch - 1}

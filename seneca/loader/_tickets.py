@@ -161,7 +161,7 @@ class TicketSampler:
         return len(self.sampler)
 
     def __iter__(self) -> Iterator[list[Any]]:
-        self.sampler.check_owned()  # the loader's own iteration, not a copy's
+        epoch = self.sampler.check_owned()  # the loader's own iteration, not a copy's
         with self._lock:
             self._stop_source()
             self._pending.clear()  # an abandoned iteration's batches are not coming back
@@ -170,7 +170,9 @@ class TicketSampler:
             self._failure = None
             if self.slots is not None:  # slots lent to a loop cut short are not reused
                 self.slots.renew()
-            self._source = self.sampler.batches()
+            # the epoch the loader announced as the iteration began, not the one due when the
+            # desk's thread decides the first batch (a set_epoch may come between)
+            self._source = self.sampler.batches(epoch)
             first = self._next
             iteration = self._iteration
         mark = self._mark

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import torch
 from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
-from ods.sampler import OdsBatchSampler, OdsSampler
+from ods.sampler import OdsBatchSampler
 from ods.store import OdsStore
 from seneca._torch_internals import ReadThroughLoader
 from seneca.loader._batch_path import BatchPath
@@ -42,6 +42,7 @@ from seneca.loader._setup import (
     seeds_from,
     warn_unread,
 )
+from seneca.loader._shown import shown_sampler
 from seneca.loader._slots import BatchSlots, slot_count
 from seneca.loader._stats import Counters, job_stats
 from seneca.loader._tickets import TicketSampler, collate_part
@@ -350,7 +351,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         # the batch size, drop_last and sampler the user asked for, as DataLoader's would
         shown = {}
         if self._ods_sampler is not None:
-            sampler = OdsSampler(self._ods_sampler)
+            sampler = shown_sampler(self._ods_sampler, dataset)
             shown = {"batch_size": batch_size, "drop_last": drop_last, "sampler": sampler}
         self.read_through(wrapped, dataset, **shown)
 
@@ -368,8 +369,11 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             self._lease.start()
             return path.run(super().__iter__(), before, length=self._length())
         self._ods_sampler.start_run()  # ranks of a job: a run under a used name starts afresh
-        self._ods_sampler.expect()  # this iteration is the loader's own
-        token = self._ods_sampler.progress.begin(self._ods_sampler.next_epoch())
+        # the epoch is the one due now, whenever its first batch is decided: a set_epoch made
+        # after iter() (Lightning's, when it resumes) is the next iteration's, in every rank
+        epoch = self._ods_sampler.next_epoch()
+        self._ods_sampler.expect(epoch)  # this iteration is the loader's own
+        token = self._ods_sampler.progress.begin(epoch)
         return path.run(super().__iter__(), before, token, self._length())
 
     def _length(self) -> int | None:

@@ -12,6 +12,7 @@ import sys
 import torch
 import torch.distributed as dist
 from indexed import indexed  # this script's own folder is on sys.path
+from torch.utils.data import DistributedSampler
 
 from ods import defaults as ods_defaults
 from seneca import SenecaLoader
@@ -42,7 +43,13 @@ def run(data: str, url: str, out: str, mode: str, rank: int) -> None:
     ds = indexed(data)
     job = {"epochs": None, "sharded": None, "named": "ddp-named"}.get(mode, "ddp-resume")
     loader = SenecaLoader(ds, batch_size=5, shuffle=True, num_workers=1, cache=url, job=job)
-    report: dict = {"job": loader.job, "len": len(loader)}
+    shown = loader.sampler  # a DistributedSampler of this rank (Lightning leaves it as it is)
+    report: dict = {
+        "job": loader.job,
+        "len": len(loader),
+        "sampler": [isinstance(shown, DistributedSampler), shown.num_replicas, shown.rank],
+        "sampler_len": len(shown),
+    }
     if mode in ("epochs", "named", "sharded"):
         report["epochs"] = []
         for epoch in range(2):

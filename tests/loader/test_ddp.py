@@ -60,6 +60,8 @@ def test_two_runs_of_a_job_of_two_ranks(tiny_dataset, redis_proc, tmp_path):
     ranks = first["epochs"]
     assert ranks[0]["job"] == ranks[1]["job"] and ranks[0]["job"].startswith("ddp:")
     assert ranks[0]["len"] == ranks[1]["len"] == 5
+    assert [r["sampler"] for r in ranks] == [[True, 2, 0], [True, 2, 1]]
+    assert [r["sampler_len"] for r in ranks] == [24, 24]
     assert_every_epoch_whole(ranks)
 
     # a second run under the same job name is a new run (no state loaded): its epochs are

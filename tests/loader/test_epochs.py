@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 from helpers.indexed import indexed
+from torchvision import transforms as T
 
 from seneca import SenecaLoader
 
@@ -106,6 +107,21 @@ def test_set_epoch_picks_an_epoch_not_run_yet(tiny_dataset, redis_url):
     assert sampler.current == 9
     _full_epoch(loader)
     assert sampler.current == 10
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_an_iteration_runs_the_epoch_due_when_it_began(tiny_dataset, redis_url, workers):
+    """A set_epoch between iter() and the first batch (Lightning's, resuming from a
+    checkpoint) is the next iteration's, whether the first batch is decided in this process or
+    for a worker's ticket in another thread (data-parallel ranks must not part ways there)."""
+    loader = _loader(tiny_dataset, redis_url, num_workers=workers, job=f"due{workers}")
+    loader.dataset.transform = T.Compose([T.RandomResizedCrop(16), T.PILToTensor()])
+    it = iter(loader)
+    loader.set_epoch(4)
+    assert sorted(int(i) for _, y in it for i in y) == list(range(N))
+    assert loader.state_dict()["epoch"] == 1  # epoch 0 ran: the next is due
+    _full_epoch(loader)
+    assert loader.state_dict()["epoch"] == 5  # epoch 4 ran
 
 
 def test_a_state_saved_mid_epoch_resumes_that_epoch(tiny_dataset, redis_url):

@@ -146,9 +146,9 @@ def test_each_ticket_gets_the_next_batch_when_its_worker_asks():
             return 3
 
         def check_owned(self):  # the loader's own iteration (OdsBatchSampler's contract)
-            pass
+            return None  # no epoch announced
 
-        def batches(self):
+        def batches(self, epoch=None):
             for k in range(3):
                 Batches.drawn += 1
                 yield [Pick(10 * k + j, None, 0) for j in range(2)]

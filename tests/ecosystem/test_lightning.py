@@ -1,0 +1,68 @@
+"""PyTorch Lightning, unmodified, with SenecaLoaders from ``train_dataloader()`` and
+``val_dataloader()``: a script of its own (Lightning's DDP starts its ranks by running the
+script again), on a real cache."""
+
+import collections
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lightning_job import TRANSFORM, digest
+from torch.utils.data import DataLoader
+from torchvision.datasets import ImageFolder
+
+pytestmark = pytest.mark.ecosystem
+
+SCRIPT = Path(__file__).with_name("lightning_job.py")
+
+
+def fit(data, url, out, devices, ckpt=None):
+    out.mkdir(exist_ok=True)
+    args = [sys.executable, str(SCRIPT), str(data), url, str(out), str(devices)]
+    done = subprocess.run(
+        args + ([str(ckpt)] if ckpt else []), capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(devices)]
+
+
+def everything(data):
+    return {digest(x[0]) for x, _ in DataLoader(ImageFolder(str(data), transform=TRANSFORM))}
+
+
+@pytest.mark.slow
+def test_ddp_with_lightnings_distributed_sampler(tiny_dataset, redis_url, tmp_path):
+    """``strategy="ddp"`` on two CPU processes with ``use_distributed_sampler=True`` (the
+    default): the training loader is left as it is (it shards each epoch already), each epoch
+    gives each rank 24 samples and the two ranks every sample once, the second epoch reads
+    none from storage; the validation loader Lightning rebuilds around its DistributedSampler
+    reads every sample once across the ranks. Then the run resumes from its last checkpoint
+    (both loaders' states in it) for a third epoch, whole, from the cache."""
+    samples = everything(tiny_dataset)
+    assert len(samples) == 48
+
+    def assert_whole(ranks, stage, epoch):
+        shares = [r["seen"][stage][epoch] for r in ranks]
+        assert [len(s) for s in shares] == [24, 24], (stage, epoch)
+        together = collections.Counter(shares[0] + shares[1])
+        assert set(together) == samples and max(together.values()) == 1, (stage, epoch)
+
+    ranks = fit(tiny_dataset, redis_url, tmp_path / "ddp", 2)
+    assert all(r["train_loader_kept"] for r in ranks)
+    assert ranks[0]["job"] == ranks[1]["job"]
+    for stage in ("train", "val"):
+        for epoch in ("0", "1"):
+            assert_whole(ranks, stage, epoch)
+    for r in ranks:
+        first, second = r["stats"]
+        assert second["storage_reads"] == first["storage_reads"], r["stats"]
+        assert second["decoded"]["hits"] - first["decoded"]["hits"] == 24
+
+    [last] = (tmp_path / "ddp" / "checkpoints").glob("epoch=1-*.ckpt")
+    resumed = fit(tiny_dataset, redis_url, tmp_path / "resumed", 2, ckpt=last)
+    for stage in ("train", "val"):
+        assert all(list(r["seen"][stage]) == ["2"] for r in resumed)
+        assert_whole(resumed, stage, "2")
+    assert [r["stats"][0]["storage_reads"] for r in resumed] == [0, 0]
