@@ -41,3 +41,8 @@ def run(cwd: Path, code: str) -> subprocess.CompletedProcess:
 def test_with_timm(example):
     done = run(example, snippet("With timm"))
     assert re.findall(r"epoch (\d): val accuracy", done.stdout) == ["0", "1"]
+
+
+def test_with_lightning(example):
+    done = run(example, snippet("With Lightning"))
+    assert re.search(r"val_loss \d+\.\d{3}", done.stdout), done.stdout[-2000:]
