@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
 import shutil
@@ -27,6 +28,14 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
 REDIS_SERVER = shutil.which("redis-server")
+
+# tests/ecosystem: the tests with the frameworks users train with (PyTorch Lightning, Hugging
+# Face datasets, timm; the extras [lightning,hf,timm]), run by `make test-ecosystem` in
+# .venv-ecosystem. The core environment has none of them: it collects none of these tests
+# (and `make test` deselects their marker, ``ecosystem``).
+FRAMEWORKS = ("lightning", "datasets", "timm")
+if not all(importlib.util.find_spec(name) for name in FRAMEWORKS):
+    collect_ignore_glob = ["ecosystem/*"]
 
 
 #: the slowest tests (fresh interpreters by the dozen), run before the other slow ones
