@@ -16,6 +16,9 @@ from ods import defaults as ods_defaults
 from seneca._cache.client import CacheClient
 from seneca_base.backoff import Backoff
 
+#: calls to a frozen server abandoned at the default deadlines (conftest.patient_deadlines)
+pytestmark = pytest.mark.deadlines
+
 
 def test_retries_start_soon_and_double_up_to_the_cap():
     b = Backoff("cache", first=0.05, cap=0.12)

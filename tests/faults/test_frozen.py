@@ -24,6 +24,9 @@ from helpers.indexed import indexed
 
 from seneca import SenecaLoader
 
+#: frozen servers: calls abandoned at the default deadlines (conftest.patient_deadlines)
+pytestmark = pytest.mark.deadlines
+
 STEP = 0.03  # seconds of "training" per batch
 FREEZE = 4.0
 
