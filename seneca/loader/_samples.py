@@ -177,7 +177,7 @@ class SampleWork:
         count: Counter,
         offers: Offers,
         aug_ok: bool,
-    ) -> tuple[Any, Any]:
+    ) -> Any:
         """The remaining work for sample ``index`` found in ``tier`` as ``obj`` (None: read
         from storage), counted in ``count``: each form after ``tier`` made from the one before
         (:meth:`_made`), then the tail. What it makes is offered to ``offers``: a sample read
@@ -209,7 +209,7 @@ class SampleWork:
         target = self.source.target(index)
         if self.target_transform is not None:
             target = self.target_transform(target)
-        return obj, target
+        return self.source.sample(obj, target)
 
     def _made(self, form: str, index: int, obj: Any, count: Counter) -> Any:
         """Sample ``index``'s ``form`` (a base tier's) made from the form before it, ``obj``:

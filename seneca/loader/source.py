@@ -15,7 +15,9 @@ It knows this for:
 * ``Subset`` (and so ``random_split``) of either, nested or not: the loader reads the subset's
   samples, and jobs over overlapping subsets share one cache;
 * ``ConcatDataset`` of folder datasets (or subsets of them) with one loader and equal
-  transforms: their samples are read as one list.
+  transforms: their samples are read as one list;
+* a Hugging Face ``datasets.Dataset`` with one ``Image()`` column, without a format or with a
+  ``set_transform``/``with_transform`` function (``seneca.loader._hf``).
 
 Any other dataset is read exactly as DataLoader reads it (:func:`resolve` says why).
 """
@@ -126,6 +128,11 @@ class Source:
         """Bytes read from storage for a sample decoded without :meth:`read`."""
         return 0
 
+    def sample(self, image: Any, target: Any) -> Any:
+        """The user's sample from the transformed ``image`` and ``target``: the pair, as a
+        folder dataset gives it (a table's row, for a Hugging Face dataset)."""
+        return image, target
+
 
 class FolderSource(Source):
     """A ``DatasetFolder``'s files (``samples``: another list of them); ``storage`` reads them
@@ -213,6 +220,9 @@ class HeadedSource(Source):
     def size(self, index: int) -> int:
         return self.inner.size(index)
 
+    def sample(self, image: Any, target: Any) -> Any:
+        return self.inner.sample(image, target)
+
 
 class ProtocolSource(Source):
     """A :class:`CacheableDataset`."""
@@ -270,9 +280,14 @@ def resolve(dataset: Any, version: str | None = None) -> Resolved:
                 "of (implement seneca.CacheableDataset to have it cached)"
             )
         return Resolved(FolderSource(dataset, version=version), dataset, None)
+    from seneca.loader._hf import HFImageSource, hf_dataset
+
+    if hf_dataset(dataset):
+        return Resolved(HFImageSource(dataset), dataset, None)
     raise NotCacheable(
-        f"{name} is not a torchvision DatasetFolder/ImageFolder or a Subset of one, and does "
-        "not implement seneca.CacheableDataset"
+        f"{name} is not a torchvision DatasetFolder/ImageFolder or a Subset of one, a Hugging "
+        "Face datasets.Dataset with an Image() column, and does not implement "
+        "seneca.CacheableDataset"
     )
 
 

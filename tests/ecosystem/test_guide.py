@@ -46,3 +46,10 @@ def test_with_timm(example):
 def test_with_lightning(example):
     done = run(example, snippet("With Lightning"))
     assert re.search(r"val_loss \d+\.\d{3}", done.stdout), done.stdout[-2000:]
+
+
+def test_with_hugging_face_datasets(example, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(example / "hf"))  # the table's cache
+    done = run(example, snippet("With Hugging Face datasets"))
+    hits = [int(n) for n in re.findall(r"epoch \d: (\d+) decoded hits", done.stdout)]
+    assert len(hits) == 2 and hits[0] == 0 and hits[1] == 24, done.stdout

@@ -1,0 +1,171 @@
+"""Hugging Face ``datasets.Dataset`` with an image column, as a cached source.
+
+A table whose one decodable column is an ``Image()`` feature (``load_dataset("imagefolder",
+...)``, the Hub's image datasets, ``Dataset.from_dict`` with images) is cached as a folder
+dataset is: the image's stored bytes (encoded tier) and the image ``datasets`` decodes from
+them (decoded tier), decoded by the feature itself so that it is the same image. A row is made
+as ``datasets`` makes it: the row's values with the decoded image in its column, then the
+dataset's ``set_transform`` / ``with_transform`` function, if any, on a batch of that one row
+(run at every fetch: its output is not cached). Formats other than those (``"torch"``,
+``"numpy"``, ...) and format columns are read as DataLoader reads them.
+
+The samples' id is made from the table's content as the dataset shows it (its row order too):
+each row's image by its bytes (their length and CRC-32) or, for an image kept as a file's path,
+by the file's path, size and modification time; the other columns by their values; and the
+image feature (its mode). Files regenerated in place, a ``shuffle``/``select`` or another
+``mode`` give another id: never another table's values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import sys
+import zlib
+from typing import Any
+
+from seneca.loader.source import NotCacheable, Source
+from seneca_base.errors import ConfigError
+
+__all__ = ["HFImageSource", "hf_dataset"]
+
+#: the formats whose rows are made here as ``datasets`` makes them
+FORMATS = (None, "python", "custom")
+
+
+def hf_dataset(dataset: Any) -> bool:
+    """Whether ``dataset`` is a ``datasets.Dataset`` (not imported when it is not loaded)."""
+    module = sys.modules.get("datasets")
+    return module is not None and isinstance(dataset, module.Dataset)
+
+
+def _image_column(dataset: Any) -> str:
+    """The one decodable column, an ``Image()``; NotCacheable says why there is none."""
+    import datasets
+
+    decodable = {
+        name: f for name, f in dataset.features.items() if getattr(f, "decode", False) is True
+    }
+    images = [name for name, f in decodable.items() if isinstance(f, datasets.Image)]
+    if len(images) != 1 or len(decodable) != 1:
+        raise NotCacheable(
+            "a Hugging Face dataset is cached when one column is an Image() feature and no other "
+            f"column needs decoding (its decodable columns: {sorted(decodable) or 'none'})"
+        )
+    return images[0]
+
+
+def _check_format(dataset: Any) -> dict:
+    fmt = dataset.format
+    if fmt["type"] not in FORMATS:
+        raise NotCacheable(
+            f"a Hugging Face dataset in format {fmt['type']!r} (Seneca makes the rows of "
+            "datasets without a format or with set_transform/with_transform)"
+        )
+    return fmt
+
+
+class HFImageSource(Source):
+    """The rows of a ``datasets.Dataset`` with one ``Image()`` column (see the module docs):
+    :meth:`target` is the row without its image, :meth:`sample` the row as the dataset gives
+    it."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.column = _image_column(dataset)
+        _check_format(dataset)
+        self.dataset = dataset
+        self.feature = dataset.features[self.column]
+        undecoded = dataclasses.replace(self.feature, decode=False)
+        #: the rows as python values, the image as its stored ``{"bytes", "path"}``
+        self.raw = dataset.cast_column(self.column, undecoded).with_format(None)
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    @property
+    def id(self) -> str:  # type: ignore[override]
+        cached = self.__dict__.get("_id")
+        if cached is None:
+            cached = self.__dict__["_id"] = "hf" + self._digest()
+        return cached
+
+    def _digest(self) -> str:
+        h = hashlib.sha1(repr(self.feature).encode())
+        table = self.raw.with_format("arrow")
+        for start in range(0, len(table), 4096):
+            chunk = table[start : start + 4096]
+            for name in chunk.column_names:
+                if name == self.column:
+                    for value in chunk.column(name).to_pylist():
+                        h.update(_image_id(value))
+                else:
+                    h.update(name.encode() + repr(chunk.column(name).to_pylist()).encode())
+        return h.hexdigest()[:16]
+
+    def read(self, index: int) -> bytes:
+        value = self.raw[index][self.column]
+        if value["bytes"] is not None:
+            return value["bytes"]
+        with open(value["path"], "rb") as f:  # OSError names the file, as decoding it would
+            return f.read()
+
+    def decode(self, index: int, raw: bytes | memoryview | None) -> Any:
+        data = self.read(index) if raw is None else bytes(raw)
+        try:
+            return self.feature.decode_example({"path": None, "bytes": data})
+        except (OSError, SyntaxError, ValueError) as e:
+            e.add_note(f"seneca: cannot decode the image of row {index}")
+            raise
+
+    def target(self, index: int) -> dict:
+        row = dict(self.raw[index])
+        del row[self.column]
+        return row
+
+    def size(self, index: int) -> int:
+        value = self.raw[index][self.column]
+        if value["bytes"] is not None:
+            return len(value["bytes"])
+        try:
+            return os.path.getsize(value["path"])
+        except OSError:
+            return 0
+
+    def sample(self, image: Any, target: Any) -> Any:
+        """Row ``target`` with ``image`` in its column, as the dataset's format makes it now
+        (a transform set between epochs is used, as DataLoader would)."""
+        fmt = self.dataset.format
+        if fmt["type"] not in FORMATS:
+            raise ConfigError(  # set after the loader was made: no row it could make is right
+                f"the Hugging Face dataset's format became {fmt['type']!r} after its "
+                "SenecaLoader was made; make the loader again"
+            )
+        row = {}
+        for name in self.raw.column_names:  # the table's column order, as datasets gives it
+            row[name] = image if name == self.column else target[name]
+        columns = fmt["columns"]
+        formatted = row if columns is None else {k: v for k, v in row.items() if k in columns}
+        transform = fmt["format_kwargs"].get("transform") if fmt["type"] == "custom" else None
+        if transform is not None:
+            batch = transform({name: [value] for name, value in formatted.items()})
+            formatted = {name: values[0] for name, values in batch.items()}
+        if columns is not None and fmt["output_all_columns"]:  # the rest as python values
+            formatted.update((k, v) for k, v in row.items() if k not in columns)
+        return formatted
+
+
+def _image_id(value: dict | None) -> bytes:
+    """A stored image's part of the id: its bytes' length and CRC-32, or its file's path,
+    size and modification time (a missing file: its path alone; reading it fails later)."""
+    if value is None:
+        return b"-"
+    if value["bytes"] is not None:
+        data = value["bytes"]
+        return b"b%d:%d" % (len(data), zlib.crc32(data))
+    path = value["path"]
+    try:
+        st = os.stat(path)
+    except OSError:
+        return f"p{path}".encode()
+    return f"p{path}:{st.st_size}:{st.st_mtime_ns}".encode()

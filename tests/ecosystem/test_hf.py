@@ -1,0 +1,162 @@
+"""Hugging Face ``datasets``: a ``datasets.Dataset`` with an ``Image()`` column is cached as a
+folder dataset is (encoded and decoded tiers, shared by jobs), its rows made as ``datasets``
+makes them (with ``set_transform`` / ``with_transform``), bit-identical to DataLoader's."""
+
+import io
+import shutil
+
+import datasets
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader
+from torchvision.transforms import v2
+
+from seneca import SenecaLoader
+from seneca.loader._hf import HFImageSource
+
+pytestmark = pytest.mark.ecosystem
+
+CROP = v2.Compose([v2.CenterCrop(16), v2.PILToTensor()])
+
+
+def pixels(batch):
+    """A deterministic set_transform: the crop of each image as ``pixel_values``."""
+    return {"pixel_values": [CROP(im) for im in batch["image"]], "label": batch["label"]}
+
+
+def random_pixels(batch):
+    crop = v2.Compose([v2.RandomResizedCrop(16), v2.PILToTensor()])
+    return {"pixel_values": [crop(im) for im in batch["image"]], "label": batch["label"]}
+
+
+@pytest.fixture
+def folder(tiny_dataset, tmp_path):
+    """A copy of the tiny dataset as ``load_dataset("imagefolder")`` reads it: the images kept
+    as their files' paths (a test may rewrite them), the table cached under ``tmp_path``."""
+    root = shutil.copytree(tiny_dataset, tmp_path / "images")
+    return datasets.load_dataset(
+        "imagefolder", data_dir=str(root), split="train", cache_dir=str(tmp_path / "hf")
+    )
+
+
+def first_path(ds):
+    """Where the first row's image file is."""
+    return ds.cast_column("image", datasets.Image(decode=False)).with_format(None)[0]["image"][
+        "path"
+    ]
+
+
+def jpeg(seed, size=(40, 30)):
+    rng = np.random.default_rng(seed)
+    out = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, (*size[::-1], 3), dtype=np.uint8)).save(out, "JPEG")
+    return out.getvalue()
+
+
+def in_memory(n=24):
+    """A table built in memory, the images' bytes in it."""
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.Value("int64")})
+    rows = {"image": [{"bytes": jpeg(i), "path": None} for i in range(n)], "label": list(range(n))}
+    return datasets.Dataset.from_dict(rows, features=features)
+
+
+def assert_equal_batches(got, want):
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        assert a.keys() == b.keys()
+        for k in a:
+            same = torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k]
+            assert same, k
+
+
+@pytest.mark.parametrize("how", ["set_transform", "with_transform", "columns"])
+def test_rows_equal_dataloaders_and_the_second_epoch_reads_no_file(folder, redis_url, how):
+    if how == "set_transform":
+        folder.set_transform(pixels)
+        ds = folder
+    elif how == "with_transform":
+        ds = folder.with_transform(pixels)
+    else:  # the transform sees the image only; the label comes as a python value
+        ds = folder.with_transform(
+            lambda b: {"pixel_values": [CROP(im) for im in b["image"]]},
+            columns=["image"],
+            output_all_columns=True,
+        )
+    loader = SenecaLoader(ds, batch_size=8, num_workers=1, cache=redis_url, cache_size="20MB")
+    assert loader.not_cached is None
+    want = list(DataLoader(ds, batch_size=8))
+    for epoch in range(2):
+        loader.reset_stats()
+        assert_equal_batches(list(loader), want)
+        stats = loader.stats()
+        if epoch:
+            assert stats["storage_reads"] == 0 and stats["decoded"]["hits"] == 48, stats
+    loader.close()
+
+
+def test_rows_without_a_format_are_the_tables_rows(redis_url):
+    ds = in_memory()
+    loader = SenecaLoader(ds, batch_size=4, collate_fn=list, cache=redis_url, cache_size="20MB")
+    for _ in range(2):
+        got = [row for batch in loader for row in batch]
+        assert [r["label"] for r in got] == list(range(24))
+        for r, w in zip(got, ds, strict=True):
+            assert r.keys() == w.keys() and r["image"].tobytes() == w["image"].tobytes()
+    assert loader.stats()["decoded"]["hits"] == 24
+    loader.close()
+
+
+def test_concurrent_jobs_share_the_decoded_images(folder, redis_url):
+    folder.set_transform(random_pixels)
+    a, b = (
+        SenecaLoader(folder, batch_size=8, shuffle=True, cache=redis_url, cache_size="20MB")
+        for _ in range(2)
+    )
+    assert a.ods and a.store.keys.dataset == b.store.keys.dataset
+    seen = sorted(int(y) for batch in a for y in batch["label"])
+    assert len(seen) == 48 and all(x["pixel_values"].shape == (3, 16, 16) for x in [folder[0]])
+    b.reset_stats()
+    assert sum(len(batch["label"]) for batch in b) == 48
+    assert b.stats()["storage_reads"] == 0 and b.stats()["decoded"]["hits"] == 48
+    a.close()
+    b.close()
+
+
+def test_the_id_names_the_content_the_order_and_the_mode(folder):
+    base = HFImageSource(folder).id
+    assert HFImageSource(in_memory()).id == HFImageSource(in_memory()).id  # built twice
+    assert HFImageSource(in_memory()).id != HFImageSource(in_memory(23)).id
+    assert HFImageSource(folder.shuffle(seed=0)).id != base  # another order
+    assert HFImageSource(folder.select(range(47))).id != base
+    grey = folder.cast_column("image", datasets.Image(mode="L"))
+    assert HFImageSource(grey).id != base
+    relabelled = folder.map(lambda row: {"label": 1 - min(row["label"], 1)})
+    assert HFImageSource(relabelled).id != base
+    # an image file rewritten in place, the table unchanged: its rows are another id
+    path = first_path(folder)
+    Image.open(path).transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(path, "JPEG")
+    assert HFImageSource(folder).id != base
+
+
+def test_a_rewritten_file_is_read_again_never_served_stale(folder, redis_url):
+    folder.set_transform(pixels)
+    warm = SenecaLoader(folder, batch_size=8, cache=redis_url, cache_size="20MB")
+    list(warm)
+    path = first_path(folder)
+    Image.open(path).transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(path, "JPEG")
+    again = SenecaLoader(folder, batch_size=8, cache=redis_url, cache_size="20MB")
+    assert_equal_batches(list(again), list(DataLoader(folder, batch_size=8)))
+    assert again.stats()["storage_reads"] == 48  # a new id: nothing of the old values
+    warm.close()
+    again.close()
+
+
+def test_other_formats_are_read_as_dataloader_reads_them(folder, redis_url):
+    ds = folder.with_format("torch")
+    with pytest.warns(UserWarning, match="format 'torch'"):
+        loader = SenecaLoader(ds, batch_size=8, cache=redis_url, cache_size="20MB")
+    assert "format 'torch'" in loader.not_cached
+    assert_equal_batches(list(loader), list(DataLoader(ds, batch_size=8)))
+    loader.close()
