@@ -25,7 +25,7 @@ import sys
 import zlib
 from typing import Any
 
-from seneca.loader.source import NotCacheable, Source
+from seneca.loader._source_base import NotCacheable, Source
 from seneca_base.errors import ConfigError
 
 __all__ = ["HFImageSource", "hf_dataset"]

@@ -36,6 +36,7 @@ from PIL import Image, UnidentifiedImageError
 from torch.utils.data import ConcatDataset, IterableDataset, Subset
 from torchvision.datasets import DatasetFolder
 
+from seneca.loader._source_base import NotCacheable, Source
 from seneca.pipeline.fingerprint import describe
 from seneca.pipeline.storage import Storage
 
@@ -80,10 +81,6 @@ class CacheableDataset(Protocol):
         ...
 
 
-class NotCacheable(Exception):
-    """The dataset is read as DataLoader reads it; the message says why."""
-
-
 def pil_decode(data: bytes | memoryview) -> Image.Image:
     """Decode image bytes exactly as torchvision's default ``pil_loader`` decodes a file."""
     img = Image.open(io.BytesIO(data))
@@ -100,38 +97,6 @@ def _decodes_bytes(loader: Callable | None) -> bool:
     return getattr(loader, "__module__", "") == "torchvision.datasets.folder" and getattr(
         loader, "__name__", ""
     ) in ("default_loader", "pil_loader")
-
-
-class Source:
-    """How the loader reads and decodes sample ``i`` of a cacheable dataset."""
-
-    #: the samples' id in cache keys
-    id: str
-    #: :meth:`read` gives each sample's encoded form (else the encoded tier stays empty)
-    encoded: bool = True
-
-    def __len__(self) -> int:
-        raise NotImplementedError
-
-    def read(self, index: int) -> bytes | None:
-        """The encoded form of sample ``index``; None when it has none (decoded from its file)."""
-        raise NotImplementedError
-
-    def decode(self, index: int, raw: bytes | memoryview | None) -> Any:
-        """The transform's input of sample ``index`` (from ``raw`` when given)."""
-        raise NotImplementedError
-
-    def target(self, index: int) -> Any:
-        raise NotImplementedError
-
-    def size(self, index: int) -> int:
-        """Bytes read from storage for a sample decoded without :meth:`read`."""
-        return 0
-
-    def sample(self, image: Any, target: Any) -> Any:
-        """The user's sample from the transformed ``image`` and ``target``: the pair, as a
-        folder dataset gives it (a table's row, for a Hugging Face dataset)."""
-        return image, target
 
 
 class FolderSource(Source):

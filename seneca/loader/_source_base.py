@@ -1,0 +1,45 @@
+"""What every kind of cached dataset's source is (:class:`Source`), and :class:`NotCacheable`:
+the kinds themselves and the choice among them are ``seneca.loader.source``'s (a Hugging Face
+table's: ``seneca.loader._hf``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["NotCacheable", "Source"]
+
+
+class NotCacheable(Exception):
+    """The dataset is read as DataLoader reads it; the message says why."""
+
+
+class Source:
+    """How the loader reads and decodes sample ``i`` of a cacheable dataset."""
+
+    #: the samples' id in cache keys
+    id: str
+    #: :meth:`read` gives each sample's encoded form (else the encoded tier stays empty)
+    encoded: bool = True
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def read(self, index: int) -> bytes | None:
+        """The encoded form of sample ``index``; None when it has none (decoded from its file)."""
+        raise NotImplementedError
+
+    def decode(self, index: int, raw: bytes | memoryview | None) -> Any:
+        """The transform's input of sample ``index`` (from ``raw`` when given)."""
+        raise NotImplementedError
+
+    def target(self, index: int) -> Any:
+        raise NotImplementedError
+
+    def size(self, index: int) -> int:
+        """Bytes read from storage for a sample decoded without :meth:`read`."""
+        return 0
+
+    def sample(self, image: Any, target: Any) -> Any:
+        """The user's sample from the transformed ``image`` and ``target``: the pair, as a
+        folder dataset gives it (a table's row, for a Hugging Face dataset)."""
+        return image, target
