@@ -74,3 +74,7 @@ DEADLINE_FLOOR = 0.2
 DEADLINE_CEILING = 0.5
 DEADLINE_FACTOR = 10.0
 DEADLINE_DECAY = 0.9
+
+#: seconds a data-parallel rank's saved place in an epoch stays in the cache (``Keys.place``):
+#: as long as a checkpoint of a run is likely to be resumed from
+PLACE_TTL = 7 * 24 * 3600

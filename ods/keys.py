@@ -33,6 +33,9 @@ their letter; ``<form>`` below). A job's name in the engine ends with ``|<view>`
     seneca:{<dataset>}:r:<job>, :p:<job> bitmaps: unserved in its latest / previous epoch
     seneca:{<dataset>}:g:<job>           bitmap: the job used the current augmented copy
     seneca:{<dataset>}:m:<job>           bitmap: samples the job trains on (absent: all)
+    seneca:{<dataset>}:place:<job>:<e>:<b>  hash: each rank of a data-parallel job's consumed
+                                         samples when its state was saved after b batches of
+                                         epoch e (rank -> bitmap; expires)
     seneca:{<dataset>}:pin:<b>, pinc:<b> pins of fetches decided in pin-lease bucket b
     seneca:{<dataset>}:pend:<b>          bitmap: misses decided in bucket b, not yet offered
     seneca:node                          hash: what the datasets on this node ask of its
@@ -161,6 +164,12 @@ class Keys:
 
     def members(self, name: str) -> str:
         return f"{self.meta}m:{name}"
+
+    def place(self, job: str, epoch: int, batches: int) -> str:
+        """Where each rank of ``job`` was in ``epoch`` after ``batches`` batches, as its saved
+        state says (a hash: rank -> consumed bitmap). A framework that keeps one rank's state
+        in its checkpoint (Lightning) has the other ranks read theirs back from here."""
+        return f"{self.meta}place:{job}:{int(epoch)}:{int(batches)}"
 
     def pins(self, bucket: int) -> list[str]:
         """pin and pinc of ``bucket`` and of the bucket before."""

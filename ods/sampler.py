@@ -39,6 +39,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import redis
+
 from ods import defaults, routing
 from ods.bitmaps import set_bit, test_bit
 from ods.decision import Decision, Pick, hits_by_bucket
@@ -281,7 +283,47 @@ class OdsBatchSampler:
         consumed = self.consumed_bitmap(epoch, progress["batches"])
         if self._restored is not None and self._restored[0] == epoch:
             consumed = bytes(a | b for a, b in zip(consumed, self._restored[1], strict=True))
-        return {**progress, "consumed": consumed}
+        state = {**progress, "consumed": consumed}
+        if self.num_replicas > 1:  # the state names its rank; the cache keeps every rank's
+            state.update(job=self.job, rank=self.rank)
+            self._keep_place(epoch, progress["batches"], consumed)
+        return state
+
+    def _keep_place(self, epoch: int, batches: int, consumed: bytes) -> None:
+        """Keep this rank's ``consumed`` samples of ``epoch`` after ``batches`` batches in the
+        cache (``Keys.place``): a checkpoint that holds another rank's state (Lightning writes
+        rank 0's) restores this rank's from there."""
+        key = self.store.keys.place(self.job, epoch, batches)
+        try:
+            self.store.client.hset(key, str(self.rank), consumed)
+            self.store.client.expire(key, defaults.PLACE_TTL)
+        except (*routing.OUTAGES, redis.RedisError) as err:
+            _log.warning(
+                "rank %d's place in epoch %d not kept in the cache: %s", self.rank, epoch, err
+            )
+
+    def _own_place(self, state: Mapping[str, Any], epoch: int, consumed: bytes) -> bytes:
+        """This rank's consumed samples of ``epoch``: ``consumed``, from ``state``, when the
+        state is this rank's (or names no rank); else the place this rank kept when that
+        state was saved (the same batch count: ranks step together), read from the cache."""
+        saved = state.get("rank")
+        if self.num_replicas == 1 or saved is None or int(saved) == self.rank:
+            return consumed
+        key = self.store.keys.place(str(state.get("job")), epoch, int(state.get("batches", 0)))
+        try:
+            mine = self.store.client.hget(key, str(self.rank))
+        except (*routing.OUTAGES, redis.RedisError) as err:
+            mine, why = None, f"the cache did not answer ({err})"
+        else:
+            why = "the cache no longer holds it"
+        if mine is not None and len(mine) == len(consumed):
+            return bytes(mine)
+        _log.warning(
+            "rank %d resumes from rank %s's state, and its own place in epoch %d is unknown "
+            "(%s): the samples it consumed before may come again this epoch",
+            self.rank, saved, epoch, why,
+        )  # fmt: skip
+        return consumed
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from :meth:`state_dict` (in this or a new process, same job): the next
@@ -302,6 +344,7 @@ class OdsBatchSampler:
         self.progress.load_state_dict(state)
         if not consumed:
             return
+        consumed = self._own_place(state, epoch, consumed)
         mine = sum(bin(b).count("1") for b in consumed)
         union = consumed if self.ranks is None else self.ranks.union(consumed)
         self.join()

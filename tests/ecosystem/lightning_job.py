@@ -3,7 +3,8 @@ by test_lightning.py, not a test itself).
 
     python lightning_job.py DATA CACHE_URL OUT DEVICES [CKPT]
 
-Fits a tiny classifier for two epochs (three when resumed from CKPT) on ``DEVICES`` CPU
+Fits a tiny classifier for two epochs (three when resumed from CKPT, an epoch's end; two from
+the checkpoint taken three batches into the second, ``mid-step=9.ckpt``) on ``DEVICES`` CPU
 processes (more than one: Lightning's ``strategy="ddp"`` over gloo, with its default
 ``use_distributed_sampler=True``), validating after each epoch and saving a checkpoint each
 epoch. Each rank writes ``OUT/rank{R}.json``: a digest of every sample it trained on and
@@ -73,11 +74,15 @@ class Classifier(L.LightningModule):
 
 def main(data: str, url: str, out: str, devices: str, ckpt: str | None = None) -> None:
     model = Classifier(data, url)
+    mid_epoch = L.pytorch.callbacks.ModelCheckpoint(  # at step 9: 3 batches into epoch 1
+        filename="mid-{step}", every_n_train_steps=9, save_top_k=-1
+    )
     trainer = L.Trainer(
+        callbacks=[L.pytorch.callbacks.ModelCheckpoint(), mid_epoch],  # (the default, and)
         accelerator="cpu",
         devices=int(devices),
         strategy="ddp" if int(devices) > 1 else "auto",
-        max_epochs=3 if ckpt else 2,
+        max_epochs=2 if ckpt is None or "mid-" in ckpt else 3,
         default_root_dir=out,
         logger=False,
         enable_progress_bar=False,

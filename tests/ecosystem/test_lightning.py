@@ -38,8 +38,9 @@ def test_ddp_with_lightnings_distributed_sampler(tiny_dataset, redis_url, tmp_pa
     default): the training loader is left as it is (it shards each epoch already), each epoch
     gives each rank 24 samples and the two ranks every sample once, the second epoch reads
     none from storage; the validation loader Lightning rebuilds around its DistributedSampler
-    reads every sample once across the ranks. Then the run resumes from its last checkpoint
-    (both loaders' states in it) for a third epoch, whole, from the cache."""
+    reads every sample once across the ranks. Resumed from a checkpoint taken mid-epoch (rank
+    0's loader state in it), each rank finishes its part of that epoch; from the last
+    checkpoint (an epoch's end), a third epoch runs whole, from the cache."""
     samples = everything(tiny_dataset)
     assert len(samples) == 48
 
@@ -59,6 +60,16 @@ def test_ddp_with_lightnings_distributed_sampler(tiny_dataset, redis_url, tmp_pa
         first, second = r["stats"]
         assert second["storage_reads"] == first["storage_reads"], r["stats"]
         assert second["decoded"]["hits"] - first["decoded"]["hits"] == 24
+
+    # from the checkpoint taken 3 batches into epoch 1 (one rank's state in it), the rest of
+    # that epoch: with the batches before it, every sample once
+    mid = tmp_path / "ddp" / "checkpoints" / "mid-step=9.ckpt"
+    rest = fit(tiny_dataset, redis_url, tmp_path / "mid", 2, ckpt=mid)
+    assert [list(r["seen"]["train"]) for r in rest] == [["1"], ["1"]]
+    before = [r["seen"]["train"]["1"][:12] for r in ranks]
+    after = [r["seen"]["train"]["1"] for r in rest]
+    together = collections.Counter(x for part in before + after for x in part)
+    assert set(together) == samples and max(together.values()) == 1
 
     [last] = (tmp_path / "ddp" / "checkpoints").glob("epoch=1-*.ckpt")
     resumed = fit(tiny_dataset, redis_url, tmp_path / "resumed", 2, ckpt=last)

@@ -2,8 +2,10 @@
 
 Modes: ``epochs`` (two epochs), ``named`` (two epochs under the job name ``ddp-named``),
 ``sharded`` (two epochs, the metadata in shards of 16 samples, on the cache at ``sharded_url``),
-``stop`` (two batches of epoch 0, then save this rank's state_dict), ``resume`` (load this
-rank's state in a new process group, finish the epoch). Several modes, comma-separated, run in
+``stopA`` (two batches of epoch 0 under the job name ``ddp-A``, then save this rank's
+state_dict), ``resumeA`` (load this rank's state in a new process group, finish the epoch);
+``stopB`` and ``resumeB`` the same under ``ddp-B``, except that every rank loads rank 0's
+state (as Lightning's checkpoints keep it). Several modes, comma-separated, run in
 turn in the same processes, each with a loader of its own (fewer interpreters to start)."""
 
 import json
@@ -41,7 +43,7 @@ def run(data: str, url: str, out: str, mode: str, rank: int) -> None:
     if mode == "sharded":
         ods_defaults.SHARD_SIZE = 16
     ds = indexed(data)
-    job = {"epochs": None, "sharded": None, "named": "ddp-named"}.get(mode, "ddp-resume")
+    job = {"epochs": None, "sharded": None, "named": "ddp-named"}.get(mode, f"ddp-{mode[-1]}")
     loader = SenecaLoader(ds, batch_size=5, shuffle=True, num_workers=1, cache=url, job=job)
     shown = loader.sampler  # a DistributedSampler of this rank (Lightning leaves it as it is)
     report: dict = {
@@ -59,7 +61,7 @@ def run(data: str, url: str, out: str, mode: str, rank: int) -> None:
                 got += [int(i) for i in y]
                 _lockstep()
             report["epochs"].append(got)
-    elif mode == "stop":
+    elif mode.startswith("stop"):
         it = iter(loader)
         got = []
         for _ in range(2):
@@ -67,8 +69,8 @@ def run(data: str, url: str, out: str, mode: str, rank: int) -> None:
             _lockstep()
         state = loader.state_dict()
         report.update(seen=got, state={**state, "consumed": list(state["consumed"])})
-    else:
-        with open(f"{out}/stop{rank}.json") as f:
+    else:  # resumeA: from rank A's saved state in every rank (Lightning keeps rank 0's)
+        with open(f"{out}/stop{mode[-1]}{rank if mode[-1] == 'A' else 0}.json") as f:
             state = json.load(f)["state"]
         loader.load_state_dict({**state, "consumed": bytes(state["consumed"])})
         got = []

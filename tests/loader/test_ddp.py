@@ -40,20 +40,22 @@ def test_two_runs_of_a_job_of_two_ranks(tiny_dataset, redis_proc, tmp_path):
     """Two runs of a job of two ranks, one after the other, on one cache (one test: each
     torchrun starts three interpreters, and its modes share them). The first: two epochs of a
     job named for its ranks, two epochs under the name ``ddp-named``, then two batches of an
-    epoch under ``ddp-resume`` and its state saved; the second, in new processes: ``ddp-named``
-    again, ``ddp-resume`` restored from the saved states, then the dataset in shards on a cache
-    of its own."""
-    torchrun(tiny_dataset, redis_proc.url, tmp_path, "epochs,named,stop")
-    first = {m: reports(tmp_path, m) for m in ("epochs", "named", "stop")}
+    epoch under ``ddp-A`` and ``ddp-B`` and their states saved; the second, in new processes:
+    ``ddp-named`` again, ``ddp-A`` restored from each rank's saved state, ``ddp-B`` from rank
+    0's in every rank (as Lightning's checkpoint keeps it), then the dataset in shards on a
+    cache of its own."""
+    torchrun(tiny_dataset, redis_proc.url, tmp_path, "epochs,named,stopA,stopB")
+    first = {m: reports(tmp_path, m) for m in ("epochs", "named", "stopA", "stopB")}
     sharded = RedisProcess()
     try:
-        torchrun(tiny_dataset, redis_proc.url, tmp_path, "named,resume,sharded", sharded.url)
+        modes = "named,resumeA,resumeB,sharded"
+        torchrun(tiny_dataset, redis_proc.url, tmp_path, modes, sharded.url)
         # the ranks share a dataset kept in shards: the dataset registered in shards of 16
         info = [k for k in sharded.client.keys(b"*:info") if sharded.client.hget(k, "shard_size")]
         assert len(info) == 1
     finally:
         sharded.stop()
-    second = {m: reports(tmp_path, m) for m in ("named", "resume", "sharded")}
+    second = {m: reports(tmp_path, m) for m in ("named", "resumeA", "resumeB", "sharded")}
     assert_every_epoch_whole(second["sharded"])
 
     # the ranks share one job and its epochs: 24 samples per rank in batches of 5
@@ -71,10 +73,13 @@ def test_two_runs_of_a_job_of_two_ranks(tiny_dataset, redis_proc, tmp_path):
         assert ranks[0]["job"] == ranks[1]["job"] == "ddp-named"
         assert_every_epoch_whole(ranks)
 
-    # ranks resume from their own states, in new processes
-    before, after = first["stop"], second["resume"]
-    assert [r["state"]["batches"] for r in before] == [2, 2]
-    for b, a in zip(before, after, strict=True):
-        assert len(b["seen"]) + len(a["seen"]) == 24  # each rank's share, none padded
-    together = collections.Counter(x for r in before + after for x in r["seen"])
-    assert set(together) == set(range(48)) and max(together.values()) == 1
+    # ranks resume from their own states, in new processes; or all from rank 0's, each
+    # rank's own place read back from the cache
+    for stop, resume in (("stopA", "resumeA"), ("stopB", "resumeB")):
+        before, after = first[stop], second[resume]
+        assert [r["state"]["batches"] for r in before] == [2, 2]
+        assert [r["state"]["rank"] for r in before] == [0, 1]
+        for b, a in zip(before, after, strict=True):
+            assert len(b["seen"]) + len(a["seen"]) == 24  # each rank's share, none padded
+        together = collections.Counter(x for r in before + after for x in r["seen"])
+        assert set(together) == set(range(48)) and max(together.values()) == 1, resume

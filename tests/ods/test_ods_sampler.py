@@ -235,3 +235,42 @@ def test_a_second_run_under_the_name_of_a_live_one_is_refused(redis_proc):
     # the live run's epoch is untouched: it goes on with the samples it had left
     rest = store.decide("job", 100)
     assert rest.epoch == 0 and rest.served == 100 and 0 < len(rest.indices) <= 68
+
+
+class _Alone:
+    """The job's other ranks as a test of one rank's sampler sees them: nothing to unite."""
+
+    def union(self, bitmap):
+        return bitmap
+
+    def barrier(self):
+        pass
+
+
+def test_a_rank_given_another_ranks_state_resumes_from_its_own_place(redis_proc, caplog):
+    """A checkpoint that keeps rank 0's state only (Lightning's): rank 1 resumes from the place
+    it kept in the cache when the states were saved; where the cache lost it, it says so."""
+    store, _ = make(redis_proc, batch_size=10)
+
+    def ranks(job):
+        return [
+            OdsBatchSampler(store, job, 10, num_replicas=2, rank=r, ranks=_Alone())
+            for r in range(2)
+        ]
+
+    first = ranks("ddp")
+    its = [r.progress.tracked(iter(r), r.progress.begin(0), lambda r=r: r.current) for r in first]
+    taken = [{p.index for _ in range(2) for p in next(it)} for it in its]  # in lock step
+    zero, one = (r.state_dict() for r in first)
+    assert (zero["rank"], one["rank"], zero["job"], zero["batches"]) == (0, 1, "ddp", 2)
+    again = ranks("ddp-again")
+    again[1].load_state_dict(zero)  # rank 0's state, given to rank 1
+    assert again[1].resumed == (0, 20)
+    assert again[1].state_dict()["consumed"] == one["consumed"] != zero["consumed"]
+    assert not taken[0] & taken[1]
+
+    redis_proc.client.delete(store.keys.place("ddp", 0, 2))  # the cache lost the places
+    lost = ranks("ddp-lost")
+    with caplog.at_level(logging.WARNING, logger="seneca"):
+        lost[1].load_state_dict(zero)
+    assert "rank 1 resumes from rank 0's state" in caplog.text
