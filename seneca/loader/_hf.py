@@ -10,8 +10,8 @@ dataset's ``set_transform`` / ``with_transform`` function, if any, on a batch of
 ``"numpy"``, ...) and format columns are read as DataLoader reads them.
 
 The samples' id is made from the table's content as the dataset shows it (its row order too):
-each row's image by its bytes (their length and CRC-32) or, for an image kept as a file's path,
-by the file's path, size and modification time; the other columns by their values; and the
+each row's image by its bytes or, for an image kept as a file's path, by the file's path, size
+and modification time; the other columns by their values; and the
 image feature (its mode). Files regenerated in place, a ``shuffle``/``select`` or another
 ``mode`` give another id: never another table's values.
 """
@@ -22,7 +22,6 @@ import dataclasses
 import hashlib
 import os
 import sys
-import zlib
 from typing import Any
 
 from seneca.loader._source_base import NotCacheable, Source
@@ -93,14 +92,14 @@ class HFImageSource(Source):
     def _digest(self) -> str:
         h = hashlib.sha1(repr(self.feature).encode())
         table = self.raw.with_format("arrow")
-        for start in range(0, len(table), 4096):
-            chunk = table[start : start + 4096]
+        for start in range(0, len(table), 65536):
+            chunk = table[start : start + 65536]
             for name in chunk.column_names:
-                if name == self.column:
-                    for value in chunk.column(name).to_pylist():
-                        h.update(_image_id(value))
-                else:
-                    h.update(name.encode() + repr(chunk.column(name).to_pylist()).encode())
+                for column in chunk.column(name).chunks:  # (joined, one could pass 2 GB)
+                    if name == self.column:
+                        _image_ids(column, h)
+                    else:
+                        h.update(name.encode() + repr(column.to_pylist()).encode())
         return h.hexdigest()[:16]
 
     def read(self, index: int) -> bytes:
@@ -155,15 +154,38 @@ class HFImageSource(Source):
         return formatted
 
 
-def _image_id(value: dict | None) -> bytes:
-    """A stored image's part of the id: its bytes' length and CRC-32, or its file's path,
-    size and modification time (a missing file: its path alone; reading it fails later)."""
-    if value is None:
+def _image_ids(column: Any, h: Any) -> None:
+    """Hash the stored images of ``column`` (an ``Image()`` column's Arrow struct of bytes and
+    path) into ``h``: each row's bytes (their lengths, then all of them, read where Arrow keeps
+    them), and for a row kept as a path, the file's path, size and modification time (a
+    missing file: its path alone; reading it fails later)."""
+    import numpy as np
+    import pyarrow as pa
+
+    fields = dict(zip((f.name for f in column.type), column.flatten(), strict=True))
+    data, paths = fields["bytes"], fields["path"]
+    nulls = data.is_null().to_numpy(zero_copy_only=False)
+    if pa.types.is_binary(data.type) or pa.types.is_large_binary(data.type):
+        wide = np.int64 if pa.types.is_large_binary(data.type) else np.int32
+        _, offsets_buf, values = data.buffers()
+        offsets = np.frombuffer(offsets_buf, wide)[data.offset : data.offset + len(data) + 1]
+        lengths = np.where(nulls, -1, np.diff(offsets).astype(np.int64))
+        h.update(lengths.tobytes())
+        if values is not None:
+            h.update(memoryview(values)[int(offsets[0]) : int(offsets[-1])])
+    else:  # another layout: value by value
+        for value in data.to_pylist():
+            h.update(b"-" if value is None else b"%d:" % len(value) + value)
+    kept_as_paths = np.flatnonzero(nulls)
+    if len(kept_as_paths):
+        names = paths.to_pylist()
+        for i in kept_as_paths:
+            h.update(_path_id(names[i]))
+
+
+def _path_id(path: str | None) -> bytes:
+    if path is None:
         return b"-"
-    if value["bytes"] is not None:
-        data = value["bytes"]
-        return b"b%d:%d" % (len(data), zlib.crc32(data))
-    path = value["path"]
     try:
         st = os.stat(path)
     except OSError:
