@@ -34,11 +34,12 @@ if TYPE_CHECKING:
     from seneca.loader.source import CacheableDataset
     from seneca.pipeline.codec import decode, encode
     from seneca.pipeline.storage import Storage
-    from seneca.pipeline.transforms import CacheBoundary
+    from seneca.pipeline.transforms import CacheBoundary, ColumnTransform
 
 _HOMES = {
     "CacheableDataset": "seneca.loader.source",
     "CacheBoundary": "seneca.pipeline.transforms",
+    "ColumnTransform": "seneca.pipeline.transforms",
     "CacheError": "seneca.errors",
     "CacheUnavailableError": "seneca.errors",
     "CodecError": "seneca.errors",
@@ -59,6 +60,7 @@ __all__ = [
     "CacheUnavailableError",
     "CacheableDataset",
     "CodecError",
+    "ColumnTransform",
     "ConfigError",
     "DatasetError",
     "SenecaError",

@@ -25,6 +25,7 @@ import sys
 from typing import Any
 
 from seneca.loader._source_base import NotCacheable, Source
+from seneca.pipeline.transforms import ColumnTransform
 from seneca_base.errors import ConfigError
 
 __all__ = ["HFImageSource", "hf_dataset"]
@@ -65,15 +66,49 @@ def _check_format(dataset: Any) -> dict:
     return fmt
 
 
+def _column_transform(dataset: Any, column: str) -> ColumnTransform | None:
+    """The dataset's ``set_transform`` function when it is a :class:`ColumnTransform` of
+    ``column`` (else None: another function, or none)."""
+    fmt = dataset.format
+    fn = fmt["format_kwargs"].get("transform") if fmt["type"] == "custom" else None
+    return fn if isinstance(fn, ColumnTransform) and fn.column == column else None
+
+
+class _Base:
+    """What the loader reads a dataset's ``transform`` from (as a folder dataset's): the
+    image transform of the table's :class:`ColumnTransform`, as it is now (None without
+    one); setting it sets the ColumnTransform's."""
+
+    target_transform = None
+
+    def __init__(self, dataset: Any, column: str) -> None:
+        self.dataset, self.column = dataset, column
+
+    @property
+    def transform(self) -> Any:
+        fn = _column_transform(self.dataset, self.column)
+        return None if fn is None else fn.transform
+
+    @transform.setter
+    def transform(self, value: Any) -> None:
+        fn = _column_transform(self.dataset, self.column)
+        if fn is None:
+            raise ConfigError("the Hugging Face dataset has no seneca.ColumnTransform to set")
+        fn.transform = value
+
+
 class HFImageSource(Source):
     """The rows of a ``datasets.Dataset`` with one ``Image()`` column (see the module docs):
     :meth:`target` is the row without its image, :meth:`sample` the row as the dataset gives
-    it."""
+    it. :attr:`base` is what the loader reads the image transform from."""
+
+    rows = True
 
     def __init__(self, dataset: Any) -> None:
         self.column = _image_column(dataset)
         _check_format(dataset)
         self.dataset = dataset
+        self.base = _Base(dataset, self.column)
         self.feature = dataset.features[self.column]
         undecoded = dataclasses.replace(self.feature, decode=False)
         #: the rows as python values, the image as its stored ``{"bytes", "path"}``
@@ -146,7 +181,11 @@ class HFImageSource(Source):
         columns = fmt["columns"]
         formatted = row if columns is None else {k: v for k, v in row.items() if k in columns}
         transform = fmt["format_kwargs"].get("transform") if fmt["type"] == "custom" else None
-        if transform is not None:
+        if _column_transform(self.dataset, self.column) is not None:  # image made already
+            out = {k: v for k, v in formatted.items() if k != self.column}
+            out[transform.output] = image
+            formatted = out
+        elif transform is not None:
             batch = transform({name: [value] for name, value in formatted.items()})
             formatted = {name: values[0] for name, values in batch.items()}
         if columns is not None and fmt["output_all_columns"]:  # the rest as python values

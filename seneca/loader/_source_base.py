@@ -18,6 +18,9 @@ class Source:
 
     #: the samples' id in cache keys
     id: str
+    #: :meth:`sample` makes a row (a mapping), not an ``(image, target)`` pair: no batch tail
+    #: runs on its batches
+    rows: bool = False
     #: :meth:`read` gives each sample's encoded form (else the encoded tier stays empty)
     encoded: bool = True
 

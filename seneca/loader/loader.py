@@ -251,7 +251,9 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         batch_tail: bool | None,
     ) -> None:
         """Read ``dataset`` through the cache (with ODS when ``use_ods``)."""
-        defer_tail = resolve_batch_tail(
+        if resolved.source.rows and batch_tail:
+            raise ConfigError("batch_tail=True needs (image, target) samples, not a table's rows")
+        defer_tail = not resolved.source.rows and resolve_batch_tail(
             batch_tail, args["collate_fn"], args["batch_size"], args["batch_sampler"]
         )
         wrapped = CachedDataset(dataset, resolved, self._counters, defer_tail=defer_tail)

@@ -163,7 +163,7 @@ class HeadedSource(Source):
     def __init__(self, inner: Source, head: Callable[[Any], Any], fingerprint: str) -> None:
         self.inner, self.head = inner, head
         self.id = f"{inner.id}.{fingerprint}"
-        self.encoded = inner.encoded
+        self.encoded, self.rows = inner.encoded, inner.rows
 
     def __len__(self) -> int:
         return len(self.inner)
@@ -248,7 +248,8 @@ def resolve(dataset: Any, version: str | None = None) -> Resolved:
     from seneca.loader._hf import HFImageSource, hf_dataset
 
     if hf_dataset(dataset):
-        return Resolved(HFImageSource(dataset), dataset, None)
+        source = HFImageSource(dataset)
+        return Resolved(source, source.base, None)
     raise NotCacheable(
         f"{name} is not a torchvision DatasetFolder/ImageFolder or a Subset of one, a Hugging "
         "Face datasets.Dataset with an Image() column, and does not implement "

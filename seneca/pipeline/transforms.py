@@ -58,6 +58,7 @@ __all__ = [
     "IMAGENET_STD",
     "RANDOM_TAIL",
     "CacheBoundary",
+    "ColumnTransform",
     "SplitTransform",
     "default_train_transform",
     "split_transform",
@@ -225,6 +226,31 @@ class SplitTransform:
         if self.head is not None:
             x = self.head(x)
         return self.tail(x) if self.tail is not None else x
+
+
+class ColumnTransform:
+    """A Hugging Face ``datasets`` transform (for ``set_transform`` / ``with_transform``) that
+    runs ``transform`` on each image of ``column`` and puts the results in ``output``, the
+    other columns as they come: ``{**others, output: [transform(image), ...]}``.
+
+    SenecaLoader knows what it does, so it splits ``transform`` as it splits a folder dataset's
+    (``split_transform``): the random head's output is cached as augmented copies, a
+    deterministic head's as the decoded form; any other function given to ``set_transform``
+    runs at every fetch, uncached.
+    """
+
+    def __init__(
+        self, transform: Callable[[Any], Any], column: str = "image", output: str = "pixel_values"
+    ) -> None:
+        self.transform, self.column, self.output = transform, column, output
+
+    def __call__(self, batch: dict[str, list]) -> dict[str, list]:
+        out = {name: values for name, values in batch.items() if name != self.column}
+        out[self.output] = [self.transform(image) for image in batch[self.column]]
+        return out
+
+    def __repr__(self) -> str:
+        return f"ColumnTransform({self.transform!r}, {self.column!r}, {self.output!r})"
 
 
 def split_transform(transform: Callable | None) -> SplitTransform:

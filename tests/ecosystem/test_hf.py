@@ -13,7 +13,7 @@ from PIL import Image
 from torch.utils.data import DataLoader
 from torchvision.transforms import v2
 
-from seneca import SenecaLoader
+from seneca import ColumnTransform, SenecaLoader
 from seneca.loader._hf import HFImageSource
 
 pytestmark = pytest.mark.ecosystem
@@ -160,3 +160,49 @@ def test_other_formats_are_read_as_dataloader_reads_them(folder, redis_url):
     assert "format 'torch'" in loader.not_cached
     assert_equal_batches(list(loader), list(DataLoader(ds, batch_size=8)))
     loader.close()
+
+
+def test_a_column_transform_with_a_fixed_head_is_cached_cropped(folder, redis_url):
+    folder.set_transform(ColumnTransform(v2.Compose([v2.Resize(20), CROP])))
+    loader = SenecaLoader(folder, batch_size=8, num_workers=1, cache=redis_url, cache_size="20MB")
+    assert loader.planner.setting.tiers == ("decoded", "encoded")  # no random head to cache
+    want = list(DataLoader(folder, batch_size=8))
+    assert set(want[0]) == {"label", "pixel_values"}
+    for epoch in range(2):
+        loader.reset_stats()
+        assert_equal_batches(list(loader), want)
+        if epoch:  # each cached value is the 16 x 16 crop, not the 64 x 48 image
+            stats = loader.stats()
+            assert stats["storage_reads"] == 0 and stats["decoded"]["hits"] == 48, stats
+            assert stats["bytes_cache"] / 48 < 64 * 48 * 3 / 2, stats
+    loader.close()
+
+
+def test_a_column_transforms_random_head_is_shared_as_augmented_copies(folder, redis_url):
+    augment = v2.Compose(
+        [v2.RandomResizedCrop(16), v2.PILToTensor(), v2.ToDtype(torch.float32, scale=True)]
+    )
+    folder.set_transform(ColumnTransform(augment))
+    a, b = (
+        SenecaLoader(
+            folder,
+            batch_size=8,
+            shuffle=True,
+            cache=redis_url,
+            cache_size="20MB",
+            split={"decoded": 0.5, "augmented": 0.5},
+        )
+        for _ in range(2)
+    )
+    labels = []
+    for x, y in zip(a, b, strict=True):  # the two jobs' first epochs, side by side
+        for batch in (x, y):
+            assert set(batch) == {"label", "pixel_values"}
+            assert batch["pixel_values"].dtype == torch.float32
+        labels += [int(v) for v in y["label"]]
+    assert sorted(labels) == sorted(folder.with_format(None)["label"])  # b's epoch: whole
+    # the crops job a made and cached served job b (ODS gives a job only another's copies)
+    assert a.stats()["augmented"]["admitted"] > 0
+    assert b.stats()["augmented"]["hits"] > 0, b.stats()
+    a.close()
+    b.close()
