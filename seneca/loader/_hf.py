@@ -5,15 +5,17 @@ A table whose one decodable column is an ``Image()`` feature (``load_dataset("im
 dataset is: the image's stored bytes (encoded tier) and the image ``datasets`` decodes from
 them (decoded tier), decoded by the feature itself so that it is the same image. A row is made
 as ``datasets`` makes it: the row's values with the decoded image in its column, then the
-dataset's ``set_transform`` / ``with_transform`` function, if any, on a batch of that one row
-(run at every fetch: its output is not cached). Formats other than those (``"torch"``,
-``"numpy"``, ...) and format columns are read as DataLoader reads them.
+dataset's ``set_transform`` / ``with_transform`` function, if any, on a batch of that one row,
+with the format's ``columns`` and ``output_all_columns``. A ``seneca.ColumnTransform`` there
+is split as a folder dataset's transform is (its head cached, ``_Base`` shows it to the
+loader); any other function runs at every fetch, its output uncached. Other formats
+(``"torch"``, ``"numpy"``, ...) are read as DataLoader reads them.
 
 The samples' id is made from the table's content as the dataset shows it (its row order too):
 each row's image by its bytes or, for an image kept as a file's path, by the file's path, size
-and modification time; the other columns by their values; and the
-image feature (its mode). Files regenerated in place, a ``shuffle``/``select`` or another
-``mode`` give another id: never another table's values.
+and modification time; the other columns by their values; and the image feature (its mode).
+Files regenerated in place, a ``shuffle``/``select`` or another ``mode`` give another id:
+never another table's values.
 """
 
 from __future__ import annotations
