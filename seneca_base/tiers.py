@@ -21,8 +21,23 @@ __all__ = ["LETTER", "NOTATION", "SPLIT_ORDER", "TIERS", "tier_of_letter", "with
 TIERS: tuple[str, ...] = ("augmented", "decoded", "encoded")
 #: Tier names in the order a split is written (E-D-A).
 SPLIT_ORDER: tuple[str, ...] = tuple(reversed(TIERS))
+
+
+def letters(tiers: tuple[str, ...]) -> dict[str, str]:
+    """Each tier's one-letter code, its first letter; ValueError when two tiers would share
+    one (a tier named ``downscaled`` beside ``decoded``): keys and scripts tell tiers apart by
+    it."""
+    out: dict[str, str] = {}
+    for tier in tiers:
+        other = next((t for t, code in out.items() if code == tier[0]), None)
+        if other is not None:
+            raise ValueError(f"tiers {other!r} and {tier!r} would share the letter {tier[0]!r}")
+        out[tier] = tier[0]
+    return out
+
+
 #: The one-letter code of each tier (keys, scripts, replies).
-LETTER: dict[str, str] = {t: t[0] for t in TIERS}
+LETTER: dict[str, str] = letters(TIERS)
 #: How a split is written: the tiers' letters in :data:`SPLIT_ORDER` (``E-D-A``)
 NOTATION: str = "-".join(LETTER[t].upper() for t in SPLIT_ORDER)
 _BY_LETTER = {v: k for k, v in LETTER.items()}

@@ -320,3 +320,40 @@ def test_the_private_write_check_finds_each_form():
         "object.__setattr__(ds, '_e', 1)",
         "pool.__dict__.setdefault('k', {})",
     ]
+
+
+#: The libraries outside the standard library that mdp and ods may import, as CONTRIBUTING's
+#: map says (the loader's layers may import torch and the rest)
+LIBRARIES = {"mdp": {"numpy", "matplotlib"}, "ods": {"redis", "hiredis", "numpy"}}
+
+
+def _libraries(path: Path) -> set[str]:
+    """The top-level names of the modules ``path`` imports that are neither ours nor Python's."""
+    import sys
+
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            top = name.partition(".")[0]
+            if top not in PACKAGES and top not in sys.stdlib_module_names:
+                out.add(top)
+    return out
+
+
+@pytest.mark.parametrize("package", sorted(LIBRARIES))
+def test_mdp_and_ods_import_only_the_libraries_the_map_names(package):
+    imported = set().union(
+        *(_libraries(p) for n, p in MODULES.items() if n.split(".")[0] == package)
+    )
+    assert imported <= LIBRARIES[package], sorted(imported - LIBRARIES[package])
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    line = next(line for line in text.splitlines() if line.startswith(f"{package}/ "))
+    claimed = line + text.split(line, 1)[1].splitlines()[1]  # the entry and its next line
+    for library in LIBRARIES[package]:
+        assert {"redis": "redis-py"}.get(library, library) in claimed, (package, library)

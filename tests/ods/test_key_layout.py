@@ -4,6 +4,8 @@ and types are generated from it, and the functions read no key by any other name
 import re
 from importlib import resources
 
+import pytest
+
 from ods import functions
 from ods.keys import DECLARED_JOB_KEYS, JOB_KEYS, Keys
 
@@ -94,3 +96,12 @@ def test_each_key_of_another_type_than_declared_is_named(redis_proc):
         getattr(r, cmd)(key, *rest)
         assert _begin(r)[0] == key, f"{key} should hold a {kind}"
         r.delete(key)
+
+
+def test_each_tier_has_a_letter_of_its_own():
+    from seneca_base.tiers import LETTER, TIERS, letters
+
+    assert sorted(LETTER.values()) == sorted({t[0] for t in TIERS})  # one each, all distinct
+    assert letters(("encoded", "decoded", "augmented", "raw"))["raw"] == "r"
+    with pytest.raises(ValueError, match="'decoded' and 'downscaled' would share the letter 'd'"):
+        letters(("encoded", "decoded", "downscaled"))
