@@ -58,21 +58,24 @@ def _image_column(dataset: Any) -> str:
     return images[0]
 
 
-def _check_format(dataset: Any) -> dict:
+def _check_format(dataset: Any) -> None:
     fmt = dataset.format
     if fmt["type"] not in FORMATS:
         raise NotCacheable(
             f"a Hugging Face dataset in format {fmt['type']!r} (Seneca makes the rows of "
             "datasets without a format or with set_transform/with_transform)"
         )
-    return fmt
 
 
-def _column_transform(dataset: Any, column: str) -> ColumnTransform | None:
-    """The dataset's ``set_transform`` function when it is a :class:`ColumnTransform` of
+def _format_transform(fmt: dict) -> Any:
+    """The function a dataset's format ``fmt`` runs on its rows (None: none)."""
+    return fmt["format_kwargs"].get("transform") if fmt["type"] == "custom" else None
+
+
+def _column_transform(fmt: dict, column: str) -> ColumnTransform | None:
+    """The function of a dataset's format ``fmt`` when it is a :class:`ColumnTransform` of
     ``column`` (else None: another function, or none)."""
-    fmt = dataset.format
-    fn = fmt["format_kwargs"].get("transform") if fmt["type"] == "custom" else None
+    fn = _format_transform(fmt)
     return fn if isinstance(fn, ColumnTransform) and fn.column == column else None
 
 
@@ -88,12 +91,12 @@ class _Base:
 
     @property
     def transform(self) -> Any:
-        fn = _column_transform(self.dataset, self.column)
+        fn = _column_transform(self.dataset.format, self.column)
         return None if fn is None else fn.transform
 
     @transform.setter
     def transform(self, value: Any) -> None:
-        fn = _column_transform(self.dataset, self.column)
+        fn = _column_transform(self.dataset.format, self.column)
         if fn is None:
             raise ConfigError("the Hugging Face dataset has no seneca.ColumnTransform to set")
         fn.transform = value
@@ -115,6 +118,10 @@ class HFImageSource(Source):
         undecoded = dataclasses.replace(self.feature, decode=False)
         #: the rows as python values, the image as its stored ``{"bytes", "path"}``
         self.raw = dataset.cast_column(self.column, undecoded).with_format(None)
+        # views of the same table: a sample's image alone (its bytes read once), and its
+        # other columns alone (read at every fetch, hits too, without the image's bytes)
+        self.images = self.raw.select_columns([self.column])
+        self.others = self.raw.remove_columns([self.column])
 
     def __len__(self) -> int:
         return len(self.raw)
@@ -140,7 +147,7 @@ class HFImageSource(Source):
         return h.hexdigest()[:16]
 
     def read(self, index: int) -> bytes:
-        value = self.raw[index][self.column]
+        value = self.images[index][self.column]
         if value["bytes"] is not None:
             return value["bytes"]
         with open(value["path"], "rb") as f:  # OSError names the file, as decoding it would
@@ -155,12 +162,10 @@ class HFImageSource(Source):
             raise
 
     def target(self, index: int) -> dict:
-        row = dict(self.raw[index])
-        del row[self.column]
-        return row
+        return self.others[index]
 
     def size(self, index: int) -> int:
-        value = self.raw[index][self.column]
+        value = self.images[index][self.column]
         if value["bytes"] is not None:
             return len(value["bytes"])
         try:
@@ -182,10 +187,11 @@ class HFImageSource(Source):
             row[name] = image if name == self.column else target[name]
         columns = fmt["columns"]
         formatted = row if columns is None else {k: v for k, v in row.items() if k in columns}
-        transform = fmt["format_kwargs"].get("transform") if fmt["type"] == "custom" else None
-        if _column_transform(self.dataset, self.column) is not None:  # image made already
+        made = _column_transform(fmt, self.column)
+        transform = _format_transform(fmt)
+        if made is not None:  # the loader made the image with its transform already
             out = {k: v for k, v in formatted.items() if k != self.column}
-            out[transform.output] = image
+            out[made.output] = image
             formatted = out
         elif transform is not None:
             batch = transform({name: [value] for name, value in formatted.items()})
