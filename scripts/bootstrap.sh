@@ -34,12 +34,12 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 command -v redis-server >/dev/null 2>&1 || { echo "error: redis-server not found on PATH" >&2; exit 1; }
 
-want=$(cat pyproject.toml constraints.txt scripts/bootstrap.sh scripts/pyinstall.sh | sha256sum | cut -d' ' -f1)
-if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
+want=$(stamp_of pyproject.toml constraints.txt scripts/bootstrap.sh scripts/pyinstall.sh)
+if current "$VENV" "$STAMP" "$want"; then
   exit 0
 fi
 
-[ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
+venv_at "$VENV"
 PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
 SIMD=pillow-simd==12.1.1.post0
 WARM="import PIL.Image, torch, torchvision, torch.distributed.run, redis, numpy, scipy, psutil, pytest, xdist, hypothesis, seneca, ods, mdp"

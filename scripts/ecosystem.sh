@@ -12,9 +12,9 @@ VENV=.venv-ecosystem
 STAMP=$VENV/.seneca-ecosystem
 say() { printf '[ecosystem] %s\n' "$*"; }
 
-want=$(cat pyproject.toml constraints.txt scripts/ecosystem.sh scripts/pyinstall.sh | sha256sum | cut -d' ' -f1)
-if ! { [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; }; then
-  [ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
+want=$(stamp_of pyproject.toml constraints.txt scripts/ecosystem.sh scripts/pyinstall.sh)
+if ! current "$VENV" "$STAMP" "$want"; then
+  venv_at "$VENV"
   say "installing $(grep -E '^(lightning|datasets|timm)==' constraints.txt | tr '\n' ' ')"
   pyinstall "$VENV" /tmp/seneca-ecosystem-pip.log -c constraints.txt -e '.[dev,lightning,hf,timm]'
   # (uv writes no bytecode: this import writes it once, as bootstrap.sh does for .venv)

@@ -12,9 +12,9 @@ VENV=.venv-oldest
 STAMP=$VENV/.seneca-oldest
 say() { printf '[oldest] %s\n' "$*"; }
 
-want=$(cat pyproject.toml constraints.txt scripts/oldest.py scripts/oldest.sh scripts/pyinstall.sh | sha256sum | cut -d' ' -f1)
-if ! { [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; }; then
-  [ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
+want=$(stamp_of pyproject.toml constraints.txt scripts/oldest.py scripts/oldest.sh scripts/pyinstall.sh)
+if ! current "$VENV" "$STAMP" "$want"; then
+  venv_at "$VENV"
   CONSTRAINTS=$(mktemp)
   trap 'rm -f "$CONSTRAINTS"' EXIT
   "$PYTHON" scripts/oldest.py > "$CONSTRAINTS"

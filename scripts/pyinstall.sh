@@ -1,5 +1,5 @@
-# Sourced by bootstrap.sh and oldest.sh: `pyinstall VENV LOG PIP-INSTALL-ARGS...` installs into
-# VENV with uv, plain pip when uv fails; exits with the log's tail when both fail.
+# Sourced by bootstrap.sh, oldest.sh and ecosystem.sh: `pyinstall VENV LOG PIP-INSTALL-ARGS...`
+# installs into VENV with uv, plain pip when uv fails; exits with the log's tail when both fail.
 #
 # uv installs a pinned set several times faster than pip (it unpacks wheels in parallel) and
 # hard-links the files from its cache, so a second environment (the oldest one) or a fresh clone
@@ -33,4 +33,18 @@ pyinstall() {
     echo "error: pip install failed (full log: $log)" >&2
     exit 1
   fi
+}
+
+# The environments' stamps (bootstrap.sh, oldest.sh, ecosystem.sh): an environment is set up
+# again when the files it was installed from change.
+stamp_of() {  # FILES...: what an environment installed from FILES is stamped with
+  cat "$@" | sha256sum | cut -d' ' -f1
+}
+
+current() {  # VENV STAMP WANT: VENV has a python and its STAMP file says WANT
+  [ -x "$1/bin/python" ] && [ -f "$2" ] && [ "$(cat "$2")" = "$3" ]
+}
+
+venv_at() {  # VENV: a virtual environment there, made with $PYTHON if missing (the caller's say)
+  [ -x "$1/bin/python" ] || { say "creating $1"; "$PYTHON" -m venv "$1"; }
 }
