@@ -34,7 +34,7 @@ class Classifier(L.LightningModule):
         super().__init__()
         self.net = torch.nn.Linear(3 * 16 * 16, 3)
         self.data, self.url = data, url
-        self.seen: dict = {"train": {}, "val": {}}
+        self.seen: dict = {"train": {}, "val": {}, "test": {}, "predict": {}}
         self.stats: list = []
         self.loaders: dict = {}
 
@@ -48,6 +48,12 @@ class Classifier(L.LightningModule):
 
     def val_dataloader(self):
         return self.loader("val")
+
+    def test_dataloader(self):
+        return self.loader("test")
+
+    def predict_dataloader(self):
+        return self.loader("predict")
 
     def forward(self, x):
         return self.net(x.float().flatten(1) / 255)
@@ -64,6 +70,13 @@ class Classifier(L.LightningModule):
     def validation_step(self, batch, index):
         if not self.trainer.sanity_checking:
             self.record("val", batch[0])
+
+    def test_step(self, batch, index):
+        self.record("test", batch[0])
+
+    def predict_step(self, batch, index):
+        self.record("predict", batch[0])
+        return self(batch[0]).argmax(1)
 
     def on_train_epoch_end(self):
         self.stats.append(self.loaders["train"].stats())

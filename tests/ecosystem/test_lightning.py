@@ -10,12 +10,9 @@ from pathlib import Path
 
 import lightning
 import pytest
-import torch
-from lightning_job import TRANSFORM, digest
+from lightning_job import TRANSFORM, Classifier, digest
 from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
-
-from seneca import SenecaLoader
 
 pytestmark = pytest.mark.ecosystem
 
@@ -83,56 +80,9 @@ def test_ddp_with_lightnings_distributed_sampler(tiny_dataset, redis_url, tmp_pa
     assert [r["stats"][0]["storage_reads"] for r in resumed] == [0, 0]
 
 
-class _Module(lightning.LightningModule):
-    """fit, validate, test and predict on SenecaLoaders from the hooks, in this process."""
-
-    def __init__(self, data, url):
-        super().__init__()
-        self.net = torch.nn.Linear(3 * 16 * 16, 3)
-        self.data, self.url = data, url
-        self.seen = collections.defaultdict(list)
-
-    def _loader(self, **kwargs):
-        ds = ImageFolder(str(self.data), transform=TRANSFORM)
-        return SenecaLoader(ds, batch_size=8, cache=self.url, cache_size="20MB", **kwargs)
-
-    def train_dataloader(self):
-        return self._loader(shuffle=True)
-
-    def val_dataloader(self):
-        return self._loader()
-
-    def test_dataloader(self):
-        return self._loader()
-
-    def predict_dataloader(self):
-        return self._loader()
-
-    def forward(self, x):
-        return self.net(x.float().flatten(1) / 255)
-
-    def training_step(self, batch, index):
-        self.seen["train"] += [digest(x) for x in batch[0]]
-        return torch.nn.functional.cross_entropy(self(batch[0]), batch[1])
-
-    def validation_step(self, batch, index):
-        self.seen["validate" if not self.trainer.sanity_checking else "sanity"] += [
-            digest(x) for x in batch[0]
-        ]
-
-    def test_step(self, batch, index):
-        self.seen["test"] += [digest(x) for x in batch[0]]
-
-    def predict_step(self, batch, index):
-        self.seen["predict"] += [digest(x) for x in batch[0]]
-        return self(batch[0]).argmax(1)
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-
-
 def test_fit_validate_test_and_predict_in_one_process(tiny_dataset, redis_url, tmp_path):
-    model = _Module(tiny_dataset, redis_url)
+    """The script's module, in this process: each stage reads every sample once."""
+    model = Classifier(str(tiny_dataset), redis_url)
     trainer = lightning.Trainer(
         accelerator="cpu",
         devices=1,
@@ -143,12 +93,12 @@ def test_fit_validate_test_and_predict_in_one_process(tiny_dataset, redis_url, t
         enable_model_summary=False,
     )
     trainer.fit(model)
-    trainer.validate(model)
+    trainer.validate(model)  # after fit: the module's epoch 1
     trainer.test(model)
     predictions = trainer.predict(model)
     samples = everything(tiny_dataset)
-    for stage in ("train", "validate", "test", "predict"):
-        seen = model.seen[stage]
-        assert len(seen) == 48 * (2 if stage == "validate" else 1), stage  # fit's and validate's
-        assert set(seen) == samples, stage
+    runs = [("train", "0"), ("val", "0"), ("val", "1"), ("test", "1"), ("predict", "1")]
+    for stage, epoch in runs:
+        seen = model.seen[stage][epoch]
+        assert len(seen) == 48 and set(seen) == samples, (stage, epoch)
     assert sum(len(p) for p in predictions) == 48
