@@ -62,6 +62,7 @@ __all__ = [
     "BUDGET_VERSION",
     "DECLARED_JOB_KEYS",
     "JOB_KEYS",
+    "SHARD_MARK",
     "SHARD_SIZE_FIELD",
     "Keys",
     "glob_escape",
@@ -78,6 +79,9 @@ BUDGET_VERSION = "budget_version"
 #: The field of a dataset's ``info`` hash holding the samples per shard of its metadata, where
 #: it is kept in shards (absent: one store; see ``ods.shards``)
 SHARD_SIZE_FIELD = "shard_size"
+#: What joins a dataset's name and a shard's number in the shard's own dataset name
+#: (``<dataset>#<k>``; :func:`ods.shardmap.shard_names`).
+SHARD_MARK = "#"
 #: The keys a call declares for each live job, after the layout's (:meth:`Keys.layout`).
 DECLARED_JOB_KEYS: tuple[str, ...] = ("r", "g", "m")
 
@@ -123,13 +127,57 @@ class Keys:
         """The node's record of the datasets sharing its memory (one per node or cluster)."""
         return f"{prefix}:node"
 
+    @staticmethod
+    def everything(prefix: str = defaults.KEY_PREFIX) -> str:
+        """A glob matching every key kept under ``prefix`` (SCAN, ACL key patterns)."""
+        return f"{glob_escape(prefix)}:*"
+
     @property
     def meta(self) -> str:
         """The prefix of every metadata key (ends with ``:``)."""
-        return f"{self.prefix}:{{{self.dataset}}}:"
+        return f"{_meta_head(self.prefix)}{self.dataset}}}:"
+
+    #: The metadata keys every dataset with metadata has one of at least, by name.
+    _MARKS = ("used", "jobs", "info")
+
+    @staticmethod
+    def dataset_patterns(prefix: str = defaults.KEY_PREFIX) -> list[str]:
+        """SCAN patterns that find every dataset with metadata under ``prefix``: each key is
+        one of :meth:`used`, :meth:`jobs` or :meth:`info` (:meth:`dataset_of` names its
+        dataset)."""
+        return [f"{glob_escape(_meta_head(prefix))}*}}:{mark}" for mark in Keys._MARKS]
+
+    @staticmethod
+    def dataset_of(key: str, prefix: str = defaults.KEY_PREFIX) -> str | None:
+        """The dataset whose :meth:`used`, :meth:`jobs` or :meth:`info` key ``key`` is (None:
+        another key)."""
+        head, _, mark = key.rpartition(":")
+        start = _meta_head(prefix)
+        if mark not in Keys._MARKS or not head.startswith(start) or not head.endswith("}"):
+            return None
+        return head[len(start) : -1] or None
 
     def tier(self, tier: str) -> str:
-        return f"{self.meta}t:{self.form(tier)}"
+        return self.bitmap(self.form(tier))
+
+    def bitmap(self, form: str) -> str:
+        """The bitmap of the tier named ``form`` in keys (:meth:`form`)."""
+        return f"{self.meta}t:{form}"
+
+    def view_tiers(self) -> str:
+        """SCAN pattern of the augmented tiers' bitmaps of every view (:meth:`view_of_tier`)."""
+        return glob_escape(Keys(self.dataset, self.prefix).tier("augmented")) + ":*"
+
+    def view_of_tier(self, key: str) -> str | None:
+        """The view whose augmented tier's bitmap is ``key`` (None: another key)."""
+        head = Keys(self.dataset, self.prefix).tier("augmented") + ":"
+        return key[len(head) :] if key.startswith(head) and len(key) > len(head) else None
+
+    @staticmethod
+    def view_of_form(form: str) -> str | None:
+        """The view of an augmented tier named ``form`` (``a:<view>``; None: another form)."""
+        letter, sep, view = form.partition(":")
+        return view if sep and letter == LETTER["augmented"] else None
 
     def sizes(self, tier: str) -> str:
         return f"{self.meta}sz:{self.form(tier)}"
@@ -161,6 +209,18 @@ class Keys:
     def job(self, name: str) -> list[str]:
         """The keys of ``name`` (as the engine names it), :data:`JOB_KEYS` in order."""
         return [f"{self.meta}{k}:{name}" for k in JOB_KEYS]
+
+    def job_patterns(self) -> list[str]:
+        """SCAN patterns of every job's keys (:data:`JOB_KEYS`; :meth:`job_of` names the job)."""
+        return [f"{glob_escape(self.meta)}{k}:*" for k in JOB_KEYS]
+
+    def job_of(self, key: str) -> str | None:
+        """The job (as the engine names it) one of whose keys (:meth:`job`) ``key`` is (None:
+        another key)."""
+        if not key.startswith(self.meta):
+            return None
+        kind, sep, name = key[len(self.meta) :].partition(":")
+        return name if sep and kind in JOB_KEYS and name else None
 
     def members(self, name: str) -> str:
         return f"{self.meta}m:{name}"
@@ -242,16 +302,44 @@ class Keys:
         return out
 
     def _value_head(self, tier: str) -> str:
-        return f"{self.prefix}:v:{{{self.dataset}:{self.form(tier)}:"
+        return self._values_head() + self.form(tier) + ":"
+
+    def _values_head(self) -> str:
+        return f"{_values_head(self.prefix)}{self.dataset}:"
+
+    def value_of(self, key: str) -> tuple[str, int] | None:
+        """(the tier's form, the sample) of a value's key (:meth:`value`); None for another
+        key, a staged value's among them."""
+        head = self._values_head()
+        if not key.startswith(head) or not key.endswith("}"):
+            return None
+        form, _, index = key[len(head) : -1].rpartition(":")
+        return (form, int(index)) if form and index.isdigit() else None
 
     def staged(self, tier: str, index: int, token: str) -> str:
         """Where a value is staged before its admission (same slot as its key)."""
         return f"{self.value(tier, index)}:s:{token}"
 
     def patterns(self) -> list[str]:
-        """SCAN patterns matching every key of this dataset (metadata, values, staged)."""
-        data = glob_escape(self.dataset)
-        return [glob_escape(self.meta) + "*", f"{glob_escape(self.prefix)}:v:{{{data}:*"]
+        """SCAN patterns matching every key of this dataset: metadata, then values (staged
+        ones too)."""
+        return [glob_escape(self.meta) + "*", glob_escape(self._values_head()) + "*"]
+
+    def shard_patterns(self) -> list[str]:
+        """SCAN patterns matching every key of this dataset's shards (the datasets
+        ``<dataset>#...``): metadata, then values."""
+        shards = glob_escape(self.dataset + SHARD_MARK) + "*"
+        return [glob_escape(head(self.prefix)) + shards for head in (_meta_head, _values_head)]
+
+
+def _meta_head(prefix: str) -> str:
+    """What every metadata key under ``prefix`` starts with, up to its dataset's name."""
+    return f"{prefix}:{{"
+
+
+def _values_head(prefix: str) -> str:
+    """What every value's key under ``prefix`` starts with, up to its dataset's name."""
+    return f"{prefix}:v:{{"
 
 
 @functools.lru_cache(maxsize=64)
@@ -262,7 +350,8 @@ def _declared(keys: Keys, job: str, bucket: int, jobs: tuple[str, ...]) -> tuple
 def lua_layout() -> str:
     """The Lua side of the key contract, generated from :meth:`Keys.layout`: ``declared_keys``
     (``lib.lua``'s table ``K`` from a call's keys), ``declared_job`` (the k-th declared job's
-    keys), ``KEY_TYPES`` (the type of each declared key) and ``JOB_KEYS`` (a job's keys)."""
+    keys), ``KEY_TYPES`` (the type of each declared key), ``JOB_KEYS`` (a job's keys) and
+    ``job_keys_of`` (the keys of any job, declared or not, as :meth:`Keys.job`)."""
     layout = Keys("dataset").layout("job", 0)
     fields: dict[str, str] = {}
     nested: dict[str, dict[str, str]] = {}
@@ -279,6 +368,10 @@ def lua_layout() -> str:
     first = len(layout)
     per_job = ", ".join(f"{f} = keys[b + {i}]" for i, f in enumerate(DECLARED_JOB_KEYS, 1))
     types = [t for _, t, _ in layout] + [JOB_KEYS[f] for f in DECLARED_JOB_KEYS]
+    # a job's keys are the dataset's metadata prefix (K.jobs less its name), kind, ':', job
+    probe = Keys("dataset")
+    cut = len(probe.jobs) - len(probe.meta)
+    assert probe.job("job") == [f"{probe.jobs[:-cut]}{k}:job" for k in JOB_KEYS]
     return (
         "-- generated from ods.keys (Keys.layout): the keys every call declares, by name\n"
         f"local function declared_keys(keys)\n  return {{\n    {table}\n  }}\nend\n"
@@ -288,5 +381,9 @@ def lua_layout() -> str:
         f"local FIRST_JOB_KEY, JOB_KEY_COUNT = {first + 1}, {len(DECLARED_JOB_KEYS)}\n"
         "local KEY_TYPES = {" + ", ".join(f"'{t}'" for t in types) + "}\n"
         "local JOB_KEYS = {" + ", ".join(f"'{k}'" for k in JOB_KEYS) + "}\n"
+        "local function job_keys_of(K, name)\n"
+        f"  local meta, out = string.sub(K.jobs, 1, -{cut + 1}), {{}}\n"
+        "  for _, k in ipairs(JOB_KEYS) do out[#out + 1] = meta .. k .. ':' .. name end\n"
+        "  return out\nend\n"
         f"local BUDGET_VERSION = '{BUDGET_VERSION}'\n"
     )

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ods.keys import SHARD_MARK
 from seneca_base.errors import ConfigError
 
 __all__ = ["ShardMap", "shard_names", "split_units"]
@@ -122,7 +123,7 @@ def shard_names(dataset: str, count: int) -> list[str]:
     ranges of a Redis Cluster's slots, so that a cluster whose primaries hold equal ranges of
     slots holds the shards as evenly as their count allows. Past ``_SPREAD_SHARDS`` shards,
     hashing alone spreads them."""
-    names = [f"{dataset}#{k}" for k in range(count)]
+    names = [f"{dataset}{SHARD_MARK}{k}" for k in range(count)]
     if count > _SPREAD_SHARDS:
         return names
     width = _SLOTS / count

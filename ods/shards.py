@@ -39,7 +39,7 @@ from typing import Any
 from ods import defaults, routing
 from ods.decision import Decision, Pick, hits_by_bucket
 from ods.defaults import DECIDE_CHUNK_SAMPLES
-from ods.keys import SHARD_SIZE_FIELD, Keys, glob_escape
+from ods.keys import SHARD_SIZE_FIELD, Keys
 from ods.outbox import Call
 from ods.shardmap import ShardMap, shard_names, split_units
 from ods.store import Glance, OdsStore, checked_tail, members_of
@@ -145,13 +145,8 @@ class ShardedStore:
         self._joined: dict[str, set[int]] = {}  # per job: the shards it joined
         self._members: dict[str, list[int]] = {}  # per job of a subset: its samples per shard
         self._started: dict[str, set[int]] = {}  # lazy: per job, the shards of its epoch
-        prefix, data = glob_escape(kwargs.get("prefix", defaults.KEY_PREFIX)), glob_escape(dataset)
         # the shards' metadata and values, then the home's
-        self._patterns = [
-            f"{prefix}:{{{data}#*",
-            f"{prefix}:v:{{{data}#*",
-            *self.home.keys.patterns(),
-        ]
+        self._patterns = [*self.home.keys.shard_patterns(), *self.home.keys.patterns()]
 
     @property
     def commands(self) -> Counter[str]:

@@ -51,10 +51,15 @@ def tier_of_letter(letter: str | bytes | bytearray) -> str | None:
 
 
 def with_lua_tiers(source: str) -> str:
-    """Lua ``source`` with ``TIERS`` (the tier letters in lookup order) defined at its top,
-    after its ``#!lua`` flags line if it has one."""
+    """Lua ``source`` with ``TIERS`` (the tier letters in lookup order) and ``TIER`` (each
+    tier's letter by name: ``TIER.augmented``) defined at its top, after its ``#!lua`` flags
+    line if it has one. The scripts name tiers only through these."""
     letters = ", ".join(f"'{LETTER[t]}'" for t in TIERS)
-    prelude = f"local TIERS = {{{letters}}}  -- generated from seneca_base.tiers\n"
+    named = ", ".join(f"{t} = '{LETTER[t]}'" for t in TIERS)
+    prelude = (
+        f"local TIERS = {{{letters}}}  -- generated from seneca_base.tiers\n"
+        f"local TIER = {{{named}}}\n"
+    )
     head, sep, rest = source.partition("\n")
     if head.startswith("#!"):
         return head + sep + prelude + rest

@@ -47,9 +47,9 @@ for _, t in ipairs(TIERS) do
   local evicted, freed = {}, 0
   for k, m in ipairs(list) do
     local s, size = samples[k], Z[m]
-    local have = now_in[s] or (cached[k] == 1 and (VALUES and t ~= 'a') and size_of(t, s))
+    local have = now_in[s] or (cached[k] == 1 and (VALUES and t ~= TIER.augmented) and size_of(t, s))
     if now_in[s] or cached[k] == 1 then
-      result[m] = (VALUES and t ~= 'a' and have == size) and 3 or 2
+      result[m] = (VALUES and t ~= TIER.augmented and have == size) and 3 or 2
     else
       if used + size > cap[t] and policy.evicts then
         if not prepared then

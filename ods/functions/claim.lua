@@ -17,8 +17,8 @@ for k = a + 2, #args do
   if k < a + 2 + count then read[#read + 1] = i else waiting[#waiting + 1] = i end
 end
 local got = {}
-if #read > 0 and redis.call('EXISTS', K.t.a) == 1 then
-  local cached = bits(K.t.a, read)
+if #read > 0 and redis.call('EXISTS', K.t[TIER.augmented]) == 1 then
+  local cached = bits(K.t[TIER.augmented], read)
   local used = redis.call('EXISTS', K.g) == 1 and bits(K.g, read) or {}
   for k, s in ipairs(read) do
     if cached[k] == 1 and used[k] ~= 1 then got[#got + 1] = s end
@@ -26,7 +26,7 @@ if #read > 0 and redis.call('EXISTS', K.t.a) == 1 then
 end
 if #got > 0 then
   set_bits(K.g, got, 1)
-  redis.call('HINCRBY', K.used, 'hits:a', #got)
+  redis.call('HINCRBY', K.used, 'hits:' .. TIER.augmented, #got)
   redis.call('HINCRBY', K.j, 'hits', #got)
   policy.served(got)  -- a hit handed out, then released at once (its value is read already)
   policy.released(got, live)
@@ -36,7 +36,7 @@ end
 local still = {}
 if #waiting > 0 then
   local busy = pending_of(pending_keys(), waiting)
-  local cached = redis.call('EXISTS', K.t.a) == 1 and bits(K.t.a, waiting) or {}
+  local cached = redis.call('EXISTS', K.t[TIER.augmented]) == 1 and bits(K.t[TIER.augmented], waiting) or {}
   local used = redis.call('EXISTS', K.g) == 1 and bits(K.g, waiting) or {}
   for k, s in ipairs(waiting) do
     if busy[k] or (cached[k] == 1 and used[k] ~= 1) then still[#still + 1] = s end

@@ -40,7 +40,7 @@ local function eviction_pool(t, count, jobs)
              len = len, q = 0, need = {}, by_need = {}, most = 0, ws = {}}
   for m, j in ipairs(jobs) do
     P.rs[m] = read(j.r)
-    P.gs[m] = t == 'a' and read(j.g) or ''
+    P.gs[m] = t == TIER.augmented and read(j.g) or ''
     P.ws[m] = j.w or 1
     P.most = P.most + P.ws[m]
   end
@@ -125,7 +125,7 @@ local function admitted(t, added, sizes, live, policy)
   redis.call('HINCRBY', K.used, F[t], total)
   redis.call('HINCRBY', K.used, 'n' .. F[t], #added)
   if VALUES then chunked('BITFIELD', K.sz[t], nil, field_sets(added, 'u32', sizes), 4) end
-  if t == 'a' then
+  if t == TIER.augmented then
     for _, j in ipairs(live) do
       if j.same then set_bits(j.g, added, 0) end  -- the view's jobs: new copies
     end

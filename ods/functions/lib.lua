@@ -44,7 +44,7 @@ local function begin(keys, args)
   local view = view_of(job)
   F = {}  -- each tier's form: its letter, the augmented tier's with the caller's view
   for _, t in ipairs(TIERS) do F[t] = t end
-  if view ~= '' then F.a = 'a:' .. view end
+  if view ~= '' then F[TIER.augmented] = TIER.augmented .. ':' .. view end
   COLLECT, VALUES, FORGET = tonumber(args[5]), args[6] == '1', tonumber(args[7])
   local d = tonumber(args[8])
   DECLARED = {}
@@ -53,7 +53,7 @@ local function begin(keys, args)
     DECLARED[k] = declared_job(keys, k)
     DECLARED[k].name, DECLARED[k].same = name, view_of(name) == view
   end
-  EVICTED, DROPPED = {}, {e = {}, a = {}}
+  EVICTED, DROPPED = {}, {[TIER.encoded] = {}, [TIER.augmented] = {}}
   return 9 + d, foreign(keys)  -- where the command's own arguments start; a bad key
 end
 
@@ -81,10 +81,9 @@ end
 -- joins again and restores its epoch from what it has served (the sampler does).
 local function live_jobs()
   local gone = redis.call('ZRANGE', K.jobs, '-inf', '(' .. (now - FORGET), 'BYSCORE', 'LIMIT', 0, 8)
-  local meta = string.sub(K.jobs, 1, -5)  -- '<prefix>:{<dataset>}:'
   for _, name in ipairs(gone) do
     redis.call('ZREM', K.jobs, name)
-    for _, k in ipairs(JOB_KEYS) do redis.call('DEL', meta .. k .. ':' .. name) end
+    for _, key in ipairs(job_keys_of(K, name)) do redis.call('DEL', key) end
     forget_pace(name)
   end
   return redis.call('ZRANGE', K.jobs, now, '+inf', 'BYSCORE')
@@ -111,9 +110,9 @@ local function demands(list, tier, live, args, fresh)
   for k = 1, #list do out[k] = 0 end
   args = args or reads(list)
   for _, j in ipairs(live) do
-    if tier ~= 'a' or j.same then
+    if tier ~= TIER.augmented or j.same then
       local r = bits(j.r, list, args)
-      local g = tier == 'a' and not fresh and bits(j.g, list, args) or {}
+      local g = tier == TIER.augmented and not fresh and bits(j.g, list, args) or {}
       for k = 1, #list do
         if r[k] == 1 and g[k] ~= 1 then out[k] = out[k] + (j.w or 1) end
       end
@@ -128,7 +127,7 @@ end
 local function demand_jobs(t, live, most)
   local out = {}
   for _, j in ipairs(live) do
-    if t ~= 'a' or j.same then out[#out + 1] = j end
+    if t ~= TIER.augmented or j.same then out[#out + 1] = j end
   end
   for k = #out, 2, -1 do
     local m = math.random(1, k)
@@ -200,7 +199,7 @@ local function dropped(i, tier)
   EVICTED[#EVICTED + 1] = tier
   EVICTED[#EVICTED + 1] = i
   if VALUES then
-    local gc = DROPPED[tier == 'a' and 'a' or 'e']
+    local gc = DROPPED[tier == TIER.augmented and TIER.augmented or TIER.encoded]
     gc[#gc + 1] = now + GRACE
     gc[#gc + 1] = tier .. str(i)
   end
@@ -230,7 +229,7 @@ end
 -- cached in that tier again (its value, if any, is an orphan)
 local function collect()
   if not VALUES then return end
-  for _, key in ipairs({K.gc.e, K.gc.a}) do
+  for _, key in ipairs({K.gc[TIER.encoded], K.gc[TIER.augmented]}) do
     local due = redis.call('ZRANGE', key, '-inf', now, 'BYSCORE', 'LIMIT', 0, COLLECT)
     if #due > 0 then redis.call('ZREM', key, unpack(due)) end
     for _, m in ipairs(due) do
@@ -324,7 +323,7 @@ local function usable_tiers(list, present)
     local some = {}
     for m, k in ipairs(left) do some[m] = list[k] end
     local got = bits(K.t[t], some)
-    if t == 'a' and redis.call('EXISTS', K.g) == 1 then
+    if t == TIER.augmented and redis.call('EXISTS', K.g) == 1 then
       local copies, where = {}, {}  -- the job may not use an augmented copy it has used
       for m = 1, #some do
         if got[m] == 1 then copies[#copies + 1], where[#where + 1] = some[m], m end
@@ -382,7 +381,7 @@ local function serve(picked, tiers, policy, hitmap, n)
     out_tiers[k] = t or ''
     if t then
       hits[#hits + 1] = s
-      if t == 'a' then augs[#augs + 1] = s end
+      if t == TIER.augmented then augs[#augs + 1] = s end
     end
   end
   if hitmap and #augs == #picked and WHOLE * n < #augs then  -- the hits are the used copies

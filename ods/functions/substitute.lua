@@ -9,11 +9,11 @@ local function cached_unserved(U)
   for _, t in ipairs(TIERS) do
     if redis.call('EXISTS', K.t[t]) == 1 then
       present[#present + 1] = t
-      if t == 'a' and redis.call('EXISTS', K.g) == 1 then
+      if t == TIER.augmented and redis.call('EXISTS', K.g) == 1 then
         -- a & ~g as a ^ (a & g): NOT g would end where g ends (a shorter g than a would hide
         -- every copy past its end)
-        redis.call('BITOP', 'AND', K.xg, K.t.a, K.g)
-        redis.call('BITOP', 'XOR', K.xg, K.xg, K.t.a)
+        redis.call('BITOP', 'AND', K.xg, K.t[TIER.augmented], K.g)
+        redis.call('BITOP', 'XOR', K.xg, K.xg, K.t[TIER.augmented])
         parts[#parts + 1] = K.xg
       else
         parts[#parts + 1] = K.t[t]
@@ -80,7 +80,7 @@ end
 -- not made). (Augmented copies: a job that used the copy needs it no more, but counts here;
 -- those are left to the rest.)
 local function unneeded_bitmap(choose)
-  local jobs = demand_jobs('e', choose.others, choose.most)
+  local jobs = demand_jobs(TIER.encoded, choose.others, choose.most)
   if #jobs == 0 then return nil end
   local rs = {}
   for k, j in ipairs(jobs) do rs[k] = j.r end

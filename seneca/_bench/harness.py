@@ -25,7 +25,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ods import defaults as ods_defaults
 from seneca import defaults
 from seneca._bench.baselines import LOADERS, variant
 from seneca.loader.timeline import ENV as TIMELINE_ENV
@@ -245,11 +244,12 @@ def _epoch(loader: Any, trainer: Any) -> dict[str, float]:
 def clear_cache(url: str) -> None:
     """Delete every Seneca key of the cache at ``url`` (what a configuration left behind)."""
     from ods import routing
+    from ods.keys import Keys
     from seneca._cache.client import CacheClient
 
     cache = CacheClient(url)
     client = cache.redis  # every primary of a cluster
-    keys = list(client.scan_iter(match=f"{ods_defaults.KEY_PREFIX}:*", count=1000))
+    keys = list(client.scan_iter(match=Keys.everything(), count=1000))
     for k in range(0, len(keys), 500):
         routing.run(client, [("UNLINK", *keys[k : k + 500])])
     cache.close()

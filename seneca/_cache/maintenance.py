@@ -16,7 +16,6 @@ value deleted under a reader is a counted miss.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,13 +23,12 @@ from typing import Any
 import redis
 
 from ods import defaults as ods_defaults
-from ods.keys import Keys, glob_escape
+from ods.keys import Keys
 from ods.shards import part_names
 from seneca._cache.replies import server_ms, text_of
 from seneca._cache.shares import NodeShares
 from seneca._cache.status import find_datasets
 from seneca_base.errors import ConfigError
-from seneca_base.tiers import tier_of_letter
 
 __all__ = ["GcReport", "clear_datasets", "collect_garbage"]
 
@@ -99,12 +97,11 @@ def _expired_jobs(client: Any, keys: Keys, now: int, apply: bool) -> tuple[list[
     if apply:
         client.zremrangebyscore(keys.jobs, "-inf", f"({now}")
     listed = {text_of(n) for n in client.zrange(keys.jobs, 0, -1)} - set(expired)
-    pattern = re.compile(rf"^{re.escape(keys.meta)}[jrpgm]:(.+)$")
     stale = []
-    for kind in "jrpgm":
-        for key in _scan(client, f"{glob_escape(keys.meta)}{kind}:*"):
-            m = pattern.match(key)
-            if m and m.group(1) not in listed:
+    for pattern in keys.job_patterns():
+        for key in _scan(client, pattern):
+            job = keys.job_of(key)
+            if job is not None and job not in listed:
                 stale.append(key)
     if apply:
         _unlink(client, stale)
@@ -114,8 +111,10 @@ def _expired_jobs(client: Any, keys: Keys, now: int, apply: bool) -> tuple[list[
 def _dead_views(client: Any, keys: Keys, now: int, apply: bool) -> list[tuple[str, int, int]]:
     """Drop the augmented tiers of views no live job uses: (view, entries, bytes) each."""
     used = {text_of(k): text_of(v) for k, v in client.hgetall(keys.used).items()}
-    views = {f[2:] for f in used if f.startswith("a:")}
-    views |= {k.rpartition(":t:a:")[2] for k in _scan(client, f"{glob_escape(keys.meta)}t:a:*")}
+    views = {Keys.view_of_form(f) for f in used} | {
+        keys.view_of_tier(k) for k in _scan(client, keys.view_tiers())
+    }
+    views.discard(None)
     out = []
     for view in sorted(views):
         vk = Keys(keys.dataset, keys.prefix, view)
@@ -141,20 +140,17 @@ def _dead_views(client: Any, keys: Keys, now: int, apply: bool) -> list[tuple[st
 def _orphan_values(client: Any, keys: Keys, apply: bool, dead: set[str]) -> tuple[int, int]:
     """Delete values whose entry is gone, or whose form is in ``dead`` (the augmented tiers
     dropped, or to drop in a dry run): (how many, bytes)."""
-    head = rf"{re.escape(keys.prefix)}:v:\{{{re.escape(keys.dataset)}"
-    pattern = re.compile(rf"^{head}:(.+):(\d+)\}}$")
     found = []
-    for key in _scan(client, f"{glob_escape(keys.prefix)}:v:{{{glob_escape(keys.dataset)}:*"):
-        m = pattern.match(key)  # staged values (…}:s:<token>) expire by themselves
-        if m:
-            found.append((key, m.group(1), int(m.group(2))))
+    for key in _scan(client, keys.patterns()[1]):
+        value = keys.value_of(key)  # staged values (…}:s:<token>) expire by themselves
+        if value is not None:
+            found.append((key, *value))
     orphans, size = [], 0
     for first in range(0, len(found), _BATCH):
         chunk = found[first : first + _BATCH]
         pipe = client.pipeline(transaction=False)
         for _, form, i in chunk:
-            view = form[2:] if form.startswith("a:") else ""
-            pipe.getbit(Keys(keys.dataset, keys.prefix, view).tier(tier_of_letter(form[0])), i)
+            pipe.getbit(keys.bitmap(form), i)
         bits = pipe.execute()
         gone = [k for (k, form, _), b in zip(chunk, bits, strict=True) if not b or form in dead]
         pipe = client.pipeline(transaction=False)

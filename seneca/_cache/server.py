@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ods.defaults import KEY_PREFIX
+from ods.keys import Keys
 from seneca import defaults
 from seneca_base.errors import CacheError, ConfigError
 
@@ -89,7 +90,9 @@ def acl_lines(users: Mapping[str, str], prefix: str = KEY_PREFIX) -> list[str]:
     if "admin" in users:
         lines.append(f"user admin on {secret('admin')} ~* &* +@all")
     if "loader" in users:
-        lines.append(f"user loader on {secret('loader')} resetkeys ~{prefix}:* {LOADER_RULES}")
+        lines.append(
+            f"user loader on {secret('loader')} resetkeys ~{Keys.everything(prefix)} {LOADER_RULES}"
+        )
     return lines
 
 

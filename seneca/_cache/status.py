@@ -8,13 +8,12 @@ found with SCAN (never KEYS), on every primary of a cluster. Reading changes not
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ods import defaults as ods_defaults
 from ods import routing
-from ods.keys import BUDGET_FIELD, Keys, glob_escape
+from ods.keys import BUDGET_FIELD, Keys
 from ods.shards import part_names
 from seneca._autoplan.record import PlanRecord
 from seneca._cache.replies import server_ms, text_of
@@ -124,13 +123,12 @@ def _int(v: Any, default: int = 0) -> int:
 def find_datasets(client: Any, prefix: str = ods_defaults.KEY_PREFIX) -> list[str]:
     """The datasets with metadata under ``prefix`` (SCAN over every node); a dataset kept in
     shards is one, not its shards."""
-    pattern = re.compile(rf"^{re.escape(prefix)}:\{{(.+)\}}:(used|jobs|info)$")
     found = set()
-    for suffix in ("used", "jobs", "info"):
-        for key in client.scan_iter(match=f"{glob_escape(prefix)}:{{*}}:{suffix}", count=1000):
-            m = pattern.match(text_of(key))
-            if m:
-                found.add(m.group(1))
+    for pattern in Keys.dataset_patterns(prefix):
+        for key in client.scan_iter(match=pattern, count=1000):
+            dataset = Keys.dataset_of(text_of(key), prefix)
+            if dataset is not None:
+                found.add(dataset)
     for dataset in list(found):
         parts = part_names(client, dataset, prefix)
         if parts != [dataset]:

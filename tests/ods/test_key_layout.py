@@ -105,3 +105,72 @@ def test_each_tier_has_a_letter_of_its_own():
     assert letters(("encoded", "decoded", "augmented", "raw"))["raw"] == "r"
     with pytest.raises(ValueError, match="'decoded' and 'downscaled' would share the letter 'd'"):
         letters(("encoded", "decoded", "downscaled"))
+
+
+def test_the_functions_name_tiers_only_through_the_generated_letters(redis_proc):
+    """A tier's letter is written nowhere in the Lua sources but in the prelude generated from
+    seneca_base.tiers (``TIERS``, ``TIER.<name>``): renaming a tier's letter renames it
+    everywhere."""
+    from seneca_base.tiers import LETTER, TIERS
+
+    quoted = "|".join(LETTER.values())
+    for name, text in _lua_sources().items():
+        code = "\n".join(line.split("--", 1)[0] for line in text.splitlines())
+        found = re.findall(rf"'(?:{quoted})(?::[^']*)?'|\bK\.\w+\.(?:{quoted})\b|\bF\.\w\b", code)
+        assert not found, f"{name} names a tier by its letter: {found}"
+    body = functions.SOURCE.split("\n", 1)[1].split("\nredis.register_function", 1)[0]
+    names = ", ".join(f"TIER.{t}" for t in TIERS)
+    got = redis_proc.client.eval(f"{body}\nreturn {{{names}}}", 0)
+    assert [x.decode() for x in got] == [LETTER[t] for t in TIERS]
+
+
+def test_keys_name_back_the_job_view_value_and_dataset_of_a_key():
+    keys = Keys("d{s}:1", prefix="p", view="crop")
+    for key in keys.job("job|crop"):
+        assert keys.job_of(key) == "job|crop"
+    assert keys.job_of(keys.tier("decoded")) is None
+    assert keys.job_of(keys.used) is None
+    assert keys.view_of_tier(keys.tier("augmented")) == "crop"
+    assert keys.view_of_tier(keys.tier("decoded")) is None
+    assert Keys.view_of_form(keys.form("augmented")) == "crop"
+    assert Keys.view_of_form(keys.form("encoded")) is None
+    assert keys.value_of(keys.value("decoded", 12)) == (keys.form("decoded"), 12)
+    assert keys.value_of(keys.value("augmented", 3)) == (keys.form("augmented"), 3)
+    assert keys.value_of(keys.staged("decoded", 12, "tok")) is None
+    assert keys.bitmap(keys.form("augmented")) == keys.tier("augmented")
+    for key in (keys.used, keys.jobs, keys.info):
+        assert Keys.dataset_of(key, "p") == "d{s}:1"
+    assert Keys.dataset_of(keys.pace, "p") is None
+    assert Keys.dataset_of(keys.used, "q") is None
+
+
+def test_the_scan_patterns_find_exactly_their_keys(redis_proc):
+    """Every pattern, on a real server, matches the keys it names and no other dataset's, glob
+    characters in the names included."""
+    from ods.shardmap import shard_names
+
+    r = redis_proc.client
+    keys = Keys("d*s[1]", prefix="p", view="crop")
+    other = Keys("d*s[1]x", prefix="p", view="crop")
+    shards = [Keys(name, prefix="p", view="crop") for name in shard_names(keys.dataset, 2)]
+
+    def fill(k: Keys) -> set[str]:
+        made = [k.used, k.jobs, k.info, k.tier("augmented"), k.tier("decoded"), *k.job("j|crop")]
+        made += [k.value("decoded", 1), k.value("augmented", 2)]
+        for key in made:
+            r.set(key, 1)
+        return set(made)
+
+    mine, theirs = fill(keys), fill(other)
+    parts = set().union(*(fill(s) for s in shards))
+
+    def scan(*patterns: str) -> set[str]:
+        return {k.decode() for p in patterns for k in r.scan_iter(match=p, count=1000)}
+
+    assert scan(*keys.patterns()) == mine
+    assert scan(*keys.shard_patterns()) == parts
+    assert scan(*keys.job_patterns()) == set(keys.job("j|crop"))
+    assert scan(keys.view_tiers()) == {keys.tier("augmented")}
+    found = {Keys.dataset_of(k, "p") for k in scan(*Keys.dataset_patterns("p"))}
+    assert found == {keys.dataset, other.dataset, *(s.dataset for s in shards)}
+    assert scan(Keys.everything("p")) == mine | theirs | parts

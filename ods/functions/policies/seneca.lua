@@ -17,14 +17,14 @@ POLICY.seneca = {
   -- copies among them that every live job of the view has used go, unless another fetch pins
   -- them
   released = function(hits, live)
-    if redis.call('EXISTS', K.t.a) == 0 then return end
+    if redis.call('EXISTS', K.t[TIER.augmented]) == 0 then return end
     local cands = {}
-    local cached = bits(K.t.a, hits)
+    local cached = bits(K.t[TIER.augmented], hits)
     for k, s in ipairs(hits) do if cached[k] == 1 then cands[#cands + 1] = s end end
     local spent = aug_spent(cands, #cands > 0 and live or {})
     local pins = pinned_many(spent)
     for k, s in ipairs(spent) do
-      if not pins[k] then drop(s, 'a') end
+      if not pins[k] then drop(s, TIER.augmented) end
     end
   end,
 }
