@@ -35,7 +35,7 @@ class _Sent:
         self._failed: BaseException | None = None
         try:  # a failure is raised where the replies are asked for
             self._sent = routing.send(client, commands)
-        except (redis.RedisError, OSError) as err:
+        except routing.CACHE_FAILURES as err:
             self._failed = err
 
     def replies(self) -> list[Any]:

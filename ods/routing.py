@@ -39,9 +39,12 @@ from redis.exceptions import ClusterDownError, ReadOnlyError, RedisClusterExcept
 
 from ods import deadlines
 from ods.redis_internals import connection_of, socket_of
+from seneca_base.errors import CacheError
 
 __all__ = [
+    "CACHE_FAILURES",
     "OUTAGES",
+    "UNREACHABLE",
     "Sent",
     "abandon",
     "client_of",
@@ -53,6 +56,20 @@ __all__ = [
     "send",
 ]
 
+#: What a call to the cache raises when the cache fails: the one definition of a cache failure
+#: (a loader reads around it, unless ``strict``). Any error of the connection or of a reply,
+#: Seneca's errors of the cache's replies (CacheError), and a Redis Cluster none of whose
+#: nodes answers (RedisClusterException, not a RedisError). :data:`OUTAGES` and
+#: :data:`UNREACHABLE` are parts of it.
+CACHE_FAILURES: tuple[type[BaseException], ...] = (
+    redis.RedisError,
+    OSError,
+    RedisClusterException,
+    CacheError,
+)
+#: What a call raises when its connection failed: the server could not be reached, or the
+#: connection broke or timed out.
+UNREACHABLE: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
 #: What a call to a cache that cannot serve now raises: the caller goes on from storage (never
 #: an error of the call itself). A Redis Cluster none of whose nodes answers raises
 #: RedisClusterException, not a ConnectionError; one that lost the primaries of some slots
@@ -60,9 +77,7 @@ __all__ = [
 #: (TRYAGAIN); a write that reaches a replica (after a failover, or a URL naming one) is refused
 #: (READONLY).
 OUTAGES: tuple[type[BaseException], ...] = (
-    redis.ConnectionError,
-    redis.TimeoutError,
-    OSError,
+    *UNREACHABLE,
     RedisClusterException,
     ClusterDownError,
     TryAgainError,
@@ -255,7 +270,7 @@ def _write(sent: Sent, targets: list[tuple[redis.Redis, list[int]]]) -> None:
             socket_of(conn).settimeout(sent.deadline)
             conn.send_packed_command(_packed(conn, [sent.commands[k] for k in where]))
             sent.groups.append((pool, conn, where))
-        except (redis.RedisError, OSError) as err:
+        except CACHE_FAILURES as err:
             _fail(sent, pool, conn, where, err)
 
 
@@ -293,7 +308,7 @@ def _read_group(sent: Sent, group: tuple[Any, Any, list[int]], read: Read, out: 
                 out[k] = err.with_traceback(None)
         deadlines.measured(sent.kind, time.monotonic() - start)
         socket_of(conn).settimeout(conn.socket_timeout)
-    except (redis.RedisError, OSError) as err:
+    except CACHE_FAILURES as err:
         conn.disconnect()
         pool.release(conn)
         _fail(sent, pool, None, [k for k in where if out[k] is _UNREAD], _as_redis_error(err))

@@ -39,8 +39,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import redis
-
 from ods import defaults, routing
 from ods.bitmaps import set_bit, test_bit
 from ods.decision import Decision, Pick, hits_by_bucket
@@ -297,7 +295,7 @@ class OdsBatchSampler:
         try:
             self.store.client.hset(key, str(self.rank), consumed)
             self.store.client.expire(key, defaults.PLACE_TTL)
-        except (*routing.OUTAGES, redis.RedisError) as err:
+        except routing.CACHE_FAILURES as err:
             _log.warning(
                 "rank %d's place in epoch %d not kept in the cache: %s", self.rank, epoch, err
             )
@@ -312,7 +310,7 @@ class OdsBatchSampler:
         key = self.store.keys.place(str(state.get("job")), epoch, int(state.get("batches", 0)))
         try:
             mine = self.store.client.hget(key, str(self.rank))
-        except (*routing.OUTAGES, redis.RedisError) as err:
+        except routing.CACHE_FAILURES as err:
             mine, why = None, f"the cache did not answer ({err})"
         else:
             why = "the cache no longer holds it"

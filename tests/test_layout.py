@@ -24,7 +24,7 @@ ALLOWED = {
     "seneca": {"seneca_base"},
     "seneca.pipeline": {"seneca", "seneca_base"},
     "seneca._cache": {"seneca", "seneca_base", "seneca.pipeline", "seneca._autoplan", "ods"},
-    "seneca._autoplan": {"seneca", "seneca_base", "mdp"},
+    "seneca._autoplan": {"seneca", "seneca_base", "mdp", "ods"},
     "seneca.loader": {
         *("seneca", "seneca_base", "seneca.pipeline", "seneca._cache", "seneca._autoplan"),
         *("ods", "mdp"),
@@ -357,3 +357,27 @@ def test_mdp_and_ods_import_only_the_libraries_the_map_names(package):
     claimed = line + text.split(line, 1)[1].splitlines()[1]  # the entry and its next line
     for library in LIBRARIES[package]:
         assert {"redis": "redis-py"}.get(library, library) in claimed, (package, library)
+
+
+def test_a_cache_failure_is_defined_once():
+    """Every handler of a failing cache names ``ods.routing``'s definition (CACHE_FAILURES,
+    or its parts OUTAGES and UNREACHABLE), never a tuple of its own: an ``except`` tuple that
+    names a failure of the cache's connection beside another failure is a second definition."""
+    from ods import routing
+
+    caught = re.compile(r"(?:except|suppress)\s*\(([^)]*)\)")
+    cache = {"redis.RedisError", "redis.ConnectionError", "redis.TimeoutError",
+             "RedisClusterException"}  # fmt: skip
+    other = cache | {"OSError", "CacheError", "SenecaError"}
+    found = []
+    for name, path in MODULES.items():
+        if name == "ods.routing":
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            for names in caught.findall(line):
+                named = {x.strip().lstrip("*") for x in names.split(",")}
+                if named & cache and len(named & other) > 1:
+                    found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert found == [], "\n".join(found)
+    for part in (*routing.OUTAGES, *routing.UNREACHABLE):
+        assert issubclass(part, routing.CACHE_FAILURES), part

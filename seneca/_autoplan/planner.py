@@ -42,23 +42,19 @@ import time
 from dataclasses import replace
 from typing import Any
 
-import redis
-
 from mdp import plan, predict
 from mdp.planner import Prediction
+from ods.routing import CACHE_FAILURES
 from seneca import defaults
 from seneca._autoplan.inputs import Setting, evidence, measured_inputs, source_of, spec_of
 from seneca._autoplan.record import PlanRecord
 from seneca_base.cadence import Cadence
-from seneca_base.errors import CacheError
 from seneca_base.split import Split
 from seneca_base.tiers import SPLIT_ORDER, TIERS
 
 __all__ = ["AutoPlanner", "plan_for"]
 
 log = logging.getLogger("seneca")
-
-_CACHE_ERRORS = (redis.RedisError, OSError, CacheError)
 
 
 def plan_for(spec: Any, tiers: tuple[str, ...] | None = None) -> Prediction:
@@ -186,7 +182,7 @@ class AutoPlanner:
                 record = self._replan(record, measured, jobs)
             self._adopt(record)
             self._shrink()
-        except _CACHE_ERRORS as err:
+        except CACHE_FAILURES as err:
             log.debug("plan not checked: %s", err)
 
     def _settled(self, jobs: int) -> bool:

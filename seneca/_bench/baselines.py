@@ -29,10 +29,10 @@ import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-import redis
 import torch
 from torchvision.datasets import ImageFolder
 
+from ods.routing import CACHE_FAILURES
 from seneca._bench.torch_loaders import Counted, CountedDataLoader, NoLoader, counted_folder
 from seneca.loader import SenecaLoader
 from seneca.pipeline.storage import throttled
@@ -85,7 +85,7 @@ class QuiverBatchSampler:
             return [False] * len(window)
         try:
             return self.store.cached("encoded", window)
-        except (redis.RedisError, OSError):
+        except CACHE_FAILURES:
             return [False] * len(window)
 
     def __iter__(self) -> Iterator[list[int]]:

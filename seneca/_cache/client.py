@@ -24,6 +24,7 @@ from redis.cluster import RedisCluster
 from redis.retry import Retry
 
 from ods.redis_internals import disown
+from ods.routing import UNREACHABLE
 from seneca import defaults
 from seneca_base.errors import CacheUnavailableError, ConfigError
 
@@ -101,7 +102,7 @@ def _cluster_enabled(client: redis.Redis) -> bool | None:
     """Whether the server runs in cluster mode (None: it did not answer; asked again later)."""
     try:
         return str(client.info("cluster").get("cluster_enabled", 0)) == "1"
-    except (redis.ConnectionError, redis.TimeoutError, OSError):
+    except UNREACHABLE:
         return None
     except redis.ResponseError:  # INFO refused (an ACL): not a cluster Seneca can route
         return False
@@ -217,7 +218,7 @@ class CacheClient:
             raise ConfigError(
                 f"cache: {self.redacted} refused the login: {self._hint(e)}"
             ) from None
-        except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
+        except UNREACHABLE as e:
             if isinstance(e.__context__, ssl.SSLCertVerificationError):
                 raise ConfigError(f"cache: {self.redacted} failed TLS verification: {e}") from None
             cause = e.__context__

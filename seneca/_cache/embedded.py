@@ -42,8 +42,7 @@ import sys
 import time
 from pathlib import Path
 
-import redis
-
+from ods.routing import CACHE_FAILURES
 from seneca import defaults
 from seneca._cache.client import one_server
 from seneca._cache.server import redis_config, redis_server_binary
@@ -146,7 +145,7 @@ def _ping(sock: Path) -> bool:
     try:
         r = one_server(unix_socket_path=str(sock), socket_connect_timeout=0.2, socket_timeout=1)
         return bool(r.ping())
-    except (redis.RedisError, OSError):
+    except CACHE_FAILURES:
         return False
 
 

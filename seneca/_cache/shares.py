@@ -35,7 +35,7 @@ import redis
 
 from ods import defaults as ods_defaults
 from ods.keys import Keys
-from ods.routing import client_of
+from ods.routing import CACHE_FAILURES, client_of
 from ods.shards import open_store, part_names, recorded_shard_size
 from seneca import defaults
 from seneca._cache.replies import server_ms, text_of
@@ -266,5 +266,5 @@ class NodeShares:
                 for _ in range(defaults.AUTO_SHRINK_CALLS):
                     if not any(store.shrink(_UPKEEP, caps).values()):
                         break
-        except (redis.RedisError, OSError, SenecaError) as err:
+        except (*CACHE_FAILURES, SenecaError) as err:
             log.debug("idle dataset %s not shrunk: %s", dataset, err)

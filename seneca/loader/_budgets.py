@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
+from ods.routing import CACHE_FAILURES
 from ods.store import OdsStore
 from seneca import defaults
 from seneca._cache.shares import NodeShares
-from seneca.loader._link import CACHE_FAILURES
 from seneca.loader._roles import TRAINING
 from seneca_base.cadence import Cadence
 from seneca_base.split import Split

@@ -28,10 +28,11 @@ import redis
 
 from ods.admission import REFUSED
 from ods.decision import Pick, hits_by_bucket
+from ods.routing import CACHE_FAILURES
 from ods.store import Glance
 from seneca import defaults
 from seneca._cache.resp import Pending, Place, Placed, post
-from seneca.loader._link import CACHE_FAILURES, CacheLink
+from seneca.loader._link import CacheLink
 from seneca.loader._roles import TRAINING, Role
 from seneca.loader._rows import BatchRows, RowBatch
 from seneca.loader._samples import Offers, SampleWork, count_lookup

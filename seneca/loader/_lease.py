@@ -40,7 +40,7 @@ from typing import Any
 import redis
 
 from ods import defaults as ods_defaults
-from seneca.loader._link import CACHE_FAILURES
+from ods.routing import CACHE_FAILURES
 from seneca_base.errors import SenecaError
 
 __all__ = ["JobLease", "LeaseKeeper", "keeper"]

@@ -14,10 +14,8 @@ import logging
 from collections import Counter
 from typing import Any
 
-import redis
-from redis.exceptions import RedisClusterException
-
 from ods.decision import Pick
+from ods.routing import CACHE_FAILURES
 from ods.store import OdsStore
 from seneca import defaults
 from seneca.loader._roles import TRAINING, Role
@@ -25,13 +23,9 @@ from seneca.loader._stats import Counters
 from seneca_base.backoff import Backoff
 from seneca_base.errors import CacheError
 
-__all__ = ["CACHE_FAILURES", "CacheLink", "job_backoff"]
+__all__ = ["CacheLink", "job_backoff"]
 
 log = logging.getLogger("seneca")
-
-#: what a call to the cache raises when the cache fails (read around unless ``strict``); a
-#: Redis Cluster none of whose nodes answers raises RedisClusterException, not a RedisError
-CACHE_FAILURES = (redis.RedisError, OSError, CacheError, RedisClusterException)
 
 
 def job_backoff(name: str, unreachable: bool = False) -> Backoff:

@@ -17,6 +17,7 @@ import torch
 
 from ods import defaults as ods_defaults
 from ods import routing
+from ods.routing import CACHE_FAILURES
 from ods.sampler import OdsBatchSampler
 from ods.shards import open_store, recorded_shard_size
 from ods.store import OdsStore
@@ -25,7 +26,6 @@ from seneca._cache.client import CacheClient
 from seneca._cache.embedded import acquire_embedded
 from seneca._cache.shares import NodeShares, server_room
 from seneca.loader._budgets import Budgets
-from seneca.loader._link import CACHE_FAILURES
 from seneca.loader._options import group_device, parse_split
 from seneca.loader.source import NotCacheable, Resolved, members
 from seneca_base.backoff import Backoff
@@ -282,7 +282,7 @@ def cache_store(
     described in the cache for operators."""
     shard_size = None  # unknown: the default's (the cache fails: the loader reads around it)
     if setup.reachable:  # a dataset kept in shards stays in the shards its first loader made
-        with contextlib.suppress(redis.RedisError, OSError):
+        with contextlib.suppress(*CACHE_FAILURES):
             shard_size = recorded_shard_size(setup.client, dataset)
     store = open_store(
         setup.client,
