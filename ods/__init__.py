@@ -14,7 +14,7 @@ decision is one atomic Lua call (:class:`OdsStore`)::
     store.release("job-1", d)           # the fetch is done: its hits may be evicted
     store.admit("job-1", [(i, "encoded", size, value), ...])
 
-Command line: ``ods simulate`` (``seneca._cli.ods``): a run's timeline (``ods.timeline``), its
+Command line: ``ods simulate`` (``seneca._cli.ods``): a run's schedule (``ods.schedule``), its
 ceiling (``ods.ceiling``: the fewest storage loads any policy can make) and its loads by cause
 (``ods.losses``). Defaults: ``ods.defaults``.
 """
@@ -22,9 +22,9 @@ ceiling (``ods.ceiling``: the fewest storage loads any policy can make) and its 
 from ods.ceiling import Ceiling
 from ods.decision import Pick
 from ods.sampler import OdsBatchSampler
+from ods.schedule import Step
 from ods.simulate import BASELINES, SimConfig, simulate_baseline, simulate_ods
 from ods.store import POLICIES, Decision, OdsStore
-from ods.timeline import Step
 
 __all__ = [
     "BASELINES",

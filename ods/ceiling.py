@@ -1,7 +1,7 @@
 """The fewest storage loads any cache policy can make in an ``ods simulate`` run, and the hit
 rate they leave: the ceiling the policies are measured against.
 
-A run's timeline (``ods.timeline``) fixes when each job asks for each batch, whatever the cache
+A run's schedule (``ods.schedule``) fixes when each job asks for each batch, whatever the cache
 holds. A policy chooses only which samples a batch holds, what the cache keeps and what it
 loads from storage (misses, or samples nobody asked for yet: prefetch). The bound:
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from ods.timeline import Step
+from ods.schedule import Step
 
 __all__ = ["Ceiling", "ceiling", "crop_ceiling"]
 

@@ -2,7 +2,7 @@
 
 Setup: N samples, K jobs reading batches of B for E epochs, a cache holding F x N samples (one
 tier, capacity in samples). A miss loads instantly and is admitted if the policy finds room.
-Jobs call in the order of their virtual clocks (``ods.timeline``): each call advances a job's
+Jobs call in the order of their virtual clocks (``ods.schedule``): each call advances a job's
 clock by 1 / speed, and a job may start late. Every result carries the ceiling of the run
 (``ods.ceiling``): the hit rate left by the fewest storage loads any policy can make.
 
@@ -28,10 +28,10 @@ import redis
 from ods import defaults
 from ods.ceiling import ceiling, crop_ceiling
 from ods.losses import LossTrace, ShardedTrace
+from ods.schedule import Step, schedule
 from ods.servertime import NOISE_NAME, ServerTimes, summarize
 from ods.shards import ShardedStore, open_store
 from ods.store import OdsStore
-from ods.timeline import Step, timeline
 from seneca_base.errors import ConfigError
 
 __all__ = ["BASELINES", "SIM_TIERS", "SimConfig", "simulate_baseline", "simulate_ods"]
@@ -60,7 +60,7 @@ class SimConfig:
     #: batches a job has in the making: a batch's misses are admitted only after the job's
     #: next ``in_making`` calls (a loader's workers each make one; 0: at once)
     in_making: int = 0
-    #: calls a job makes at a time (``ods.timeline``: workers that decide together)
+    #: calls a job makes at a time (``ods.schedule``: workers that decide together)
     together: int = 1
     #: the cache's tier (see SIM_TIERS)
     tier: str = "encoded"
@@ -114,9 +114,9 @@ class SimConfig:
         return list(self.speeds) or [1.0] * self.jobs
 
     def steps(self) -> list[Step]:
-        """The run's calls, in order (``ods.timeline``)."""
+        """The run's calls, in order (``ods.schedule``)."""
         starts = list(self.starts) or None
-        return timeline(
+        return schedule(
             self.samples,
             self.batch,
             self.epochs,

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ods.ceiling import ceiling, crop_ceiling
-from ods.timeline import Step
+from ods.schedule import Step
 
 __all__ = ["capacity", "decode_ceiling", "run_steps", "value_bytes"]
 

@@ -258,7 +258,7 @@ def _run(args: argparse.Namespace) -> None:
     elif args.command == "bench":
         _bench(args)
     elif args.command == "bench-timeline":
-        from seneca._bench.timeline import TimelineConfig, run_timeline
+        from seneca._bench.join_leave import TimelineConfig, run_timeline
 
         opts = ("data", "out", "epochs", "join_at", "cache_frac", "batch_size", "workers", "cache")
         r = run_timeline(TimelineConfig(**{k: getattr(args, k) for k in opts}))

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from ods.ceiling import ceiling
-from ods.timeline import Step
+from ods.schedule import Step
 from seneca._bench.ceiling import capacity, decode_ceiling, run_steps, value_bytes
 
 

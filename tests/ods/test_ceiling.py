@@ -7,13 +7,13 @@ import random
 import pytest
 
 from ods.ceiling import ceiling
+from ods.schedule import calls_per_epoch, schedule
 from ods.simulate import SimConfig, simulate_baseline, simulate_ods
-from ods.timeline import calls_per_epoch, timeline
 from seneca_base.errors import ConfigError
 
 
 def test_timeline_calls_and_starts():
-    steps = timeline(100, 32, 2, [1.0, 2.0], starts=[0.0, 0.5])
+    steps = schedule(100, 32, 2, [1.0, 2.0], starts=[0.0, 0.5])
     per_epoch = calls_per_epoch(100, 32)
     assert per_epoch == 5  # 4 batches (32, 32, 32, 4) and the call that finds the epoch over
     for job in (0, 1):
@@ -23,15 +23,15 @@ def test_timeline_calls_and_starts():
         assert [s.epoch for s in mine] == [0] * per_epoch + [1] * per_epoch
     # job 1 starts half an epoch of a speed-1 job late (clock 2.5): job 0 calls at 0, 1 and 2
     assert [s.job for s in steps[:4]] == [0, 0, 0, 1]
-    assert len(timeline(100, 32, 2, [1.0, 2.0], max_calls=7)) == 7
+    assert len(schedule(100, 32, 2, [1.0, 2.0], max_calls=7)) == 7
 
 
 def test_timeline_calls_together():
     """Workers that started together decide together: each job's calls come W at a time, at
     the same pace (W calls per W / speed)."""
-    steps = timeline(1000, 32, 1, [1.0, 1.0, 1.0], together=2)
+    steps = schedule(1000, 32, 1, [1.0, 1.0, 1.0], together=2)
     assert [s.job for s in steps[:12]] == [0, 0, 1, 1, 2, 2] * 2
-    alone = timeline(1000, 32, 1, [1.0, 1.0, 1.0])
+    alone = schedule(1000, 32, 1, [1.0, 1.0, 1.0])
     assert [s.job for s in alone[:6]] == [0, 1, 2] * 2
     assert sorted(steps, key=lambda s: s.job) == sorted(alone, key=lambda s: s.job)
     with pytest.raises(ConfigError, match="--together"):
@@ -41,7 +41,7 @@ def test_timeline_calls_together():
 @pytest.mark.parametrize(("jobs", "epochs", "cache"), [(1, 1, 0), (3, 3, 200), (4, 2, 999)])
 def test_ceiling_equal_speeds_closed_form(jobs, epochs, cache):
     # every sample loaded in the first epoch, then what the cache could not carry over
-    steps = timeline(1000, 64, epochs, [1.0] * jobs)
+    steps = schedule(1000, 64, epochs, [1.0] * jobs)
     best = ceiling(steps, cache)
     assert best.loads == 1000 + (epochs - 1) * (1000 - cache)
     assert best.served == jobs * epochs * 1000

@@ -1,4 +1,4 @@
-"""The timeline of an ``ods simulate`` run: which job asks for a batch when, whatever the cache
+"""The schedule of an ``ods simulate`` run: which job asks for a batch when, whatever the cache
 holds, so that every policy and baseline (and the ceiling, ``ods.ceiling``) sees the same run.
 
 Each job has a virtual clock that starts at its start time and advances 1 / speed per call; the
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Step", "calls_per_epoch", "timeline"]
+__all__ = ["Step", "calls_per_epoch", "schedule"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ def calls_per_epoch(samples: int, batch: int) -> int:
     return -(-samples // batch) + 1
 
 
-def timeline(
+def schedule(
     samples: int,
     batch: int,
     epochs: int,

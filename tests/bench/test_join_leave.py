@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from seneca._bench.timeline import throughput_bins
+from seneca._bench.join_leave import throughput_bins
 from seneca._cli.main import main
 
 
