@@ -45,7 +45,7 @@ from ods.decision import Decision, Pick, hits_by_bucket
 from ods.names import check_name_free
 from ods.outbox import Call
 from ods.progress import EpochProgress
-from ods.store import OdsStore
+from ods.store_api import Store
 from seneca_base.backoff import Backoff
 from seneca_base.errors import CacheUnavailableError, ConfigError, UnknownJobError
 
@@ -94,7 +94,7 @@ class OdsBatchSampler:
     """Batches of :class:`Pick` for ``job`` from ``store``; see the module docstring.
 
     Args:
-        store: the dataset's :class:`OdsStore`.
+        store: the dataset's store (:class:`ods.store_api.Store`: one store or shards).
         job: job name; ranks of one data-parallel job use the same name.
         batch_size: samples per batch (the last batch of an epoch may be smaller).
         drop_last: skip a last batch smaller than ``batch_size`` (its samples count as served).
@@ -126,7 +126,7 @@ class OdsBatchSampler:
 
     def __init__(
         self,
-        store: OdsStore,
+        store: Store,
         job: str,
         batch_size: int,
         drop_last: bool = False,

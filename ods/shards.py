@@ -43,6 +43,7 @@ from ods.keys import SHARD_SIZE_FIELD, Keys
 from ods.outbox import Call
 from ods.shardmap import ShardMap, shard_names, split_units
 from ods.store import Glance, OdsStore, checked_tail, members_of
+from ods.store_api import Store
 from seneca_base.errors import ConfigError
 from seneca_base.split import Split
 from seneca_base.tiers import TIERS
@@ -702,7 +703,7 @@ def open_store(
     shard_size: int | None = None,
     lazy: bool = False,
     **kwargs: Any,
-) -> OdsStore | ShardedStore:
+) -> Store:
     """The store of a dataset: one :class:`OdsStore` when it fits one shard of
     ``shard_size`` samples (None: ``ods.defaults.SHARD_SIZE``), else a :class:`ShardedStore`
     (``lazy``: see there)."""

@@ -32,6 +32,7 @@ from ods.schedule import Step, schedule
 from ods.servertime import NOISE_NAME, ServerTimes, summarize
 from ods.shards import ShardedStore, open_store
 from ods.store import OdsStore
+from ods.store_api import Store
 from seneca_base.errors import ConfigError
 
 __all__ = ["BASELINES", "SIM_TIERS", "SimConfig", "simulate_baseline", "simulate_ods"]
@@ -212,7 +213,7 @@ def simulate_ods(client: redis.Redis, cfg: SimConfig) -> dict:
 
 def _run(
     client: redis.Redis,
-    store: OdsStore | ShardedStore,
+    store: Store,
     cfg: SimConfig,
     jobs: list[_Job],
     latencies: list[float],

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from ods.routing import CACHE_FAILURES
-from ods.store import OdsStore
+from ods.store_api import Store
 from seneca import defaults
 from seneca._cache.shares import NodeShares
 from seneca.loader._roles import TRAINING
@@ -98,7 +98,7 @@ class Budgets:
 
     def __init__(
         self,
-        store: OdsStore,
+        store: Store,
         shares: NodeShares | None,
         want: int,
         split: Split,

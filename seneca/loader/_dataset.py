@@ -16,7 +16,7 @@ from typing import Any
 import torch.utils.data
 
 from ods.decision import Pick
-from ods.store import OdsStore
+from ods.store_api import Store
 from seneca.loader._desk import DeskClient
 from seneca.loader._fetch import Fetcher, Swaps
 from seneca.loader._link import CacheLink
@@ -88,7 +88,7 @@ class CachedDataset(torch.utils.data.Dataset):
         return self.work.target_transform
 
     @property
-    def store(self) -> OdsStore | None:
+    def store(self) -> Store | None:
         """The dataset's cache (None: none)."""
         return self.link.store
 

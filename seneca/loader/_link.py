@@ -16,7 +16,7 @@ from typing import Any
 
 from ods.decision import Pick
 from ods.routing import CACHE_FAILURES
-from ods.store import OdsStore
+from ods.store_api import Store
 from seneca import defaults
 from seneca.loader._roles import TRAINING, Role
 from seneca.loader._stats import Counters
@@ -44,7 +44,7 @@ class CacheLink:
     def __init__(self, counters: Counters) -> None:
         self.counters = counters
         #: the dataset's cache (None: no cache) and the job this loader reads it as
-        self.store: OdsStore | None = None
+        self.store: Store | None = None
         self.job: str | None = None
         #: the cache's URL as logs show it
         self.name = ""
@@ -57,7 +57,7 @@ class CacheLink:
 
     def attach(
         self,
-        store: OdsStore,
+        store: Store,
         job: str,
         backoff: Backoff,
         *,

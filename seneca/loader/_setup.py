@@ -20,7 +20,7 @@ from ods import routing
 from ods.routing import CACHE_FAILURES
 from ods.sampler import OdsBatchSampler
 from ods.shards import open_store, recorded_shard_size
-from ods.store import OdsStore
+from ods.store_api import Store
 from seneca import defaults
 from seneca._cache.client import CacheClient
 from seneca._cache.embedded import acquire_embedded
@@ -136,7 +136,7 @@ def spec_values(spec: str | os.PathLike) -> dict[str, Any]:
 
 def auto_planner(
     setup: CacheSetup,
-    store: OdsStore,
+    store: Store,
     job: str,
     counters: Any,
     workers: int,
@@ -189,7 +189,7 @@ def connect(
 
 def budgets_for(
     setup: CacheSetup,
-    store: OdsStore,
+    store: Store,
     job: str,
     planner: AutoPlanner | None,
     tiers: tuple[str, ...],
@@ -275,7 +275,7 @@ def describe(dataset: Any) -> str:
 
 def cache_store(
     setup: CacheSetup, dataset: str, view: str, samples: int, about: Any = None
-) -> OdsStore:
+) -> Store:
     """The cache engine of ``dataset`` (an id of its files and decoder) seen through ``view``
     (its transform's) on ``setup``'s cache, its functions loaded when the cache answers: an
     ACL user that may not load or call them is a ConfigError. ``about``: the user's dataset,
@@ -322,7 +322,7 @@ FOREIGN_ITERATION = (
 
 
 def ods_sampler(
-    store: OdsStore,
+    store: Store,
     job: str,
     batch_size: int,
     drop_last: bool,

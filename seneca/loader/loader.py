@@ -15,7 +15,7 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
 from ods.sampler import OdsBatchSampler
-from ods.store import OdsStore
+from ods.store_api import Store
 from seneca._torch_internals import ReadThroughLoader
 from seneca.loader._batch_path import BatchPath
 from seneca.loader._dataset import CachedDataset
@@ -472,7 +472,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             self._ods_sampler.set_epoch(epoch)
 
     @property
-    def store(self) -> OdsStore | None:
+    def store(self) -> Store | None:
         """The cache this loader reads and fills (its tiers, budgets and jobs; shared with
         every loader over the same files): ``usage()``, ``state()``, ``clear()``. None when
         it reads its dataset uncached (:attr:`not_cached`)."""
