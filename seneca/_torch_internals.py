@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader
 __all__ = [
     "CHECKED",
     "ReadThroughLoader",
+    "drop_iterator",
     "reference_counts",
     "shared_empty",
     "view_base",
@@ -60,6 +61,12 @@ class ReadThroughLoader(DataLoader[_T_co]):
             return super()._get_iterator()
         finally:
             object.__setattr__(self, "dataset", shown)
+
+
+def drop_iterator(loader: DataLoader) -> None:
+    """Drop the iterator ``loader`` keeps for its persistent workers: they stop with it.
+    torch: ``DataLoader._iterator`` (2.6-2.14)."""
+    loader._iterator = None
 
 
 def view_base(t: torch.Tensor) -> torch.Tensor | None:

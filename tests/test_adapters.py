@@ -9,12 +9,11 @@ import ast
 import importlib
 import importlib.util
 import inspect
+import re
 
 import pytest
-from test_layout import MODULES, ROOT, findings
+from test_layout import ADAPTERS, MODULES, ROOT, findings
 
-#: module -> the library whose internals it adapts
-ADAPTERS = {"seneca._torch_internals": "torch", "ods.redis_internals": "redis"}
 #: underscored names that are public API (documented by Python)
 PUBLIC = {"_exit", "_getframe", "_replace", "_asdict", "_fields", "_make"}
 PACKAGES = ("seneca", "ods", "mdp", "seneca_base")
@@ -96,6 +95,54 @@ def test_only_the_adapters_override_library_internals():
     assert _overridden_internals("seneca._torch_internals") == [
         "ReadThroughLoader._get_iterator overrides torch.utils.data.dataloader"
     ]
+
+
+def _library_private_writes(module_name: str) -> list[str]:
+    """``self._name = ...`` in a class of the module whose library base (in its MRO, not ours)
+    uses ``self._name`` too: a write into the library's internals."""
+    module = importlib.import_module(module_name)
+    found = []
+    for node in ast.walk(ast.parse(MODULES[module_name].read_text())):
+        cls = getattr(module, node.name, None) if isinstance(node, ast.ClassDef) else None
+        if not inspect.isclass(cls):
+            continue
+        bases = [b for b in cls.__mro__[1:] if b.__module__.split(".")[0] not in PACKAGES]
+        sources = "".join(inspect.getsource(b) for b in bases if b.__module__ != "builtins")
+        for sub in ast.walk(node):
+            if (
+                isinstance(sub, ast.Attribute)
+                and isinstance(sub.ctx, ast.Store)
+                and isinstance(sub.value, ast.Name)
+                and sub.value.id == "self"
+                and _private(sub.attr)
+                and re.search(rf"self\.{sub.attr}\b", sources)
+            ):
+                found.append(f"{sub.lineno}: {node.name} writes self.{sub.attr}")
+    return found
+
+
+def test_only_the_adapters_write_library_internals_on_self():
+    """A subclass of a library class (SenecaLoader of DataLoader) sets none of the library's
+    private attributes outside the adapter (here DataLoader's ``_iterator``)."""
+    found = {
+        name: hits
+        for name in MODULES
+        if name not in ADAPTERS and name != "seneca.__main__"
+        if (hits := _library_private_writes(name))
+    }
+    assert found == {}
+
+
+def test_the_library_write_check_finds_a_write(tmp_path, monkeypatch):
+    code = (
+        "from torch.utils.data import DataLoader\n"
+        "class L(DataLoader):\n    def close(self):\n        self._iterator = None\n"
+        "        self._mine = 1\n"
+    )
+    (tmp_path / "writes_internals.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(MODULES, "writes_internals", tmp_path / "writes_internals.py")
+    assert _library_private_writes("writes_internals") == ["4: L writes self._iterator"]
 
 
 def _oldest():

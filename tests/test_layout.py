@@ -40,6 +40,11 @@ ALLOWED = {
 }
 
 
+#: module -> the library whose internals it adapts: the one place each library's private
+#: attributes are read or written (tests/test_adapters.py)
+ADAPTERS = {"seneca._torch_internals": "torch", "ods.redis_internals": "redis"}
+
+
 def _modules() -> dict[str, Path]:
     out = {}
     for pkg in PACKAGES:
@@ -297,7 +302,7 @@ def findings(check, skip=()) -> dict[str, list[str]]:
 
 
 def test_no_module_writes_another_objects_private_attributes():
-    assert findings(_foreign_private_writes) == {}
+    assert findings(_foreign_private_writes, skip=ADAPTERS) == {}
 
 
 def test_the_private_write_check_finds_each_form():
