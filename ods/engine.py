@@ -11,7 +11,6 @@ deleted by the caller (:meth:`Engine.unlink_values`).
 from __future__ import annotations
 
 import logging
-import os
 import random
 import time
 from collections import Counter
@@ -25,6 +24,7 @@ from ods.functions import SOURCE, error_of, function_name
 from ods.keys import Keys
 from ods.outbox import Outbox
 from seneca_base.errors import ForeignDataError, FunctionsMissingError, StaleJobsError
+from seneca_base.process import Made, current
 from seneca_base.tiers import tier_of_letter
 
 __all__ = ["Engine"]
@@ -106,12 +106,12 @@ class Engine:
     def _streams(self, seed: int | None) -> None:
         self._rng = random.Random(seed)
         self._admissions = random.Random(None if seed is None else ~seed)
-        self._pid = os.getpid()
+        self._made = Made()
 
     def _forked(self) -> None:
-        if os.getpid() != self._pid:  # a forked worker: random streams of its own
+        if self._made.inherited:  # a forked worker: random streams of its own
             base = self._seed_value
-            self._streams(None if base is None else base + os.getpid())
+            self._streams(None if base is None else base + current())
 
     def _seed(self) -> int:
         """The seed of a decision's random choices."""

@@ -14,13 +14,13 @@ it was sent never reaches the server.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
 
 from ods import routing
+from seneca_base.process import Made
 
 __all__ = ["Call", "Outbox"]
 
@@ -109,14 +109,14 @@ class Outbox:
         return routing.client_of(self._source)
 
     def _reset(self) -> None:
-        self._pid = os.getpid()
+        self._made = Made()
         self._queued: list[Call] = []
         self._unsettled: list[tuple[_Sent, list[Call]]] = []  # sent, replies not yet read
         #: a fetch in this process flushes this outbox (so held calls wait for it)
         self.flushing = False
 
     def _mine(self) -> None:
-        if self._pid != os.getpid():  # a forked child: the parent's calls are not its own
+        if self._made.inherited:  # a forked child: the parent's calls are not its own
             self._reset()
 
     def post(

@@ -25,7 +25,6 @@ so the other nodes' replies are still used (its values become misses).
 
 from __future__ import annotations
 
-import os
 import select
 import time
 import weakref
@@ -40,6 +39,7 @@ from redis.exceptions import ClusterDownError, ReadOnlyError, RedisClusterExcept
 from ods import deadlines
 from ods.redis_internals import connection_of, socket_of
 from seneca_base.errors import CacheError
+from seneca_base.process import current
 
 __all__ = [
     "CACHE_FAILURES",
@@ -234,7 +234,7 @@ def _take(pool: Any) -> Any:
 
 def _kept(pool: Any) -> list[Any]:
     """This process's list of ``pool``'s kept connections (a forked child has its own)."""
-    return _KEPT.setdefault(pool, {}).setdefault(os.getpid(), [])
+    return _KEPT.setdefault(pool, {}).setdefault(current(), [])
 
 
 def kept(pool: Any) -> list[Any]:

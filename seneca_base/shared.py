@@ -35,8 +35,10 @@ import tempfile
 import threading
 import weakref
 from collections.abc import Iterator
-from multiprocessing import context, reduction
+from multiprocessing import reduction
 from typing import Any
+
+from seneca_base.process import Made, spawning
 
 __all__ = ["HandedMemory", "SharedFile"]
 
@@ -105,7 +107,7 @@ class SharedFile:
         self._held, self._fd, self._map, self.size = held, held.fd, held.memory, size
         #: the bytes every process that holds the memory sees
         self.memory = memoryview(self._map)[_KEYS_BYTES:]
-        self._threads, self._pid = threading.Lock(), os.getpid()
+        self._threads, self._made = threading.Lock(), Made()
 
     @classmethod
     def _handed(cls, fd: Any, size: int) -> SharedFile:
@@ -114,15 +116,15 @@ class SharedFile:
         return shared
 
     def __reduce__(self) -> tuple[Any, ...]:
-        if context.get_spawning_popen() is not None:  # a process being started: the same memory
+        if spawning():  # a process being started: the same memory
             return SharedFile._handed, (reduction.DupFd(self._fd), self.size)
         return SharedFile, ("copy", self.size, False, bytes(self._map))
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[memoryview]:
         """The bytes, held exclusively for a change that reads and writes."""
-        if self._pid != os.getpid():  # forked: the thread lock may have been held at the fork
-            self._threads, self._pid = threading.Lock(), os.getpid()
+        if self._made.take():  # forked: the thread lock may have been held at the fork
+            self._threads = threading.Lock()
         with self._threads:
             fcntl.lockf(self._fd, fcntl.LOCK_EX)
             try:

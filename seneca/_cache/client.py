@@ -12,7 +12,6 @@ connection's handshake) ``ods.defaults.DEADLINE_FLOOR``; operators' commands wai
 
 from __future__ import annotations
 
-import os
 import socket
 import ssl
 from typing import Any
@@ -27,6 +26,7 @@ from ods.redis_internals import disown
 from ods.routing import UNREACHABLE
 from seneca import defaults
 from seneca_base.errors import CacheUnavailableError, ConfigError
+from seneca_base.process import Made
 
 __all__ = ["CacheClient", "one_server", "redact_url", "validate_url"]
 
@@ -122,7 +122,7 @@ class CacheClient:
         self.timeout = defaults.SOCKET_TIMEOUT if timeout is None else float(timeout)
         self._redis: redis.Redis | None = None
         self._cluster: bool | None = None
-        self._pid = -1
+        self._made = Made()  # the process whose client _redis is
 
     def __getstate__(self) -> dict:
         return {"url": self.url, "timeout": self.timeout, "cluster": self._cluster}
@@ -146,11 +146,11 @@ class CacheClient:
     def redis(self) -> redis.Redis:
         """The redis-py client of this process (re-created after a fork): a ``RedisCluster``
         when the server is a node of a Redis Cluster (asked once, with ``INFO cluster``)."""
-        if self._redis is None or self._pid != os.getpid():
+        if self._redis is None or self._made.inherited:
             if self._redis is not None:  # the parent's, inherited over a fork
                 disown(self._redis)
             self._redis = redis.Redis.from_url(self.url, **_options(self.timeout))
-            self._pid = os.getpid()
+            self._made.take()
             if self._cluster is None:
                 self._cluster = _cluster_enabled(self._redis)
             if self._cluster:
@@ -247,7 +247,7 @@ class CacheClient:
         return str(err)
 
     def close(self) -> None:
-        if self._redis is not None and self._pid == os.getpid():
+        if self._redis is not None and not self._made.inherited:
             self._redis.close()
         elif self._redis is not None:  # the parent's, inherited over a fork
             disown(self._redis)

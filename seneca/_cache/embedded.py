@@ -47,6 +47,7 @@ from seneca import defaults
 from seneca._cache.client import one_server
 from seneca._cache.server import redis_config, redis_server_binary
 from seneca_base.errors import CacheError, ConfigError
+from seneca_base.process import current
 from seneca_base.units import format_seconds, format_size
 
 __all__ = [
@@ -150,7 +151,7 @@ def _ping(sock: Path) -> bool:
 
 
 def _release(state: Path, pid: int) -> None:
-    if os.getpid() != pid:  # a forked child running atexit handlers
+    if current() != pid:  # a forked child running atexit handlers
         return
     with contextlib.suppress(OSError), _locked(state):
         (state / "users" / str(pid)).unlink(missing_ok=True)

@@ -41,6 +41,7 @@ from typing import Any
 from ods.decision import Pick
 from seneca.loader._slots import Lent, SlotLayout, SlotMaps
 from seneca_base.errors import SenecaError
+from seneca_base.process import Made, after_fork
 from seneca_base.tiers import TIERS
 
 __all__ = ["NO_BATCH", "Desk", "DeskClient", "Share"]
@@ -188,7 +189,7 @@ class DeskClient:
     def __init__(self, address: str) -> None:
         self.address = address
         self._sock: socket.socket | None = None
-        self._pid = 0
+        self._made = Made()  # the process whose connection _sock is
         self._maps = SlotMaps()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -233,10 +234,11 @@ class DeskClient:
         return Share(picks, lent, None if epoch < 0 else epoch)
 
     def _connected(self) -> socket.socket:
-        if self._sock is None or self._pid != os.getpid():
+        if self._sock is None or self._made.inherited:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.connect(self.address)
-            self._sock, self._pid = sock, os.getpid()
+            self._sock = sock
+            self._made.take()
             self._maps = SlotMaps()  # a new connection is handed its slots again
         return self._sock
 
@@ -289,4 +291,4 @@ def _forked() -> None:
         desk.forked()
 
 
-os.register_at_fork(after_in_child=_forked)
+after_fork(_forked)

@@ -17,7 +17,6 @@ them: values are offered to a full encoded or augmented tier too).
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
@@ -38,6 +37,7 @@ from seneca.loader._rows import BatchRows, RowBatch
 from seneca.loader._samples import Offers, SampleWork, count_lookup
 from seneca.loader._stats import Counters
 from seneca.pipeline import codec
+from seneca_base.process import current
 
 __all__ = ["Fetcher", "ReadsAhead", "Swaps"]
 
@@ -287,7 +287,7 @@ class Fetcher:
 
     def _ahead_of(self, picks: Sequence[Pick]) -> tuple:
         """What reads sent ahead must have been sent for to serve a fetch of ``picks`` here."""
-        return tuple(picks), os.getpid()
+        return tuple(picks), current()
 
     def _read_next(self) -> None:
         """Send the reads of the sampler's next batch when it is decided already (the loader

@@ -31,7 +31,6 @@ import atexit
 import contextlib
 import itertools
 import logging
-import os
 import queue
 import threading
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ import redis
 from ods import defaults as ods_defaults
 from ods.routing import CACHE_FAILURES
 from seneca_base.errors import SenecaError
+from seneca_base.process import after_fork
 
 __all__ = ["JobLease", "LeaseKeeper", "keeper"]
 
@@ -247,7 +247,7 @@ class JobLease:
 
 
 _KEEPER = LeaseKeeper()
-os.register_at_fork(after_in_child=_KEEPER.forked)
+after_fork(_KEEPER.forked)
 atexit.register(_KEEPER.exiting)
 
 

@@ -9,7 +9,9 @@ The code that behaves differently by role gets a :class:`Role` passed in: where 
 (shared memory in a worker, for the trip to the training process), when a batch's pins are
 released (in a worker, in the batch's own round trip, as the worker may exit after it), and
 which row of the shared counters a process writes. :func:`current` is the one place that asks
-torch which role this process has (``get_worker_info``), once per call of the dataset.
+torch which role this process has (``get_worker_info``), once per call of the dataset. Whether
+a process was forked from the one that made an object, or is starting a child, is
+``seneca_base.process``'s to say.
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ write to the same counters.
 from __future__ import annotations
 
 import logging
-import multiprocessing.context
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from seneca.loader._ahead import closing
+from seneca_base.process import spawning
 from seneca_base.shared import SharedFile
 from seneca_base.tiers import TIERS as TIER_NAMES
 
@@ -77,7 +77,7 @@ class Counters:
         self._arr = np.frombuffer(shared.memory, dtype=np.int64).reshape(self.rows, len(FIELDS))
 
     def __getstate__(self) -> dict:
-        if multiprocessing.context.get_spawning_popen() is not None:
+        if spawning():
             return {"rows": self.rows, "shared": self.shared}
         return {"rows": self.rows, "shared": None}  # a copy outside a worker counts on its own
 

@@ -18,17 +18,17 @@ reads) is in C code, which ends cleanly.
 from __future__ import annotations
 
 import atexit
-import os
 import threading
 import time
 
 from seneca import defaults
+from seneca_base.process import Made
 
 __all__ = ["guard_exit"]
 
 #: the name ``multiprocessing.Queue`` gives its feeder threads
 _FEEDER = "QueueFeederThread"
-_guarded_pid = -1
+_guarded: Made | None = None  # the process whose exit waits
 
 
 def _wait_for_feeders(timeout: float) -> None:
@@ -41,7 +41,7 @@ def _wait_for_feeders(timeout: float) -> None:
 def guard_exit() -> None:
     """Make this process's exit wait for its queue feeder threads (once per process; see the
     module docstring). Called in DataLoader workers."""
-    global _guarded_pid
-    if _guarded_pid != os.getpid():
-        _guarded_pid = os.getpid()
+    global _guarded
+    if _guarded is None or _guarded.inherited:
+        _guarded = Made()
         atexit.register(_wait_for_feeders, defaults.WORKER_EXIT_WAIT_S)

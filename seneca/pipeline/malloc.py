@@ -18,18 +18,19 @@ import ctypes
 import os
 
 from seneca import defaults
+from seneca_base.process import Made
 
 __all__ = ["tune_malloc"]
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
-_tuned_pid = -1
+_tuned: Made | None = None  # the process the tuning is in effect in
 
 
 def tune_malloc() -> bool:
     """Apply the tuning in this process (once); whether it is in effect."""
-    global _tuned_pid
-    if _tuned_pid == os.getpid():
+    global _tuned
+    if _tuned is not None and not _tuned.inherited:
         return True
     if os.environ.get("SENECA_MALLOC_TUNING", "1") == "0":
         return False
@@ -40,5 +41,5 @@ def tune_malloc() -> bool:
     ok = mallopt(_M_MMAP_THRESHOLD, defaults.MALLOC_MMAP_THRESHOLD) == 1
     ok = ok and mallopt(_M_TRIM_THRESHOLD, defaults.MALLOC_TRIM_THRESHOLD) == 1
     if ok:
-        _tuned_pid = os.getpid()
+        _tuned = Made()
     return ok
