@@ -386,3 +386,20 @@ def test_a_cache_failure_is_defined_once():
     assert found == [], "\n".join(found)
     for part in (*routing.OUTAGES, *routing.UNREACHABLE):
         assert issubclass(part, routing.CACHE_FAILURES), part
+
+
+def test_only_seneca_base_process_asks_which_process_runs():
+    """Whether the caller is a forked child of the process that made an object, or a process
+    starting a child, is asked of ``seneca_base.process`` alone: no other module compares
+    process ids or asks multiprocessing or ``os`` itself."""
+    asks = re.compile(
+        r"getpid\(\)\s*[!=]=|[!=]=\s*os\.getpid\(\)|get_spawning_popen|register_at_fork"
+    )
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for name, path in MODULES.items()
+        if name != "seneca_base.process"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if asks.search(line)
+    ]
+    assert found == [], "\n".join(found)

@@ -10,9 +10,10 @@ processes seed them from the OS too.
 
 from __future__ import annotations
 
-import os
 import random
 import sys
+
+from seneca_base.process import after_fork
 
 __all__: list[str] = []
 
@@ -27,4 +28,4 @@ def _reseed() -> None:
         numpy.random.seed()
 
 
-os.register_at_fork(after_in_child=_reseed)
+after_fork(_reseed)

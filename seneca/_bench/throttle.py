@@ -20,16 +20,17 @@ import weakref
 from typing import Any
 
 from seneca_base.errors import ConfigError
+from seneca_base.process import Made
 
 __all__ = ["Throttle"]
 
 _CLOCK = struct.Struct("d")
 
 
-def _remove(path: str, owner: int) -> None:
+def _remove(path: str, owner: Made) -> None:
     """Remove the clock's file, in the process that made it only (a forked process inherits
     the finalizer)."""
-    if os.getpid() == owner:
+    if not owner.inherited:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
 
@@ -48,17 +49,17 @@ class Throttle:
             fd, path = tempfile.mkstemp(prefix="seneca-throttle-", dir=where)
             os.write(fd, _CLOCK.pack(0.0))  # when the link is free again (monotonic seconds)
             os.close(fd)
-            weakref.finalize(self, _remove, path, os.getpid())
+            weakref.finalize(self, _remove, path, Made())
         self.path = path
         self._fd: int | None = None
-        self._pid = 0
+        self._made: Made | None = None  # the process whose descriptor _fd is
 
     def __getstate__(self) -> dict[str, Any]:  # the file, not this process's descriptor
-        return {"rate": self.rate, "path": self.path, "_fd": None, "_pid": 0}
+        return {"rate": self.rate, "path": self.path, "_fd": None, "_made": None}
 
     def _file(self) -> int:
-        if self._fd is None or self._pid != os.getpid():
-            self._fd, self._pid = os.open(self.path, os.O_RDWR), os.getpid()
+        if self._fd is None or self._made is None or self._made.inherited:
+            self._fd, self._made = os.open(self.path, os.O_RDWR), Made()
         return self._fd
 
     def reserve(self, nbytes: int, now: float | None = None) -> float:
