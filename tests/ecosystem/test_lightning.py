@@ -102,3 +102,96 @@ def test_fit_validate_test_and_predict_in_one_process(tiny_dataset, redis_url, t
         seen = model.seen[stage][epoch]
         assert len(seen) == 48 and set(seen) == samples, (stage, epoch)
     assert sum(len(p) for p in predictions) == 48
+
+
+@pytest.mark.parametrize("name", [None, "named"])
+def test_loaders_made_again_each_epoch_read_the_same_cache(tiny_dataset, redis_url, tmp_path, name):
+    """``reload_dataloaders_every_n_epochs=1``: Lightning asks ``train_dataloader()`` and
+    ``val_dataloader()`` again each epoch. Each new training loader reads every sample once,
+    from the second epoch on from the cache alone. Unnamed, each is a job of its own (a new
+    DataLoader starts its own epochs too), and one Lightning let go leaves the cache's live
+    jobs; named (``job=``), each joins that job, taking it over from the loader it replaces."""
+    import gc
+    import weakref
+
+    import redis
+
+    model = Classifier(str(tiny_dataset), redis_url)
+    made = []
+    make = model.loader
+
+    def loader(stage, **kwargs):
+        if stage == "train" and name is not None:
+            kwargs["job"] = name
+        made.append((stage, weakref.ref(made_now := make(stage, **kwargs)), made_now.job))
+        return made_now
+
+    model.loader = loader
+    trainer = lightning.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_epochs=3,
+        reload_dataloaders_every_n_epochs=1,
+        default_root_dir=str(tmp_path),
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(model)
+    trains = [(ref, job) for stage, ref, job in made if stage == "train"]
+    assert len(trains) == 3
+    assert len({job for _, job in trains}) == (3 if name is None else 1)
+    samples = everything(tiny_dataset)
+    for stage in ("train", "val"):
+        for epoch in ("0", "1", "2"):
+            seen = model.seen[stage][epoch]
+            assert len(seen) == 48 and set(seen) == samples, (stage, epoch)
+    assert [s["storage_reads"] for s in model.stats[1:]] == [0, 0], model.stats
+    if name is not None:
+        return
+    gc.collect()
+    gone = [job for ref, job in trains if ref() is None]
+    assert gone, "Lightning still holds every training loader it replaced"
+    client = redis.Redis.from_url(redis_url)
+    live = {
+        n.decode().partition("|")[0]
+        for key in client.scan_iter(match="seneca:{*}:jobs")
+        for n in client.zrange(key, 0, -1)
+    }
+    assert not live & set(gone), (live, gone)
+
+
+def test_a_training_loader_without_ods_checkpoints_and_resumes(tiny_dataset, redis_url, tmp_path):
+    """A training loader in the order it is given (``shuffle=False``: no ODS) saves with
+    Lightning's checkpoint (its state is empty, as DataLoader has none) and resumes from it:
+    the next epoch reads every sample once, from the cache."""
+    model = Classifier(str(tiny_dataset), redis_url)
+    make = model.loader
+
+    def in_order(stage, **kwargs):
+        return make(stage, **{**kwargs, "shuffle": False})
+
+    model.loader = in_order
+
+    def trainer(epochs):
+        return lightning.Trainer(
+            accelerator="cpu",
+            devices=1,
+            max_epochs=epochs,
+            default_root_dir=str(tmp_path),
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+        )
+
+    trainer(1).fit(model)
+    [ckpt] = (tmp_path / "checkpoints").glob("epoch=0-*.ckpt")
+    resumed = Classifier(str(tiny_dataset), redis_url)
+    resumed.loader = lambda stage, **kwargs: Classifier.loader(
+        resumed, stage, **{**kwargs, "shuffle": False}
+    )
+    trainer(2).fit(resumed, ckpt_path=str(ckpt))
+    seen = resumed.seen["train"]["1"]
+    assert list(resumed.seen["train"]) == ["1"]
+    assert len(seen) == 48 and set(seen) == everything(tiny_dataset)
+    assert resumed.stats[0]["storage_reads"] == 0, resumed.stats
