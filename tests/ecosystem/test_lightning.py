@@ -33,6 +33,14 @@ def everything(data):
     return {digest(x[0]) for x, _ in DataLoader(ImageFolder(str(data), transform=TRANSFORM))}
 
 
+def trainer(root, **options) -> lightning.Trainer:
+    """A quiet single-process CPU trainer writing under ``root``."""
+    quiet = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}
+    return lightning.Trainer(
+        accelerator="cpu", devices=1, default_root_dir=str(root), **quiet, **options
+    )
+
+
 @pytest.mark.slow
 def test_ddp_with_lightnings_distributed_sampler(tiny_dataset, redis_url, tmp_path):
     """``strategy="ddp"`` on two CPU processes with ``use_distributed_sampler=True`` (the
@@ -83,19 +91,11 @@ def test_ddp_with_lightnings_distributed_sampler(tiny_dataset, redis_url, tmp_pa
 def test_fit_validate_test_and_predict_in_one_process(tiny_dataset, redis_url, tmp_path):
     """The script's module, in this process: each stage reads every sample once."""
     model = Classifier(str(tiny_dataset), redis_url)
-    trainer = lightning.Trainer(
-        accelerator="cpu",
-        devices=1,
-        max_epochs=1,
-        default_root_dir=str(tmp_path),
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
-    trainer.fit(model)
-    trainer.validate(model)  # after fit: the module's epoch 1
-    trainer.test(model)
-    predictions = trainer.predict(model)
+    fitting = trainer(tmp_path, max_epochs=1)
+    fitting.fit(model)
+    fitting.validate(model)  # after fit: the module's epoch 1
+    fitting.test(model)
+    predictions = fitting.predict(model)
     samples = everything(tiny_dataset)
     runs = [("train", "0"), ("val", "0"), ("val", "1"), ("test", "1"), ("predict", "1")]
     for stage, epoch in runs:
@@ -127,17 +127,7 @@ def test_loaders_made_again_each_epoch_read_the_same_cache(tiny_dataset, redis_u
         return made_now
 
     model.loader = loader
-    trainer = lightning.Trainer(
-        accelerator="cpu",
-        devices=1,
-        max_epochs=3,
-        reload_dataloaders_every_n_epochs=1,
-        default_root_dir=str(tmp_path),
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
-    trainer.fit(model)
+    trainer(tmp_path, max_epochs=3, reload_dataloaders_every_n_epochs=1).fit(model)
     trains = [(ref, job) for stage, ref, job in made if stage == "train"]
     assert len(trains) == 3
     assert len({job for _, job in trains}) == (3 if name is None else 1)
@@ -172,25 +162,13 @@ def test_a_training_loader_without_ods_checkpoints_and_resumes(tiny_dataset, red
         return make(stage, **{**kwargs, "shuffle": False})
 
     model.loader = in_order
-
-    def trainer(epochs):
-        return lightning.Trainer(
-            accelerator="cpu",
-            devices=1,
-            max_epochs=epochs,
-            default_root_dir=str(tmp_path),
-            logger=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-        )
-
-    trainer(1).fit(model)
+    trainer(tmp_path, max_epochs=1).fit(model)
     [ckpt] = (tmp_path / "checkpoints").glob("epoch=0-*.ckpt")
     resumed = Classifier(str(tiny_dataset), redis_url)
     resumed.loader = lambda stage, **kwargs: Classifier.loader(
         resumed, stage, **{**kwargs, "shuffle": False}
     )
-    trainer(2).fit(resumed, ckpt_path=str(ckpt))
+    trainer(tmp_path, max_epochs=2).fit(resumed, ckpt_path=str(ckpt))
     seen = resumed.seen["train"]["1"]
     assert list(resumed.seen["train"]) == ["1"]
     assert len(seen) == 48 and set(seen) == everything(tiny_dataset)
