@@ -23,7 +23,7 @@ import torch
 from ods.decision import Pick
 from seneca._cache.embedded import acquire_embedded
 from seneca._cache.resp import execute
-from seneca.loader._fetch import _placer
+from seneca.loader._read import _placer
 from seneca.loader._rows import BatchRows
 from seneca.pipeline import codec
 from seneca.pipeline.malloc import tune_malloc

@@ -13,8 +13,9 @@ Internal (a leading underscore; their names may change between releases):
   process runs (start here to follow a batch);
 * ``_dataset``: CachedDataset, the user's dataset read through the cache tiers, made of
   ``_link`` (the cache as one job sees it: store, back-off, strict, the shared plan),
-  ``_fetch`` (a batch's round trip and admissions) and ``_samples`` (a sample's remaining work
-  per tier, and what it offers the cache);
+  ``_fetch`` (a batch's fetch, run in three parts: ``_read``, its values in one round trip;
+  ``_make``, its samples; ``_admit``, the new values offered to the cache) and ``_samples``
+  (a sample's remaining work per tier, and what it offers the cache);
 * ``_rows``: batch tensors filled where values are read, and their collate;
 * ``_tickets``, ``_desk``, ``_slots``: with workers, each batch decided when its worker starts
   it, and the shared slots the worker makes it in (its hits read straight into them);

@@ -10,10 +10,12 @@ A batch of a SenecaLoader that caches goes through these stages, in this order:
 2. **slot**: with workers, the batch is lent a slot when it is decided (``_slots``: memory
    the loader process and its workers share), and the worker makes the batch in it.
 3. **fetch**: a DataLoader worker (or the loader process, without workers) fetches the
-   batch's samples (``_fetch.Fetcher``: the values in one round trip, augmented hits read
-   straight into their rows, misses read from storage (with workers, a few at a time, and
-   while the cache is short of room swapped for copies cached since the decision), each
-   sample's remaining work by ``_samples.SampleWork``, the new values offered to the cache)
+   batch's samples (``_fetch.Fetcher``, in three parts: **read**, the values in one round
+   trip, augmented hits read straight into their rows (``_read.Reader``); **make**, misses
+   read from storage and each sample's remaining work by ``_samples.SampleWork``
+   (``_make.Maker``; with workers, a few misses at a time, and while the cache is short of
+   room swapped for copies cached since the decision); **admit**, the new values offered to
+   the cache (``_admit.Admitter``))
    and collates them
    (``_rows.collate_rows``, ``_tickets.collate_part``): with a slot, in its rows, so that only
    the slot's number and the targets cross to the loader process.

@@ -3,9 +3,9 @@
 Per batch (``__getitems__``, called in the loader process or a DataLoader worker): the tier to
 read each sample from comes with the batch when ODS decided it, else from one ``lookup`` call
 (the loader's own order, :meth:`CacheLink.lookup <seneca.loader._link.CacheLink.lookup>`);
-``seneca.loader._fetch`` then reads the values, has the rest of each sample made
-(``seneca.loader._samples``: storage reads, decodes, the transform), and offers new values to
-the cache. What a cache failure does is the link's (``seneca.loader._link``).
+``seneca.loader._fetch`` then reads the values (``_read``), has the rest of each sample made
+(``_make``, by ``seneca.loader._samples``: storage reads, decodes, the transform), and offers
+new values to the cache (``_admit``). What a cache failure does is the link's (``seneca.loader._link``).
 """
 
 from __future__ import annotations

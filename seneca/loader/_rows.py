@@ -1,6 +1,6 @@
 """Batches collated where they are read: cached tensors land in the rows of one batch tensor.
 
-A fetch that reads a batch's cached augmented tensors (``seneca.loader._fetch``) gives each value's
+A fetch that reads a batch's cached augmented tensors (``seneca.loader._read``) gives each value's
 payload a row of one ``(batch, *shape)`` tensor (:class:`BatchRows`, the placer of
 ``seneca._cache.resp.execute``), and copies the samples it made itself (misses, other forms) into
 their rows. :func:`collate_rows` then returns that tensor as the batch's images instead of

@@ -304,7 +304,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             args.update(batch_size=1, shuffle=None, sampler=None, drop_last=False)
             args["batch_sampler"] = self._ods_sampler
             if args["num_workers"] == 0:  # fetches read the next batch's values ahead
-                wrapped.fetcher.upcoming = self._ods_sampler.upcoming
+                wrapped.fetcher.read_ahead_from(self._ods_sampler.upcoming)
             if (
                 args["num_workers"] > 0
                 and args["collate_fn"] is collate_rows
@@ -445,7 +445,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         if self._tickets is not None:
             self._tickets.close()
         if self._cached is not None:
-            self._cached.fetcher.reads_ahead.drop()
+            self._cached.fetcher.drop_reads_ahead()
 
     @property
     def cache_size(self) -> int | None:

@@ -203,9 +203,9 @@ def test_reads_ahead_whose_batch_does_not_come_are_dropped(tiny_dataset, redis_p
     for k, _ in enumerate(c):  # a loop cut short with the next batch's values read ahead
         if k == 1:
             break
-    assert c._cached.fetcher.reads_ahead.held
+    assert c._cached.fetcher.reader.reads_ahead.held
     _check_epoch(ds, c)  # a new epoch: every sample once, each batch as read
-    assert not c._cached.fetcher.reads_ahead.held
+    assert not c._cached.fetcher.reader.reads_ahead.held
     pool = c.store.client.connection_pool
     # every connection went back to the pool or is kept for the next round trips, in step
     assert set(pool._in_use_connections) == set(routing.kept(pool))
