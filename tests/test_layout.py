@@ -403,3 +403,15 @@ def test_only_seneca_base_process_asks_which_process_runs():
         if asks.search(line)
     ]
     assert found == [], "\n".join(found)
+
+
+def test_a_fetch_runs_its_three_parts_and_only_it_knows_them():
+    """A fetch is read, make and admit (``seneca.loader._fetch``): the make part has no link to
+    the cache, the parts do not import one another, and only the fetch imports them."""
+    imports = graph()
+    parts = {f"seneca.loader._{p}" for p in ("read", "make", "admit")}
+    assert "seneca.loader._link" not in imports["seneca.loader._make"]
+    for part in parts:
+        assert not imports[part] & parts, part
+        users = {name for name, deps in imports.items() if part in deps}
+        assert users == {"seneca.loader._fetch"}, (part, users)
