@@ -27,16 +27,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING
 
 import redis
 
 from ods import defaults, routing
+from ods.engine import Engine
 from ods.functions import error_of
 from seneca_base.tiers import LETTER, TIERS, tier_of_letter
-
-if TYPE_CHECKING:
-    from ods.store import OdsStore
 
 __all__ = ["REFUSED", "admit", "admit_args"]
 
@@ -45,7 +42,7 @@ REFUSED = -1
 
 
 def _stage(
-    store: OdsStore,
+    store: Engine,
     items: Sequence[tuple[int, str, int, bytes]],
     token: str,
     later: Collection[int],
@@ -61,7 +58,7 @@ def _stage(
 
 
 def admit_args(
-    store: OdsStore, items: Sequence[tuple[int, str, int, bytes]], made: Sequence[int] = ()
+    store: Engine, items: Sequence[tuple[int, str, int, bytes]], made: Sequence[int] = ()
 ) -> list[object]:
     """The arguments of the ``admit`` function for ``items`` and the samples ``made`` from
     storage but not offered (see ``admit.lua``)."""
@@ -74,7 +71,7 @@ def admit_args(
 
 
 def _account(
-    store: OdsStore, job: str, items: Sequence, staging: list, made: Sequence[int]
+    store: Engine, job: str, items: Sequence, staging: list, made: Sequence[int]
 ) -> tuple[list, list]:
     """Round trip 1: the SETs and the ``admit`` call; returns each SET's reply and the call's."""
     args = admit_args(store, items, made)
@@ -89,7 +86,7 @@ def _account(
 
 
 def admit(
-    store: OdsStore,
+    store: Engine,
     job: str,
     items: Sequence[tuple[int, str, int, bytes]],
     wait: bool = True,
@@ -120,7 +117,7 @@ def _out_of_memory(err: BaseException) -> bool:
     return isinstance(err, redis.exceptions.OutOfMemoryError) or str(err).startswith("OOM ")
 
 
-def _made_later(store: OdsStore, job: str, made: Sequence[int]) -> None:
+def _made_later(store: Engine, job: str, made: Sequence[int]) -> None:
     """An ``admit`` call of no values that only ends ``made``'s pending, sent at once through
     the outbox; its reply is read later (the orphans it collects are deleted then)."""
 
@@ -136,7 +133,7 @@ def _made_later(store: OdsStore, job: str, made: Sequence[int]) -> None:
 
 
 def _admit(
-    store: OdsStore,
+    store: Engine,
     job: str,
     items: Sequence[tuple[int, str, int, bytes]],
     wait: bool,

@@ -41,6 +41,9 @@ class Engine:
             ``redis`` attribute gives one per process (the engine then pickles into
             DataLoader workers).
         keys: the dataset's key schema (and the caller's view).
+        policy: the cache policy the calls that serve, release and admit name.
+        capacity: per tier, the units it may hold (the budgets an admission is decided by;
+            the store changes them as budgets change).
         values: sample values are stored (payload-free otherwise).
         pin_lease, orphan_grace, job_forget: seconds (see ``ods.defaults``).
         seed: seed of the random numbers the functions get (None: from the OS).
@@ -52,6 +55,8 @@ class Engine:
         client: Any,
         keys: Keys,
         *,
+        policy: str,
+        capacity: dict[str, int],
         values: bool,
         pin_lease: float,
         orphan_grace: float,
@@ -61,6 +66,8 @@ class Engine:
     ) -> None:
         self._source = client
         self.keys = keys
+        self.policy = policy
+        self.capacity = capacity
         self.values = bool(values)
         self.pin_lease_ms = int(pin_lease * 1000)
         self.orphan_grace_ms = int(orphan_grace * 1000)

@@ -160,6 +160,8 @@ class OdsStore(Engine):
         super().__init__(
             client,
             Keys(dataset, prefix, view),
+            policy=policy,
+            capacity={t: int(capacity.get(t, 0)) for t in TIERS},
             values=values,
             pin_lease=pin_lease,
             orphan_grace=orphan_grace,
@@ -168,8 +170,6 @@ class OdsStore(Engine):
             outbox=outbox,
         )
         self.samples = samples
-        self.policy = policy
-        self.capacity = {t: int(capacity.get(t, 0)) for t in TIERS}
         self.overhead = int(overhead)
         self.lease_ms = int((defaults.JOB_LEASE if lease is None else lease) * 1000)
         self._decide_chunk = decide_chunk
