@@ -5,7 +5,8 @@ read each sample from comes with the batch when ODS decided it, else from one ``
 (the loader's own order, :meth:`CacheLink.lookup <seneca.loader._link.CacheLink.lookup>`);
 ``seneca.loader._fetch`` then reads the values (``_read``), has the rest of each sample made
 (``_make``, by ``seneca.loader._samples``: storage reads, decodes, the transform), and offers
-new values to the cache (``_admit``). What a cache failure does is the link's (``seneca.loader._link``).
+new values to the cache (``_admit``). What a cache failure does is the link's
+(``seneca.loader._link``).
 """
 
 from __future__ import annotations

@@ -135,9 +135,7 @@ class BatchSlots:
         self._state: list[Any] = []
         self._unpin: Callable[[], Any] | None = None
         self._failed = False
-        #: sets of slots made (each in memory of its own), slots lent, and batches decided while
-        #: every slot was lent
-        self.files = self.lent = self.missed = 0
+        self._files = self._missed = 0  # for stats()
 
     def fit(self, dtype: torch.dtype, shape: tuple[int, ...]) -> None:
         """A batch's rows are ``dtype`` in ``shape`` each: the slots' layout, if none yet."""
@@ -153,11 +151,21 @@ class BatchSlots:
             for k, state in enumerate(self._state):
                 if state is _FREE or (state is not _LENT and state.query()):
                     self._state[k] = _LENT
-                    self.lent += 1
                     assert self._described is not None and self._file is not None
                     return Lent(self._described, k, self._tensors[k], self._file.fd)
-            self.missed += 1
+            self._missed += 1
             return None
+
+    def stats(self) -> dict[str, int]:
+        """``without_slot``: batches decided while every slot was lent (made in memory of their
+        own, as DataLoader's batches are); ``memory``: the sets of slots made (one at first,
+        another after a loop cut short with slots lent)."""
+        with self._lock:
+            return {"without_slot": self._missed, "memory": self._files}
+
+    def reset_stats(self) -> None:
+        with self._lock:
+            self._files = self._missed = 0
 
     def release(self, lent: Lent, done: Any = None) -> None:
         """``lent``'s slot is free once ``done`` (an event; None: now) has completed."""
@@ -210,7 +218,7 @@ class BatchSlots:
         self._file, self._described = shared, described
         self._tensors = _tensors(shared.memory, described)
         self._state = [_FREE] * self.count
-        self.files += 1
+        self._files += 1
         return True
 
 

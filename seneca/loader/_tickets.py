@@ -153,9 +153,7 @@ class TicketSampler:
         #: where workers ask for their tickets' samples; it goes with this splitter
         self.desk = Desk(self.decide)
         weakref.finalize(self, self.desk.close)
-        #: workers' parts, and those made in their batch's slot
-        self.parts = 0
-        self.in_slots = 0
+        self._parts = self._in_slots = 0  # for stats()
 
     def __len__(self) -> int:
         return len(self.sampler)
@@ -195,6 +193,18 @@ class TicketSampler:
             if tag not in self._pending and self._source is not None:
                 self._decide_next(tag)
             return self._pending.get(tag)
+
+    def stats(self) -> dict[str, int]:
+        """``batches``: the batches the workers made; ``in_slots``: those made in a slot (the
+        rest crossed to this process as DataLoader's do); with slots, theirs
+        (``BatchSlots.stats``)."""
+        out = {"batches": self._parts, "in_slots": self._in_slots}
+        return out | (self.slots.stats() if self.slots is not None else {})
+
+    def reset_stats(self) -> None:
+        self._parts = self._in_slots = 0
+        if self.slots is not None:
+            self.slots.reset_stats()
 
     def close(self) -> None:
         """Stop deciding the latest iteration's batches (a closed loader)."""
@@ -269,8 +279,8 @@ class TicketSampler:
         (position, index served instead) each)."""
         if isinstance(targets, list):  # numbers (see collate_part)
             targets = default_collate(targets)
-        self.parts += images is not None
-        self.in_slots += isinstance(images, InSlot)
+        self._parts += images is not None
+        self._in_slots += isinstance(images, InSlot)
         if swaps:
             with self._lock:
                 share = self._pending.get(tag)

@@ -489,11 +489,16 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         another job was making when decided, near an epoch's end: a worker waits for its copy) and
         ``promises_kept`` (those that came as that copy in time), ``swapped`` (with
         workers: misses served instead as copies other jobs cached while the batch was
-        made; the misses come later in the epoch); with ``device=``,
-        ``device``: the batches staged and the host buffers made and reused for their copies
-        (``DeviceFeed.stats``).
+        made; the misses come later in the epoch); with workers and ODS, ``slots``: the
+        ``batches`` the workers made, those made ``in_slots`` (memory this process shares with
+        them: only the slot's number crosses), those decided while every slot was lent
+        (``without_slot``: their images cross in memory of their own, as DataLoader's do) and
+        the sets of slot ``memory`` made; with ``device=``, ``device``: the batches staged and
+        the host buffers made and reused for their copies (``DeviceFeed.stats``).
         """
         out = job_stats(self._counters.snapshot(), self._substitutions() - self._subs_from)
+        if self._tickets is not None:
+            out["slots"] = self._tickets.stats()
         if self._feed is not None:
             out["device"] = self._feed.stats()
         return out
@@ -502,6 +507,8 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         """Set every counter of :meth:`stats` back to zero."""
         self._counters.reset()
         self._subs_from = self._substitutions()
+        if self._tickets is not None:
+            self._tickets.reset_stats()
         if self._feed is not None:
             self._feed.reset_stats()
 

@@ -34,17 +34,17 @@ def test_slots_are_lent_while_free_and_given_back():
     slots.fit(torch.uint8, (2, 3))
     slots.fit(torch.float32, (9,))  # the first layout stays
     a, b = slots.take(), slots.take()
-    assert (a.index, b.index) == (0, 1) and a.layout is b.layout and slots.files == 1
+    assert (a.index, b.index) == (0, 1) and a.layout is b.layout and slots.stats()["memory"] == 1
     assert a.tensor.shape == (4, 2, 3) and a.tensor.dtype == torch.uint8
     assert a.tensor.data_ptr() + 24 == b.tensor.data_ptr()  # one file, slot after slot
-    assert slots.take() is None and slots.missed == 1  # every slot lent
+    assert slots.take() is None and slots.stats()["without_slot"] == 1  # every slot lent
     slots.release(a)
     assert slots.take().index == 0
     copy = _Copy()
     slots.release(b, copy)
     assert slots.take() is None  # its copy is under way
     copy.done = True
-    assert slots.take().index == 1 and slots.lent == 4
+    assert slots.take().index == 1 and slots.stats()["without_slot"] == 2
 
 
 def test_a_loop_cut_short_drops_the_slots_still_lent():
@@ -59,7 +59,8 @@ def test_a_loop_cut_short_drops_the_slots_still_lent():
     slots.renew()  # one lent (a worker may still write into it): the file goes
     assert copy.done  # the copy out of the other one was waited for
     fresh = slots.take()
-    assert fresh.layout is not a.layout and fresh.layout.name != a.layout.name and slots.files == 2
+    assert fresh.layout is not a.layout and fresh.layout.name != a.layout.name
+    assert slots.stats()["memory"] == 2
     slots.release(kept)  # a slot of the file before: nothing to give back
     assert slots.take().index == 1 and slots.take() is None
 
