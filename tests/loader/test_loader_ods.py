@@ -122,7 +122,7 @@ def test_an_entry_whose_value_went_missing_does_not_stay(tiny_dataset, redis_pro
     a, b = (SenecaLoader(indexed(tiny_dataset), split=(0, 0, 1), **common) for _ in "ab")
     for _ in zip(a, b, strict=True):
         pass
-    store, r = a._cached.store, redis_proc.client
+    store, r = a.store, redis_proc.client
     cached = [i for i in range(48) if r.getbit(store.tier_key("augmented"), i)]
     assert cached
     for i in cached:
@@ -362,6 +362,6 @@ def test_misses_a_full_cache_does_not_take_are_not_left_pending(tiny_dataset, re
     offered = sum(s[t]["admitted"] + s[t]["full"] for s in stats for t in ("augmented", "decoded"))
     assert misses > 80 and offered + sum(s["encoded"]["admitted"] for s in stats) < misses // 4
     for loader in (a, b):
-        loader._cached.store.outbox.settle()
-    r, prefix = redis_proc.client, a._cached.store.prefix
+        loader.store.outbox.settle()
+    r, prefix = redis_proc.client, a.store.prefix
     assert sum(r.bitcount(k) for k in r.keys(f"{prefix}pend:*")) == 0
