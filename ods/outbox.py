@@ -10,19 +10,54 @@ the sampler waits for the server's work.
 A call posted with ``hold=False`` is sent at once. One whose reply is asked for before any flush
 is sent then, so a call is never lost for want of a flush; a held call that is cancelled before
 it was sent never reaches the server.
+
+A call may instead ride in a round trip its caller sends anyway (a fetch's reads): a
+:class:`RoundTrip` takes posts as the outbox does, and the caller sends its commands after
+its own and hands it their replies. Either is a :class:`Poster`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 
 from ods import routing
 from seneca_base.process import Made
 
-__all__ = ["Call", "Outbox"]
+__all__ = ["Call", "Outbox", "Poster", "RoundTrip"]
+
+#: what runs with a posted command's reply (an error reply as its exception)
+OnReply = Callable[[Any], None]
+
+
+class Poster(Protocol):
+    """Where a call whose reply is handled later is posted: an :class:`Outbox` or a
+    :class:`RoundTrip`."""
+
+    def post(self, command: tuple, *, on_reply: OnReply | None = None) -> object: ...
+
+
+class RoundTrip:
+    """Calls that ride in a round trip the caller sends: :attr:`commands` sent after the
+    caller's own, their replies handed to :meth:`answer`."""
+
+    def __init__(self) -> None:
+        self._calls: list[tuple[tuple, OnReply | None]] = []
+
+    def post(self, command: tuple, *, on_reply: OnReply | None = None) -> None:
+        self._calls.append((command, on_reply))
+
+    @property
+    def commands(self) -> list[tuple]:
+        return [command for command, _ in self._calls]
+
+    def answer(self, replies: Sequence[Any]) -> None:
+        """Run each call's ``on_reply`` with its reply (``replies``: the calls', in order)."""
+        for (_, on_reply), reply in zip(self._calls, replies, strict=True):
+            if on_reply is not None:
+                on_reply(reply)
 
 
 class _Sent:
@@ -119,9 +154,7 @@ class Outbox:
         if self._made.inherited:  # a forked child: the parent's calls are not its own
             self._reset()
 
-    def post(
-        self, command: tuple, hold: bool = True, on_reply: Callable[[Any], None] | None = None
-    ) -> Call:
+    def post(self, command: tuple, hold: bool = True, on_reply: OnReply | None = None) -> Call:
         """Queue ``command`` for the next flush (``hold``, when a fetch in this process
         flushes) or send it now; ``on_reply`` runs with its reply once read."""
         self._mine()

@@ -41,7 +41,7 @@ from typing import Any, Protocol
 
 from ods import defaults, routing
 from ods.bitmaps import set_bit, test_bit
-from ods.decision import Decision, Pick, hits_by_bucket
+from ods.decision import Decision, Pick
 from ods.names import check_name_free
 from ods.outbox import Call
 from ods.progress import EpochProgress
@@ -396,8 +396,7 @@ class OdsBatchSampler:
 
     def _release(self, picks: Sequence[Pick]) -> None:
         """Unpin the hits of ``picks`` that will not be fetched."""
-        for bucket, hits in hits_by_bucket(picks).items():
-            self.store.release_hits(self.job, bucket, hits)
+        self.store.release(self.job, picks)
 
     def _ask(self, span: int, ahead: int, left: int | None, keep: int | None = None) -> int:
         """Samples to ask for: ``span`` batches less what is ``ahead`` (or the ``keep`` of it

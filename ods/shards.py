@@ -29,6 +29,7 @@ goes to the shard drawn when it is posted.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 from collections import Counter
@@ -37,10 +38,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ods import defaults, routing
-from ods.decision import Decision, Pick, hits_by_bucket
+from ods.decision import Decision, Pick
 from ods.defaults import DECIDE_CHUNK_SAMPLES
 from ods.keys import SHARD_SIZE_FIELD, Keys
-from ods.outbox import Call
+from ods.outbox import Call, Poster
 from ods.shardmap import ShardMap, shard_names, split_units
 from ods.store import Glance, OdsStore, checked_tail, members_of
 from ods.store_api import Store
@@ -347,16 +348,6 @@ class ShardedStore:
         self._changed.update(joined)
         return self._track(job, [(int(epoch), n) for n in served])[1]
 
-    def release_hits(self, job: str, bucket: int, hits: Sequence[int]) -> list[int]:
-        """Unpin ``hits`` (decided in pin bucket ``bucket``) in their shards; returns the
-        samples evicted now."""
-        index, out = self.map.index, []
-        for k, places in self.map.split(hits).items():
-            self._changed.add(k)
-            gone = self.shards[k].release_hits(job, bucket, [local for _, local in places])
-            out += [index(k, i) for i in gone]
-        return out
-
     def _shard_for(self, job: str, left: list[int]) -> int:
         """A shard drawn with probability proportional to ``left``, by a number every job of
         the dataset draws alike at the same point of the same epoch (its samples served so
@@ -371,11 +362,19 @@ class ShardedStore:
                 return k
         return max(k for k, w in enumerate(left) if w)
 
-    def release(self, job: str, decision: ShardedDecision) -> list[int]:
-        """Unpin the hits of ``decision``; returns the samples evicted now."""
-        index = self.map.index
-        self._changed.update(k for k, _ in decision.parts)
-        return [index(k, i) for k, d in decision.parts for i in self.shards[k].release(job, d)]
+    def release(
+        self, job: str, picks: Decision | Sequence[Pick], via: Poster | None = None
+    ) -> list[int]:
+        """:meth:`OdsStore.release` in the shards of the hits among ``picks``."""
+        if isinstance(picks, Decision):
+            picks = picks.picks()
+        hits = [p for p in picks if p.tier is not None]
+        index, evicted = self.map.index, []
+        for k, places in self.map.split([p.index for p in hits]).items():
+            self._changed.add(k)
+            local = [dataclasses.replace(hits[pos], index=i) for pos, i in places]
+            evicted += [index(k, i) for i in self.shards[k].release(job, local, via)]
+        return evicted
 
     def admit(
         self,
@@ -541,42 +540,12 @@ class ShardedStore:
 
     # -- a batch's values: each sample's in its shard -----------------------------------------
 
-    def _one_shard(self, indices: Sequence[int]) -> tuple[OdsStore, list[int]]:
-        """The shard of ``indices`` (all in one: a group of :meth:`release_groups`) and their
-        local indices."""
-        places = [self.map.place(int(i)) for i in indices]
-        k = places[0][0]
-        if any(shard != k for shard, _ in places):
-            raise ValueError("release: the hits of a group are in one shard")
-        return self.shards[k], [local for _, local in places]
-
     def value_key(self, tier: str, index: int) -> str:
         k, local = self.map.place(int(index))
         return self.shards[k].value_key(tier, local)
 
     def value_keys(self, items: Iterable[tuple[str, int]]) -> list[str]:
         return [self.value_key(t, i) for t, i in items]
-
-    def release_groups(self, picks: Sequence[Pick]) -> list[tuple[int, list[int]]]:
-        """The hits of ``picks`` as (pin bucket, samples) groups, each released by one
-        command (:meth:`release_command`): by bucket, and by shard."""
-        groups = []
-        for bucket, hits in hits_by_bucket(picks).items():
-            for places in self.map.split(hits).values():
-                groups.append((bucket, [hits[pos] for pos, _ in places]))
-        return groups
-
-    def release_command(self, job: str, bucket: int, hits: Sequence[int]) -> tuple[object, ...]:
-        shard, local = self._one_shard(hits)
-        return shard.release_command(job, bucket, local)
-
-    def released(self, job: str, bucket: int, hits: Sequence[int], reply: object) -> None:
-        shard, local = self._one_shard(hits)
-        shard.released(job, bucket, local, reply)
-
-    def release_later(self, job: str, bucket: int, hits: Sequence[int]) -> None:
-        for k, places in self.map.split(hits).items():
-            self.shards[k].release_later(job, bucket, [local for _, local in places])
 
     def claim(
         self, job: str, read: Sequence[int], waiting: Sequence[int] = ()

@@ -252,7 +252,7 @@ def _run(
         name = jobs[k].name
         picks = store.swap(name, batch.epoch, batch.later)
         if picks:
-            store.release_hits(name, picks[0].bucket, [p.index for p in picks])
+            store.release(name, picks)
             trace.unserved(k, batch.later[: len(picks)])
             trace.served(k, [p.index for p in picks])
             jobs[k].hits += len(picks)

@@ -31,6 +31,7 @@ Policies (one Lua module each, ``ods/functions/policies/``; ``ods.functions.POLI
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ from ods.decision import Decision, Pick, hits_by_bucket, merge_decisions, parse_
 from ods.engine import Engine
 from ods.functions import POLICIES, error_of
 from ods.keys import Keys
-from ods.outbox import Call, Outbox
+from ods.outbox import Call, Outbox, Poster
 from seneca_base.errors import ConfigError
 from seneca_base.split import Split
 from seneca_base.tiers import LETTER, TIERS, tier_of_letter
@@ -342,18 +343,35 @@ class OdsStore(Engine):
             pin_bucket=int(bucket),
         )
 
-    def release(self, job: str, decision: Decision) -> list[int]:
-        """Unpin the hits of ``decision`` (their fetch is done); returns samples evicted now."""
-        hits = [i for i, t in zip(decision.indices, decision.tiers, strict=True) if t]
-        return self.release_hits(job, decision.pin_bucket, hits)
+    def release(
+        self, job: str, picks: Decision | Sequence[Pick], via: Poster | None = None
+    ) -> list[int]:
+        """Unpin the hits among ``picks`` (a decision's, or a batch's picks: their fetch is
+        done, or will not be), one call per pin bucket. Now (``via`` None): returns the samples
+        evicted (their values deleted). Or posted ``via`` the :attr:`outbox` or a
+        ``RoundTrip`` the caller sends: each reply, once read, has the evicted values deleted
+        through the outbox (a call that failed for a reason it recovers from is made again);
+        returns nothing."""
+        if isinstance(picks, Decision):
+            picks = picks.picks()
+        evicted: list[int] = []
+        for bucket, hits in hits_by_bucket(picks).items():
+            args = (job, self.policy, int(bucket), *hits)
+            if via is None:
+                evicted += self.unlink_values(self.call("release", *args, jobs=True))
+            else:
+                done = functools.partial(self._released, job, bucket, hits)
+                via.post(self.command("release", *args, jobs=True), on_reply=done)
+        return evicted
 
-    def release_hits(self, job: str, bucket: int, hits: Sequence[int]) -> list[int]:
-        """Unpin ``hits`` decided in pin ``bucket``; returns samples evicted now (their values
-        are deleted)."""
-        if not hits:
-            return []
-        evicted = self.call("release", job, self.policy, int(bucket), *hits, jobs=True)
-        return self.unlink_values(evicted)
+    def _released(self, job: str, bucket: int, hits: Sequence[int], reply: object) -> None:
+        """Handle the reply of a release posted: delete the evicted values (posted to the
+        outbox), or release again when the call failed for a reason it recovers from."""
+        if isinstance(reply, Exception):
+            if not self.recover(reply):
+                raise error_of(reply)
+            reply = self.call("release", job, self.policy, int(bucket), *hits, jobs=True)
+        self.unlink_values(reply, now=False)  # type: ignore[arg-type]
 
     def claim(
         self, job: str, read: Sequence[int], waiting: Sequence[int] = ()
@@ -386,33 +404,6 @@ class OdsStore(Engine):
         return [
             Pick(int(i), tier_of_letter(t), int(bucket)) for i, t in zip(hits, tiers, strict=True)
         ]
-
-    def release_groups(self, picks: Sequence[Pick]) -> list[tuple[int, list[int]]]:
-        """The hits of ``picks`` as (pin bucket, samples) groups, each released by one command
-        (:meth:`release_command`)."""
-        return list(hits_by_bucket(picks).items())
-
-    def release_command(self, job: str, bucket: int, hits: Sequence[int]) -> tuple[object, ...]:
-        """:meth:`release_hits` as one ``FCALL`` command, to send in a pipeline after the reads
-        of the values it unpins. Its reply goes to :meth:`released`."""
-        return self.command("release", job, self.policy, int(bucket), *hits, jobs=True)
-
-    def released(self, job: str, bucket: int, hits: Sequence[int], reply: object) -> None:
-        """Handle the reply of a :meth:`release_command`: delete the evicted values (posted to
-        the outbox), or release again when the call failed for a reason it recovers from."""
-        if isinstance(reply, Exception):
-            if not self.recover(reply):
-                raise error_of(reply)
-            self.release_hits(job, bucket, hits)
-        else:
-            self.unlink_values(reply, now=False)  # type: ignore[arg-type]
-
-    def release_later(self, job: str, bucket: int, hits: Sequence[int]) -> None:
-        """:meth:`release_hits` posted to the :attr:`outbox` (sent at its next flush); the
-        reply is read at the flush after."""
-        if hits:
-            command = self.release_command(job, bucket, hits)
-            self.outbox.post(command, on_reply=lambda r: self.released(job, bucket, hits, r))
 
     def forget(self, job: str, entries: Sequence[tuple[str, int]]) -> list[int]:
         """Drop the entries ``(tier, sample)`` (their values found corrupt or foreign) and

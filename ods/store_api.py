@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ods.decision import Decision, Pick
 from ods.keys import Keys
-from ods.outbox import Outbox
+from ods.outbox import Outbox, Poster
 from seneca_base.split import Split
 
 if TYPE_CHECKING:
@@ -104,17 +104,9 @@ class Store(Protocol):
 
     def lookup(self, job: str, indices: Sequence[int]) -> Decision: ...
 
-    def release(self, job: str, decision: Decision) -> list[int]: ...
-
-    def release_hits(self, job: str, bucket: int, hits: Sequence[int]) -> list[int]: ...
-
-    def release_groups(self, picks: Sequence[Pick]) -> list[tuple[int, list[int]]]: ...
-
-    def release_command(self, job: str, bucket: int, hits: Sequence[int]) -> tuple[object, ...]: ...
-
-    def released(self, job: str, bucket: int, hits: Sequence[int], reply: object) -> None: ...
-
-    def release_later(self, job: str, bucket: int, hits: Sequence[int]) -> None: ...
+    def release(
+        self, job: str, picks: Decision | Sequence[Pick], via: Poster | None = None
+    ) -> list[int]: ...
 
     def claim(
         self, job: str, read: Sequence[int], waiting: Sequence[int] = ()

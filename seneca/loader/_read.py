@@ -26,7 +26,8 @@ from typing import Any
 
 import redis
 
-from ods.decision import Pick, hits_by_bucket
+from ods.decision import Pick
+from ods.outbox import RoundTrip
 from ods.routing import CACHE_FAILURES
 from ods.store import Glance
 from seneca import defaults
@@ -159,29 +160,26 @@ class Reader:
         link = self.link
         store, job = link.store, link.job
         hits = any(p.tier is not None for p in picks)
-        releases = store.release_groups(picks)
-        if not role.worker:  # released after the read, replies read at the next fetch
-            later, releases = releases, []
-        else:  # a worker may exit after this batch: the release rides in this round trip
-            later = []
-        pending = None if releases else self.reads_ahead.take(self._ahead_of(picks))
+        riding = RoundTrip()
+        if role.worker and hits:  # it may exit after this batch: the release rides along
+            store.release(job, picks, via=riding)
+        pending = None if riding.commands else self.reads_ahead.take(self._ahead_of(picks))
         place = _placer(rows, picks) if rows is not None and hits else None
         start = time.perf_counter_ns()
         if pending is None:
-            pending = post(store.client, self._commands(picks, releases))
+            pending = post(store.client, self._commands(picks, riding.commands))
         replies = pending.replies(raise_on_error=False, place=place)
         count["ns_cache"] += time.perf_counter_ns() - start
         glance = store.glance([p.index for p in picks], replies)
         replies = replies[: len(replies) - glance.replies]
         link.adopt_budgets(glance.budgets)
         first = 1 if hits else 0
-        for (bucket, released), reply in zip(releases, replies[first:], strict=False):
-            store.released(job, bucket, released, reply)
+        riding.answer(replies[first:])
         for reply in replies[:first]:
             if isinstance(reply, redis.RedisError):
                 raise reply
-        for bucket, released in later:
-            store.release_later(job, bucket, released)
+        if not role.worker and hits:  # released after the read, replies read at the next fetch
+            store.release(job, picks, via=store.outbox)
         it = iter(replies[0] if hits else ())
         values: list[tuple[str | None, Any]] = []
         missing = []  # positions in picks
@@ -240,17 +238,15 @@ class Reader:
 
     # -- the round trip -------------------------------------------------------------------------
 
-    def _commands(
-        self, picks: Sequence[Pick], releases: Sequence[tuple[int, list[int]]]
-    ) -> list[tuple]:
-        """A fetch's round trip: the values of ``picks``' hits, the releases riding in it,
-        and what the store reads beside them (``OdsStore.glance_commands``: the tiers' usage,
-        the live jobs and the budgets in force, which this fetch's admissions follow)."""
-        store, job = self.link.store, self.link.job
+    def _commands(self, picks: Sequence[Pick], riding: Sequence[tuple]) -> list[tuple]:
+        """A fetch's round trip: the values of ``picks``' hits, the ``riding`` commands (its
+        releases), and what the store reads beside them (``OdsStore.glance_commands``: the
+        tiers' usage, the live jobs and the budgets in force, which this fetch's admissions
+        follow)."""
+        store = self.link.store
         keys = store.value_keys((p.tier, p.index) for p in picks if p.tier is not None)
         commands: list[tuple] = [("MGET", *keys)] if keys else []
-        commands += [store.release_command(job, b, hits) for b, hits in releases]
-        return commands + store.glance_commands([p.index for p in picks])
+        return commands + list(riding) + store.glance_commands([p.index for p in picks])
 
     def _ahead_of(self, picks: Sequence[Pick]) -> tuple:
         """What reads sent ahead must have been sent for to serve a fetch of ``picks`` here."""
@@ -302,7 +298,6 @@ class Reader:
                 "SenecaLoader to cache the new transform)"
             )
         try:
-            for bucket, hits in hits_by_bucket(picks).items():
-                link.store.release_later(link.job, bucket, hits)
+            link.store.release(link.job, picks, via=link.store.outbox)
         except CACHE_FAILURES as err:
             link.failed(err, count)

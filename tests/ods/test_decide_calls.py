@@ -7,7 +7,6 @@ import pytest
 import redis
 
 from ods import defaults
-from ods.decision import hits_by_bucket
 from ods.sampler import OdsBatchSampler
 from ods.store import OdsStore
 
@@ -102,8 +101,7 @@ def test_the_sampler_fills_batches_above_the_chunk_while_it_looks_ahead(redis_pr
     def epoch():
         for b in sampler:
             batches.append(b)
-            for bucket, hits in hits_by_bucket(b).items():
-                store.release_hits("job", bucket, hits)
+            store.release("job", b)
 
     sizes = _decide_sizes(redis_proc, epoch)
     assert [len(b) for b in batches] == [256] * 7 + [208]

@@ -5,6 +5,7 @@ real redis-server."""
 import pytest
 
 from ods.decision import Pick
+from ods.outbox import RoundTrip
 from ods.shards import ShardedStore
 from seneca_base.split import Split
 
@@ -51,12 +52,10 @@ def test_hits_are_released_per_shard_and_bucket_and_looked_up_at_one_time(store)
     hits = [i for i, t in zip(d.indices, d.tiers, strict=True) if t]
     assert len(hits) == 20 and all(store.cached("encoded", hits))
     picks = [Pick(i, t, d.pin_bucket) for i, t in zip(d.indices, d.tiers, strict=True)]
-    groups = store.release_groups(picks)
-    assert sorted(i for _, g in groups for i in g) == sorted(hits)
-    assert all(len({store.map.place(i)[0] for i in g}) == 1 for _, g in groups)  # one shard each
-    for bucket, group in groups:
-        store.released("j", bucket, group, store.client.execute_command(
-            *store.release_command("j", bucket, group)))  # fmt: skip
+    trip = RoundTrip()  # the releases ride in a round trip sent here: one command a shard
+    assert store.release("j", picks, via=trip) == []
+    assert len(trip.commands) == len({store.map.place(i)[0] for i in hits})
+    trip.answer([store.client.execute_command(*c) for c in trip.commands])
     pins = [k for k in store.client.keys(b"*route#*pin:*")]
     assert pins and all(store.client.bitcount(k) == 0 for k in pins)
 
@@ -72,8 +71,7 @@ def test_swaps_and_claims_answer_in_the_dataset_s_indices(store):
     store.admit("b", [(i, "augmented", 1, b"x") for i in rest])  # b caches the rest of shard k
     got = store.swap("a", 0, d.indices[:2])
     assert len(got) == 2 and all(p.index in rest and p.tier == "augmented" for p in got)
-    for p in got:
-        store.release_hits("a", p.bucket, [p.index])
+    store.release("a", got)
     left = [i for i in rest if i not in {p.index for p in got}]
     claimed, waiting = store.claim("a", [left[0]], [d.indices[5]])
     assert claimed == [left[0]]

@@ -7,7 +7,6 @@ import collections
 import pytest
 from helpers.resume import through_resumes
 
-from ods.decision import hits_by_bucket
 from ods.sampler import OdsBatchSampler
 from ods.shards import ShardedStore
 
@@ -20,8 +19,7 @@ def sharded(redis_proc, name, n=200, cached=50):
 
 def fetched(store, job, batch):
     """What a loader's fetch does with a batch: the hits' pins released, the misses offered."""
-    for bucket, hits in hits_by_bucket(batch).items():
-        store.release_hits(job, bucket, hits)
+    store.release(job, batch)
     store.admit(job, [(p.index, "encoded", 1, b"") for p in batch if p.tier is None])
 
 

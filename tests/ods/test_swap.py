@@ -9,6 +9,7 @@ from helpers.engine import on_a_server, pending
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ods.decision import Pick
 from ods.store import OdsStore
 
 N = 64
@@ -44,7 +45,7 @@ def test_misses_not_yet_made_are_served_as_copies_cached_since(redis_proc):
     assert set(b.indices[:2]) <= pending(redis_proc, store)
     # b's epoch: its batch as swapped, then the rest, every sample once
     served = collections.Counter(b.indices[:2] + [p.index for p in picks])
-    store.release_hits("b", picks[0].bucket, [p.index for p in picks])
+    store.release("b", picks)
     while d := store.decide("b", 16):
         if not d.indices:
             break
@@ -118,9 +119,7 @@ def test_random_swaps_keep_every_epoch_exactly_once(redis_proc, ops, policy):
             assert made_by.get(index) != job, "a job served its own crop"
 
     def make(job, batch):
-        for index, tier, bucket in batch:
-            if tier is not None:
-                store.release_hits(job, bucket, [index])
+        store.release(job, [Pick(index, tier, bucket) for index, tier, bucket in batch])
         misses = [index for index, tier, _ in batch if tier is None]
         result = store.admit(job, [(i, "augmented", 1, b"") for i in misses])
         for i, ok in zip(misses, result, strict=True):
