@@ -1,48 +1,52 @@
 """The path of one batch, from its decision to the training loop, stated in one place.
 
-A batch of a SenecaLoader that caches goes through these stages, in this order:
+A batch of a SenecaLoader that caches goes through these stages, in this order. First where
+the batch is made, a DataLoader worker (or the loader process, without workers); with workers,
+:data:`WORKER_STAGES` names the function that starts each stage in the worker:
 
 1. **decide**: ODS picks the batch's samples and the tier to read each one from
    (``ods.sampler.OdsBatchSampler``, in the loader process). With workers, when the worker
-   that got the batch's ticket starts it (``_desk.Desk``, ``_tickets.TicketSampler.decide``);
-   without, when the loop asks for the batch. In a loader's own order (no ODS) the tiers are
-   looked up when the batch is fetched (``_link.CacheLink.lookup``).
+   that got the batch's ticket starts it and asks the loader process (``_desk.DeskClient``,
+   ``_desk.Desk``, ``_tickets.TicketSampler.decide``); without, when the loop asks for the
+   batch. In a loader's own order (no ODS) the tiers are looked up when the batch is fetched
+   (``_link.CacheLink.lookup``).
 2. **slot**: with workers, the batch is lent a slot when it is decided (``_slots``: memory
-   the loader process and its workers share), and the worker makes the batch in it.
-3. **fetch**: a DataLoader worker (or the loader process, without workers) fetches the
-   batch's samples (``_fetch.Fetcher``, in three parts: **read**, the values in one round
-   trip, augmented hits read straight into their rows (``_read.Reader``); **make**, misses
-   read from storage and each sample's remaining work by ``_samples.SampleWork``
-   (``_make.Maker``; with workers, a few misses at a time, and while the cache is short of
-   room swapped for copies cached since the decision); **admit**, the new values offered to
-   the cache (``_admit.Admitter``))
-   and collates them
-   (``_rows.collate_rows``, ``_tickets.collate_part``): with a slot, in its rows, so that only
-   the slot's number and the targets cross to the loader process.
+   the loader process and its workers share), and the worker maps it
+   (``_slots.SlotMaps``) to make the batch in it.
+3. **read**: the batch's fetch (``_fetch.Fetcher``) reads the values in one round trip,
+   augmented hits straight into their rows (``_read.Reader``);
+4. **make**: misses read from storage and each sample's remaining work by
+   ``_samples.SampleWork`` (``_make.Maker``; with workers, a few misses at a time, and while
+   the cache is short of room swapped for copies cached since the decision, each swap a read
+   again);
+5. **admit**: the new values offered to the cache (``_admit.Admitter``);
+6. **collate**: the samples collated (``_rows.collate_rows``, ``_tickets.collate_part``): with
+   a slot, in its rows, so that only the slot's number and the targets cross to the loader
+   process.
 
 Then, per batch in the loader process, the stages of :meth:`BatchPath.stages`, each an
 iterator over the one before (:data:`Stage`):
 
-4. **worker error**: with workers, a worker's exception raised once the workers (unless
+7. **worker error**: with workers, a worker's exception raised once the workers (unless
    persistent) are told to stop, as at the end of an epoch, whoever keeps the exception
    (``_torch_internals.worker_errors``); then **merge**: the workers' batches in the decided
    order, their targets collated (``TicketSampler.merged``);
-5. **tail**: the transform's batch tail (``ToDtype``/``Normalize``) run once per batch, then
+8. **tail**: the transform's batch tail (``ToDtype``/``Normalize``) run once per batch, then
    pinned with ``pin_memory`` (``pipeline.batch_tail.finished_batches``); or, with
    ``device=``, **device copy**: the batch copied to the device and the tail run there
    (``_device.staged``); then **release**: the batch's slot free again, at once or once the
    copy is done (``_slots.released``); then, with ``SENECA_TIMELINE`` set, **made**: the time
    recorded (``timeline.Timeline``);
-6. **ahead**: with workers, the stages above run one batch ahead in a thread
+9. **ahead**: with workers, the stages 7 and 8 run one batch ahead in a thread
    (``_ahead.made_ahead``);
-7. **lost worker**: with workers, a worker's connection broken while it handed a batch over
-   raised as the worker's death, in the loop's thread (``_lost_worker.reported``);
-8. **device hand-over**: the loop's stream waits for the copy (``_device.handed_over``);
-9. **track**: with ODS, the batch counted for ``state_dict`` (``ods.progress.EpochProgress``);
-10. **budget tick**: a look at the dataset's share of the node and, with ``split="auto"``, at
+10. **lost worker**: with workers, a worker's connection broken while it handed a batch over
+    raised as the worker's death, in the loop's thread (``_lost_worker.reported``);
+11. **device hand-over**: the loop's stream waits for the copy (``_device.handed_over``);
+12. **track**: with ODS, the batch counted for ``state_dict`` (``ods.progress.EpochProgress``);
+13. **budget tick**: a look at the dataset's share of the node and, with ``split="auto"``, at
     the plan, between batches and at the end (``_budgets.Budgets.tick``, ``AutoPlanner.tick``);
-11. **stats**: progress lines and the epoch's summary (``_stats.summarised``);
-12. **handed**: with ``SENECA_TIMELINE`` set, the times the loop takes each batch and asks for
+14. **stats**: progress lines and the epoch's summary (``_stats.summarised``);
+15. **handed**: with ``SENECA_TIMELINE`` set, the times the loop takes each batch and asks for
     the next recorded, and the iteration's times written (``timeline.Timeline``).
 
 A loader that reads its dataset uncached runs only the device stages and, with workers, the
@@ -72,7 +76,19 @@ if TYPE_CHECKING:
     from seneca.loader._budgets import Budgets
     from seneca.loader._tickets import TicketSampler
 
-__all__ = ["BatchPath", "Stage"]
+__all__ = ["WORKER_STAGES", "BatchPath", "Stage"]
+
+#: The stages 1-6 above as a worker runs them: each stage's name and the function (module and
+#: qualified name) whose call starts it in the worker, in order. ``tests/loader/test_batch_path.py``
+#: traces a worker and checks that each batch calls them in this order.
+WORKER_STAGES: tuple[tuple[str, str], ...] = (
+    ("decide", "seneca.loader._desk:DeskClient.ask"),
+    ("slot", "seneca.loader._slots:SlotMaps.tensor"),
+    ("read", "seneca.loader._read:Reader.read"),
+    ("make", "seneca.loader._make:Maker.samples"),
+    ("admit", "seneca.loader._admit:Admitter.admit"),
+    ("collate", "seneca.loader._tickets:collate_part"),
+)
 
 #: A stage: the batches of the stage before, and what it makes of them.
 Stage = Callable[[Iterator[Any]], Iterator[Any]]
@@ -80,7 +96,7 @@ Stage = Callable[[Iterator[Any]], Iterator[Any]]
 
 @dataclass
 class BatchPath:
-    """What a loader runs on each batch in its own process (the stages 4-12 above).
+    """What a loader runs on each batch in its own process (the stages 7-15 above).
 
     ``cached``: the loader reads through the cache (else only the device and lost worker
     stages run);

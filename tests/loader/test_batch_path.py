@@ -1,7 +1,9 @@
 """The stages a batch goes through are stated once (seneca/loader/_batch_path.py), in the order
 its docstring gives, and the loader runs exactly those; on a real redis-server."""
 
+import importlib
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,7 +75,59 @@ def test_the_loader_runs_the_stages_it_states(tiny_dataset, redis_url, options, 
 
 def test_the_docstring_names_every_stage():
     documented = _documented()
-    assert documented[:3] == ["decide", "slot", "fetch"]
+    assert documented[: len(batch_path.WORKER_STAGES)] == [n for n, _ in batch_path.WORKER_STAGES]
     source = Path(batch_path.__file__).read_text()
     for name in re.findall(r'out\.append\(\("([a-z -]+)"', source):
         assert name in documented
+
+
+def _started_by(where: str):
+    """The code object of the function ``module:qualified.name``."""
+    module, _, name = where.partition(":")
+    obj = importlib.import_module(module)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj.__code__
+
+
+def test_a_worker_runs_the_stages_it_states(tiny_dataset, redis_url, tmp_path):
+    """A forked worker's calls traced (``sys.setprofile`` from ``worker_init_fn``): each batch
+    starts the stages of ``WORKER_STAGES`` in their order (a stage may come again: a swap
+    reads again), and a batch made in a slot starts every one."""
+    stage_of = {_started_by(where): name for name, where in batch_path.WORKER_STAGES}
+    log = tmp_path / "stages"
+
+    def traced(_worker: int) -> None:
+        out = log.open("a")
+
+        def profile(frame, event, _arg):
+            if event == "call" and frame.f_code in stage_of:
+                out.write(stage_of[frame.f_code] + "\n")
+                out.flush()
+
+        sys.setprofile(profile)
+
+    ds = ImageFolder(
+        str(tiny_dataset), transform=v2.Compose([v2.RandomResizedCrop(16), v2.PILToTensor()])
+    )
+    loader = SenecaLoader(
+        ds, batch_size=8, shuffle=True, cache=redis_url, split=(0, 0, 1), num_workers=1,
+        multiprocessing_context="fork", worker_init_fn=traced,
+    )  # fmt: skip
+    try:
+        for _ in range(2):
+            assert sum(len(y) for _, y in loader) == 48
+    finally:
+        loader.close()
+    calls = log.read_text().split()
+    batches: list[list[str]] = []
+    for name in calls:
+        if name == "decide":
+            batches.append([])
+        batches[-1].append(name)
+    assert len(batches) >= 12  # every batch of both epochs (and a last ask that found none)
+    order = [name for name, _ in batch_path.WORKER_STAGES]
+    for started in batches:
+        firsts = list(dict.fromkeys(started))
+        assert firsts == [n for n in order if n in firsts], started
+    assert any(list(dict.fromkeys(b)) == order for b in batches)
