@@ -29,7 +29,6 @@ goes to the shard drawn when it is posted.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import random
 from collections import Counter
@@ -372,7 +371,7 @@ class ShardedStore:
         index, evicted = self.map.index, []
         for k, places in self.map.split([p.index for p in hits]).items():
             self._changed.add(k)
-            local = [dataclasses.replace(hits[pos], index=i) for pos, i in places]
+            local = [Pick(i, hits[pos].tier, hits[pos].bucket) for pos, i in places]
             evicted += [index(k, i) for i in self.shards[k].release(job, local, via)]
         return evicted
 

@@ -163,11 +163,12 @@ class Reader:
         riding = RoundTrip()
         if role.worker and hits:  # it may exit after this batch: the release rides along
             store.release(job, picks, via=riding)
-        pending = None if riding.commands else self.reads_ahead.take(self._ahead_of(picks))
+        along = riding.commands
+        pending = None if along else self.reads_ahead.take(self._ahead_of(picks))
         place = _placer(rows, picks) if rows is not None and hits else None
         start = time.perf_counter_ns()
         if pending is None:
-            pending = post(store.client, self._commands(picks, riding.commands))
+            pending = post(store.client, self._commands(picks, along))
         replies = pending.replies(raise_on_error=False, place=place)
         count["ns_cache"] += time.perf_counter_ns() - start
         glance = store.glance([p.index for p in picks], replies)
