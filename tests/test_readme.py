@@ -2,11 +2,11 @@
 names, made as the README says."""
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import warm
 
 from seneca._bench.synthetic import make_dataset
 
@@ -23,7 +23,7 @@ def test_the_readme_snippet_runs_as_written(tmp_path):
         make_dataset(root, 40, 2, size=(96, 72), progress=False, workers=2)
     snippet = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     (tmp_path / "train.py").write_text(snippet)
-    done = subprocess.run(
+    done = warm.run(
         [sys.executable, "train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-3000:]

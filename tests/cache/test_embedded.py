@@ -11,6 +11,7 @@ import psutil
 import pytest
 import redis
 from conftest import once, wait_for_ping
+from helpers import warm
 from helpers.waiting import wait_for
 
 from seneca._cache.embedded import acquire_embedded
@@ -56,7 +57,7 @@ def _wait_gone(runtime_dir, timeout=60.0):
 def _user(dataset, hold):
     """A process that trains an epoch through the default embedded cache, prints the
     redis-server's pid, and stays a user ``hold`` seconds ("-": until a line on its stdin)."""
-    return subprocess.Popen(
+    return warm.popen(
         [sys.executable, "-c", USER, str(dataset), str(hold)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -4,10 +4,10 @@ stop``."""
 
 import logging
 import os
-import subprocess
 import sys
 
 import pytest
+from helpers import warm
 from helpers.indexed import indexed
 
 from seneca import SenecaLoader
@@ -44,7 +44,7 @@ def test_a_kept_cache_outlives_its_jobs_until_stopped(tiny_dataset, capsys):
     env = {**os.environ, "SENECA_KEEP_CACHE": "1"}
     env["PYTHONPATH"] = os.pathsep.join([str(os.path.dirname(os.path.dirname(__file__)))])
     job = [sys.executable, "-c", JOB.format(root=str(tiny_dataset), job=None)]
-    subprocess.run(job, env=env, check=True, timeout=120)
+    warm.run(job, env=env, check=True, timeout=120)
     assert main(["cache", "status", "--json"]) == 0  # the job is gone, its cache is not
     assert '"served": 48' in capsys.readouterr().out
     assert main(["cache", "stop"]) == 0
@@ -60,7 +60,7 @@ def test_a_sweep_run_one_job_after_another_finds_the_cache_warm(tiny_dataset, ca
     job = [sys.executable, "-c", JOB.format(root=str(tiny_dataset), job="sweep")]
     rates = []
     for _ in range(2):
-        done = subprocess.run(job, env=env, check=True, timeout=120, capture_output=True)
+        done = warm.run(job, env=env, check=True, timeout=120, capture_output=True)
         rates.append(float(done.stdout.decode().split()[-1]))
         assert "waiting to see whether it still runs" not in done.stderr.decode()
     assert rates[0] == 0.0 and rates[1] >= 0.9, rates  # the second job's first epoch: hits

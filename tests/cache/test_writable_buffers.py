@@ -2,12 +2,12 @@
 with and without workers, every tier hit (torch would warn that the buffer is not writable)."""
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from conftest import RedisProcess
+from helpers import warm
 from helpers.tls import self_signed
 
 HELPER = Path(__file__).parents[1] / "helpers" / "tensor_first.py"
@@ -25,7 +25,7 @@ def test_no_tensor_over_read_only_memory(
     try:
         urls = [redis_url, f"rediss://127.0.0.1:{port}?ssl_ca_certs={cert}", redis_cluster.url]
         cmd = [sys.executable, str(HELPER), str(tiny_dataset), *urls]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        done = warm.run(cmd, capture_output=True, text=True, timeout=300)
     finally:
         tls.stop()
     assert done.returncode == 0, done.stderr[-3000:]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REDIS_SERVER, cluster_ports
+from helpers import warm
 from helpers.tls import self_signed
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -58,7 +59,7 @@ def _script(name, *args, **env):
 
 
 def _train(url, secrets, data):
-    done = subprocess.run(
+    done = warm.run(
         [sys.executable, str(DEPLOY / "trainer" / "train.py")],
         env=_env(
             SENECA_CACHE_URL=url,

@@ -11,6 +11,7 @@ import textwrap
 import time
 
 import pytest
+from helpers import warm
 from helpers.indexed import indexed
 
 from ods.store import OdsStore
@@ -82,7 +83,7 @@ def test_a_sigkilled_job_leaves_no_metadata(tiny_dataset, redis_proc, monkeypatc
     monkeypatch.setattr("ods.defaults.JOB_FORGET", 0.5)  # for this process's calls too
     paths = [os.path.join(os.path.dirname(__file__), ".."), os.getcwd()]
     code = _CHILD.format(paths=paths, root=str(tiny_dataset), url=redis_proc.url)
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    child = warm.popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "ready"
         shared = _named_shared_memory(child.pid)  # its workers' too

@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+from helpers import warm
 
 N = 48
 
@@ -41,7 +42,7 @@ def _start(root, url, job, step, epochs=2, workers=0):
     code = _JOB.format(
         paths=paths, root=str(root), url=url, job=job, step=step, epochs=epochs, workers=workers
     )
-    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    return warm.popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
 
 
 def _check(child, epochs, read=""):
@@ -123,7 +124,7 @@ def test_a_job_killed_and_resumed_from_its_checkpoint_serves_its_epoch_once(
             saved=str(saved),
             kill_after=kill_after,
         )
-        return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        return warm.popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
 
     first = run(5)
     try:

@@ -11,6 +11,7 @@ import weakref
 
 import pytest
 import redis
+from helpers import warm
 from helpers.indexed import indexed
 
 from ods.store import OdsStore
@@ -130,7 +131,7 @@ def test_a_name_another_process_runs_under_is_refused(tiny_dataset, redis_url, m
     monkeypatch.setattr("ods.defaults.JOB_LEASE", 0.8)
     paths = [os.path.join(os.path.dirname(__file__), ".."), os.getcwd()]
     code = HOLDER.format(paths=paths, root=str(tiny_dataset), url=redis_url)
-    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    holder = warm.popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     ds = indexed(tiny_dataset)
     kw = {"batch_size": 8, "shuffle": True, "cache": redis_url, "cache_size": "20MB"}
     try:

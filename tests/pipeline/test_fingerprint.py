@@ -5,12 +5,12 @@ code (so no job is served copies another transform made)."""
 import functools
 import hashlib
 import importlib
-import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import torch
+from helpers import warm
 from torchvision import transforms as T
 from torchvision.transforms import v2
 
@@ -41,7 +41,7 @@ def _module(tmp_path, monkeypatch, op: str):
 
 def _in_another_process(tmp_path) -> str:
     code = PRINT.format(path=str(tmp_path), module="seneca_fp_aug")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = warm.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return out.stdout.strip()
 
 
