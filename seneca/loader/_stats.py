@@ -95,8 +95,10 @@ class Counters:
             if value:
                 arr[_INDEX[name]] += value
 
-    def snapshot(self) -> dict[str, int]:
-        total = np.asarray(self._arr).sum(axis=0)
+    def snapshot(self, first: int = 0) -> dict[str, int]:
+        """Every counter summed over the processes' rows from ``first`` on (0: all of them; 1:
+        the workers')."""
+        total = np.asarray(self._arr[first:]).sum(axis=0)
         return {name: int(total[i]) for i, name in enumerate(FIELDS)}
 
     def row(self, row: int) -> dict[str, int]:

@@ -493,10 +493,15 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         ``batches`` the workers made, those made ``in_slots`` (memory this process shares with
         them: only the slot's number crosses), those decided while every slot was lent
         (``without_slot``: their images cross in memory of their own, as DataLoader's do) and
-        the sets of slot ``memory`` made; with ``device=``, ``device``: the batches staged and
-        the host buffers made and reused for their copies (``DeviceFeed.stats``).
+        the sets of slot ``memory`` made; with workers, ``in_workers``: the same counters
+        (``samples`` to ``swapped``) for the work done in the worker processes (the rest was
+        done in this process); with ``device=``, ``device``: the batches staged and the host
+        buffers made and reused for their copies (``DeviceFeed.stats``).
         """
         out = job_stats(self._counters.snapshot(), self._substitutions() - self._subs_from)
+        if self._counters.rows > 1:
+            out["in_workers"] = job_stats(self._counters.snapshot(first=1), 0)
+            del out["in_workers"]["substitutions"]  # (the sampler's, in this process)
         if self._tickets is not None:
             out["slots"] = self._tickets.stats()
         if self._feed is not None:
