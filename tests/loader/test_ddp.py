@@ -3,12 +3,12 @@ ODS epoch and together see each sample exactly once."""
 
 import collections
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from conftest import RedisProcess
+from helpers import warm
 
 
 def torchrun(data, url, out, modes, sharded_url=""):
@@ -17,7 +17,7 @@ def torchrun(data, url, out, modes, sharded_url=""):
     worker = Path(__file__).parents[1] / "helpers" / "ddp_worker.py"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     cmd += [str(worker), str(data), url, str(out), modes, sharded_url]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
+    proc = warm.run(cmd, capture_output=True, text=True, timeout=280)  # (ranks: fresh)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
