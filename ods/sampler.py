@@ -497,7 +497,7 @@ class OdsBatchSampler:
             # one call's worth: a posted decision is sent in one write
             ask = min(self._ask(run.span, len(run.ahead), run.left, keep), self.store.decide_chunk)
             if ask > 0 and (run.left is None or run.left > len(run.ahead)):
-                call = self.store.decide_later(self.job, ask, self.substitute, run.epoch)
+                call = self.store.decide(self.job, ask, self.substitute, run.epoch, later=True)
                 run.prefetch = (call, ask)
 
     def _batches(self, run: _Run) -> Iterator[list[Pick]]:

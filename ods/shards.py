@@ -34,7 +34,7 @@ import random
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 from ods import defaults, routing
 from ods.decision import Decision, Pick
@@ -60,7 +60,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Posted:
-    """A decision :meth:`ShardedStore.decide_later` posted: to ``shard`` (None: the job had
+    """A decision :meth:`ShardedStore.decide` posted ``later``: to ``shard`` (None: the job had
     nothing left, nothing was posted), the ``call`` there, and what was asked."""
 
     shard: int | None
@@ -242,15 +242,56 @@ class ShardedStore:
         for k in sorted(self._joined.get(job, ())):
             self.shards[k].lapse(job)
 
+    @overload
     def decide(
-        self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
-    ) -> ShardedDecision:
+        self,
+        job: str,
+        batch: int,
+        substitute: bool = True,
+        epoch: int | None = None,
+        *,
+        later: Literal[False] = False,
+    ) -> ShardedDecision: ...
+
+    @overload
+    def decide(
+        self,
+        job: str,
+        batch: int,
+        substitute: bool = True,
+        epoch: int | None = None,
+        *,
+        later: Literal[True],
+    ) -> Posted: ...
+
+    def decide(
+        self,
+        job: str,
+        batch: int,
+        substitute: bool = True,
+        epoch: int | None = None,
+        *,
+        later: bool = False,
+    ) -> ShardedDecision | Posted:
         """The next batch of ``job``, as :meth:`OdsStore.decide` decides it, in one shard drawn
         in proportion to the samples the job has left in each (more shards only where the
         first runs out, at the same server time: every hit in one pin bucket). Empty once
         every shard's epoch is served. The samples left are this store's count for the job's
-        latest epoch: ``epoch`` names that one (or None)."""
-        return self._more(job, batch, substitute, epoch, [])
+        latest epoch: ``epoch`` names that one (or None).
+
+        ``later``: posted (as :meth:`OdsStore.decide` posts it) in the shard it would draw now,
+        at most its :attr:`decide_chunk`; :meth:`collect` gives the decision, made up to
+        ``batch`` in other shards where that one ran out."""
+        if not later:
+            return self._more(job, batch, substitute, epoch, [])
+        left = self._left_of(job)
+        if not any(left):
+            return Posted(None, None, job, batch, substitute, epoch)
+        k = self._shard_for(job, left)
+        self._reach(job, k)
+        want = min(batch, self.shards[k].decide_chunk)
+        call = self.shards[k].decide(job, want, substitute, epoch, later=True)
+        return Posted(k, call, job, batch, substitute, epoch)
 
     def _more(
         self,
@@ -298,23 +339,8 @@ class ShardedStore:
         self._left_of(job)[k] = self._samples_of(job)[k] - d.served if d.indices else 0
         return d
 
-    def decide_later(
-        self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
-    ) -> Posted:
-        """:meth:`OdsStore.decide_later` in the shard :meth:`decide` would draw now (at most
-        its :attr:`decide_chunk`); :meth:`collect` gives the decision, made up to ``batch``
-        in other shards where that one ran out."""
-        left = self._left_of(job)
-        if not any(left):
-            return Posted(None, None, job, batch, substitute, epoch)
-        k = self._shard_for(job, left)
-        self._reach(job, k)
-        want = min(batch, self.shards[k].decide_chunk)
-        call = self.shards[k].decide_later(job, want, substitute, epoch)
-        return Posted(k, call, job, batch, substitute, epoch)
-
     def collect(self, posted: Posted) -> ShardedDecision | None:
-        """The decision of ``posted`` (:meth:`decide_later`'s), in the dataset's indices;
+        """The decision of ``posted`` (a :meth:`decide` posted ``later``), in the dataset's indices;
         None when its reply is an error: call :meth:`decide`."""
         if posted.shard is None:
             return self._more(posted.job, posted.batch, posted.substitute, posted.epoch, [])

@@ -35,7 +35,7 @@ import functools
 import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 import redis
 
@@ -268,6 +268,7 @@ class OdsStore(Engine):
             defaults.DEMAND_JOBS,
         ]
 
+    @overload
     def decide(
         self,
         job: str,
@@ -275,7 +276,32 @@ class OdsStore(Engine):
         substitute: bool = True,
         epoch: int | None = None,
         at: int | None = None,
-    ) -> Decision:
+        *,
+        later: Literal[False] = False,
+    ) -> Decision: ...
+
+    @overload
+    def decide(
+        self,
+        job: str,
+        batch: int,
+        substitute: bool = True,
+        epoch: int | None = None,
+        at: int | None = None,
+        *,
+        later: Literal[True],
+    ) -> Call: ...
+
+    def decide(
+        self,
+        job: str,
+        batch: int,
+        substitute: bool = True,
+        epoch: int | None = None,
+        at: int | None = None,
+        *,
+        later: bool = False,
+    ) -> Decision | Call:
         """The next batch of at most ``batch`` samples the job has not seen in ``epoch``
         (default: its latest started epoch; the two latest can be served at once).
 
@@ -286,8 +312,20 @@ class OdsStore(Engine):
         no call holds the server for long; they are made at one server time (their hits
         share one pin bucket) and their samples shuffled together. ``at``: the server time
         the call is made at (default now).
+
+        ``later``: the call (at most :attr:`decide_chunk` samples) is posted to this process's
+        :attr:`outbox` instead, sent at the next flush (after the current batch's values were
+        read) or at once when no fetch here flushes, and run at the server's time then;
+        :meth:`collect` gives its Decision.
         """
         chunk = self.decide_chunk
+        if later:
+            if batch > chunk:
+                raise ConfigError(f"batch: {batch} is more than one call decides ({chunk})")
+            if at is not None:
+                raise ValueError("a posted decision runs at the server's time when it is sent")
+            args = self._decide_args(batch, substitute, epoch)
+            return self.outbox.post(self.command("decide", job, *args, jobs=True))
         if batch <= chunk:
             args = self._decide_args(batch, substitute, epoch)
             return parse_decision(self.call("decide", job, *args, jobs=True, at=at))
@@ -310,20 +348,8 @@ class OdsStore(Engine):
             return self._decide_chunk
         return max(defaults.DECIDE_CHUNK, self.samples // defaults.DECIDE_CHUNK_SAMPLES)
 
-    def decide_later(
-        self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
-    ) -> Call:
-        """:meth:`decide` of at most :attr:`decide_chunk` samples (one call), posted to this
-        process's :attr:`outbox`: sent at the next flush (after the current batch's values
-        were read), or at once when no fetch here flushes. :meth:`collect` gives the
-        Decision."""
-        if batch > self.decide_chunk:
-            raise ConfigError(f"batch: {batch} is more than one call decides ({self.decide_chunk})")
-        args = self._decide_args(batch, substitute, epoch)
-        return self.outbox.post(self.command("decide", job, *args, jobs=True))
-
     def collect(self, call: Call) -> Decision | None:
-        """The decision of ``call`` (:meth:`decide_later`'s); None when its reply is an
+        """The decision of ``call`` (a :meth:`decide` posted ``later``); None when its reply is an
         error (the functions missing, the job forgotten): call :meth:`decide`."""
         reply = call.result()
         return None if isinstance(reply, redis.ResponseError) else parse_decision(reply)

@@ -10,7 +10,7 @@ member, each with this signature, and nothing public beside it but the extras it
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_checkable
 
 from ods.decision import Decision, Pick
 from ods.keys import Keys
@@ -24,7 +24,8 @@ __all__ = ["Pending", "Store"]
 
 
 class Pending(Protocol):
-    """A decision posted (:meth:`Store.decide_later`), collected by :meth:`Store.collect`."""
+    """A decision posted (:meth:`Store.decide`, ``later=True``), collected by
+    :meth:`Store.collect`."""
 
     @property
     def sent(self) -> bool: ...
@@ -92,13 +93,37 @@ class Store(Protocol):
 
     # batches: decided now, or posted and collected; looked up; released
 
+    @overload
     def decide(
-        self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
+        self,
+        job: str,
+        batch: int,
+        substitute: bool = True,
+        epoch: int | None = None,
+        *,
+        later: Literal[False] = False,
     ) -> Decision: ...
 
-    def decide_later(
-        self, job: str, batch: int, substitute: bool = True, epoch: int | None = None
+    @overload
+    def decide(
+        self,
+        job: str,
+        batch: int,
+        substitute: bool = True,
+        epoch: int | None = None,
+        *,
+        later: Literal[True],
     ) -> Pending: ...
+
+    def decide(
+        self,
+        job: str,
+        batch: int,
+        substitute: bool = True,
+        epoch: int | None = None,
+        *,
+        later: bool = False,
+    ) -> Decision | Pending: ...
 
     def collect(self, posted: Pending, /) -> Decision | None: ...
 

@@ -132,10 +132,6 @@ class CountingStore(OdsStore):
         self.decides += 1
         return super().decide(*args, **kw)
 
-    def decide_later(self, *args, **kw):
-        self.decides += 1
-        return super().decide_later(*args, **kw)
-
 
 def test_lookahead_only_while_the_cache_covers_the_job(redis_proc):
     store = CountingStore(redis_proc.client, "look", 48, capacity={"encoded": 48}, seed=2)

@@ -19,7 +19,7 @@ EXTRAS = {
 }
 EXTRAS[OdsStore] |= {"tier_key", "used_command"}  # for ods simulate and the node's shares
 #: members whose return type a form narrows (the protocol's is what both return)
-NARROWED = {"decide", "decide_later", "collect", "client"}
+NARROWED = {"decide", "collect", "client"}
 
 
 def _members() -> list[str]:
@@ -31,6 +31,14 @@ def _signature(obj: object) -> inspect.Signature:
     if isinstance(obj, property):
         return inspect.signature(obj.fget)
     return inspect.signature(obj)
+
+
+def _by_place(sig: inspect.Signature) -> list[inspect.Parameter]:
+    return [p for p in sig.parameters.values() if p.kind is not p.KEYWORD_ONLY]
+
+
+def _by_name(sig: inspect.Signature) -> dict[str, inspect.Parameter]:
+    return {n: p for n, p in sig.parameters.items() if p.kind is p.KEYWORD_ONLY}
 
 
 @pytest.mark.parametrize("form", FORMS, ids=lambda c: c.__name__)
@@ -45,13 +53,18 @@ def test_each_form_has_every_member_with_the_protocols_signature(form):
         assert got is not None, f"{form.__name__} has no {name}"
         assert isinstance(got, property) == isinstance(want, property), name
         w, g = _signature(want), _signature(got)
-        given = list(g.parameters.values())
-        for k, p in enumerate(w.parameters.values()):
+        wanted, given = _by_place(w), _by_place(g)
+        for k, p in enumerate(wanted):  # in their places
             assert k < len(given), f"{form.__name__}.{name} lacks {p.name}"
             if p.kind is not p.POSITIONAL_ONLY:  # the protocol's positional-only: any name
                 assert given[k].name == p.name, f"{form.__name__}.{name}: {given[k]} for {p}"
             assert given[k].default == p.default, f"{form.__name__}.{name}: {given[k]} for {p}"
-        for extra in given[len(w.parameters) :]:  # a form's own: optional only
+        named = _by_name(g)
+        for p in _by_name(w).values():  # keyword-only: by name
+            assert p.name in named, f"{form.__name__}.{name} lacks {p.name}"
+            assert named[p.name].default == p.default, f"{form.__name__}.{name}: {p.name}"
+        extras = given[len(wanted) :] + [p for n, p in named.items() if n not in _by_name(w)]
+        for extra in extras:  # a form's own: optional only
             assert extra.default is not extra.empty, f"{form.__name__}.{name}: {extra}"
         if name not in NARROWED:
             assert str(g.return_annotation) == str(w.return_annotation), f"{name}: {g} for {w}"
