@@ -150,6 +150,16 @@ class Outbox:
         #: a fetch in this process flushes this outbox (so held calls wait for it)
         self.flushing = False
 
+    @property
+    def queued(self) -> tuple[Call, ...]:
+        """The calls posted and held for the next flush."""
+        return tuple(self._queued)
+
+    @property
+    def unsettled(self) -> int:
+        """The writes sent whose replies are not read yet (read at the next flush or settle)."""
+        return len(self._unsettled)
+
     def _mine(self) -> None:
         if self._made.inherited:  # a forked child: the parent's calls are not its own
             self._reset()

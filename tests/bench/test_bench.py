@@ -235,7 +235,7 @@ def test_quiver_takes_cached_samples_first(tiny_dataset, redis_url):
     sampler = loader.batch_sampler
     assert isinstance(sampler, QuiverBatchSampler)
     first = next(iter(sampler))
-    cached = sampler._cached(first)
+    cached = sampler.store.cached("encoded", first)  # what the sampler looks at
     assert all(cached)  # everything is cached now, so a batch is all hits
     assert loader.stats()["encoded"]["hits"] == 0 and list(loader)
     assert loader.stats()["encoded"]["hits"] == 48

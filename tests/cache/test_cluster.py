@@ -50,7 +50,7 @@ def _metadata_port(cluster, loader):
 
 def test_jobs_share_a_cluster_with_values_on_every_primary(tiny_dataset, redis_cluster):
     loaders = _loaders(tiny_dataset, redis_cluster.url)
-    assert loaders[0]._cached.store.client.__class__.__name__ == "RedisCluster"
+    assert loaders[0].store.client.__class__.__name__ == "RedisCluster"
     for _ in range(2):
         _epoch(loaders)
     stats = [lo.stats() for lo in loaders]

@@ -100,7 +100,7 @@ def test_a_forked_child_does_not_touch_its_parents_calls(redis_proc):
     if pid == 0:  # the child: a fresh outbox state, the parent's held call is not sent
         try:
             box.flush()
-            os._exit(0 if not box._queued and not box._unsettled else 1)
+            os._exit(0 if not box.queued and not box.unsettled else 1)
         except BaseException:
             os._exit(2)
     _, status = os.waitpid(pid, 0)
@@ -111,8 +111,21 @@ def test_a_forked_child_does_not_touch_its_parents_calls(redis_proc):
     assert redis_proc.client.get("parent") == b"1"
 
 
-def _covered_store(redis_proc, n=48):
-    store = OdsStore(redis_proc.client, "pre", n, capacity={"encoded": n}, seed=3)
+class _Recording(OdsStore):
+    """A real OdsStore that records the decisions asked for at once (not posted)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.direct = []
+
+    def decide(self, *args, later=False, **kwargs):
+        if not later:
+            self.direct.append(args)
+        return super().decide(*args, later=later, **kwargs)
+
+
+def _covered_store(redis_proc, n=48, form=OdsStore):
+    store = form(redis_proc.client, "pre", n, capacity={"encoded": n}, seed=3)
     store.join("filler")
     store.admit("filler", [(i, "encoded", 1, b"") for i in range(n)])
     return store
@@ -127,7 +140,7 @@ def test_prefetched_decisions_are_sent_at_the_flush_and_keep_epochs_exactly_once
     sent_before_flush = []
     for batch in it:
         served += [p.index for p in batch]
-        sent_before_flush += [c.sent for c in store.outbox._queued]
+        sent_before_flush += [c.sent for c in store.outbox.queued]
         store.outbox.flush()
     assert sorted(served) == list(range(48))
     assert sent_before_flush and not any(sent_before_flush)  # held until the flush
@@ -135,28 +148,25 @@ def test_prefetched_decisions_are_sent_at_the_flush_and_keep_epochs_exactly_once
 
 
 def test_prefetch_after_a_function_flush_and_an_early_stop(redis_proc):
-    store = _covered_store(redis_proc)
+    store = _covered_store(redis_proc, form=_Recording)
     sampler = OdsBatchSampler(store, "job", batch_size=4, lookahead=3)
     store.outbox.flush()
-    served, direct = [], []
-    decide = sampler._decide
-    sampler._decide = lambda *a: direct.append(a) or decide(*a)
+    served = []
     for k, batch in enumerate(sampler):
         served += [p.index for p in batch]
         if k == 1:
             redis_proc.client.function_flush()  # the prefetch finds no function: decided again
         store.outbox.flush()
     assert sorted(served) == list(range(48))
-    assert len(direct) == 2  # the epoch's first decision, and the one that failed
-    del sampler._decide
+    assert len(store.direct) == 2  # the epoch's first decision, and the one that failed
     # an early stop: the held prefetch is dropped, so the job's epoch keeps its samples
     it = iter(sampler)
     for _ in range(4):  # decisions of 4, then 12 (prefetched at the first batch)
         next(it)
-        assert store.outbox._queued or len(store.outbox._unsettled) <= 1
-    assert store.outbox._queued  # the next decision, posted and held
+        assert store.outbox.queued or store.outbox.unsettled <= 1
+    assert store.outbox.queued  # the next decision, posted and held
     it.close()
-    assert not store.outbox._queued
+    assert not store.outbox.queued
     left = redis_proc.client.bitcount(f"{store.prefix}r:job")  # epoch 1's unserved
     assert left == 48 - 16  # nothing more was decided
 
