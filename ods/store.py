@@ -323,7 +323,7 @@ class OdsStore(Engine):
             if batch > chunk:
                 raise ConfigError(f"batch: {batch} is more than one call decides ({chunk})")
             if at is not None:
-                raise ValueError("a posted decision runs at the server's time when it is sent")
+                raise ConfigError("at: a posted decision runs at the server's time when sent")
             args = self._decide_args(batch, substitute, epoch)
             return self.outbox.post(self.command("decide", job, *args, jobs=True))
         if batch <= chunk:
