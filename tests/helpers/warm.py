@@ -76,8 +76,10 @@ class _Server:
             self.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-        os.unlink(self.path) if os.path.exists(self.path) else None
-        os.rmdir(self.dir)
+        with contextlib.suppress(OSError):  # (the server removes its socket as it exits)
+            os.unlink(self.path)
+        with contextlib.suppress(OSError):
+            os.rmdir(self.dir)
 
 
 _server: _Server | None = None
