@@ -3,10 +3,10 @@
 import collections
 import logging
 import threading
-import time
 
 import pytest
 from helpers.indexed import indexed
+from helpers.waiting import wait_for
 
 from ods.decision import Pick
 from seneca import SenecaLoader
@@ -332,10 +332,8 @@ def test_a_loader_leaves_its_job_when_closed_or_collected(tiny_dataset, redis_pr
     name = store.keys.job_name(collected.job)
     del collected
     gc.collect()  # the process's lease keeper leaves for it, off the collector's path
-    deadline = time.monotonic() + 5
-    while name in jobs(store) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert name not in jobs(store) and not r.exists(f"{store.prefix}j:{name}")
+    wait_for(lambda: name not in jobs(store), f"the collected loader's job {name} to leave")
+    assert not r.exists(f"{store.prefix}j:{name}")
 
     named = SenecaLoader(indexed(tiny_dataset), job="keep-me", **opts)
     epoch_of(named)

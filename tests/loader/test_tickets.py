@@ -3,7 +3,6 @@ hits and misses keep their decided order, labels, exactly-once and stats with 0,
 workers; without workers, the next batch's hits are read ahead; on a real redis-server."""
 
 import functools
-import time
 
 import pytest
 import torch
@@ -188,10 +187,10 @@ def test_without_workers_the_next_batchs_hits_are_read_ahead(tiny_dataset, redis
     ahead, seen = [], []
     for k, (x, y) in enumerate(c):
         # a read ahead is sent before the next batch is asked for; on a loaded machine the
-        # server may run it a moment after this batch arrived: wait for it (not for longer)
-        deadline = time.monotonic() + (2 if k < len(c) - 1 else 0)
-        while mgets() < k + 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        # server may run it a moment after this batch arrived: wait for it (after the last
+        # batch there is none to wait for)
+        if k < len(c) - 1:
+            wait_for(lambda k=k: mgets() >= k + 2, f"batch {k + 1}'s values read ahead")
         ahead.append(mgets() - (k + 1))  # the reads sent beyond the batches received
         want = default_collate([DET(ds.loader(ds.samples[int(i)][0])) for i in y])
         assert torch.equal(x, want)
