@@ -34,7 +34,7 @@ import random
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, overload
+from typing import Any
 
 from ods import defaults, routing
 from ods.decision import Decision, Pick
@@ -241,28 +241,6 @@ class ShardedStore:
         """End ``job``'s lease now in every shard it joined (as :meth:`OdsStore.lapse`)."""
         for k in sorted(self._joined.get(job, ())):
             self.shards[k].lapse(job)
-
-    @overload
-    def decide(
-        self,
-        job: str,
-        batch: int,
-        substitute: bool = True,
-        epoch: int | None = None,
-        *,
-        later: Literal[False] = False,
-    ) -> ShardedDecision: ...
-
-    @overload
-    def decide(
-        self,
-        job: str,
-        batch: int,
-        substitute: bool = True,
-        epoch: int | None = None,
-        *,
-        later: Literal[True],
-    ) -> Posted: ...
 
     def decide(
         self,

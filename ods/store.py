@@ -35,7 +35,7 @@ import functools
 import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, overload
+from typing import Any
 
 import redis
 
@@ -267,30 +267,6 @@ class OdsStore(Engine):
             1 if defaults.SPEND_FIRST else 0,
             defaults.DEMAND_JOBS,
         ]
-
-    @overload
-    def decide(
-        self,
-        job: str,
-        batch: int,
-        substitute: bool = True,
-        epoch: int | None = None,
-        at: int | None = None,
-        *,
-        later: Literal[False] = False,
-    ) -> Decision: ...
-
-    @overload
-    def decide(
-        self,
-        job: str,
-        batch: int,
-        substitute: bool = True,
-        epoch: int | None = None,
-        at: int | None = None,
-        *,
-        later: Literal[True],
-    ) -> Call: ...
 
     def decide(
         self,

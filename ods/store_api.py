@@ -91,7 +91,8 @@ class Store(Protocol):
 
     def restore(self, job: str, epoch: int, consumed: bytes) -> int: ...
 
-    # batches: decided now, or posted and collected; looked up; released
+    # batches: decided now, or posted and collected; looked up; released (each form's
+    # decide returns the same as these overloads say, typed as the union)
 
     @overload
     def decide(

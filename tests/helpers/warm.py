@@ -231,12 +231,12 @@ class WarmProcess:
                 if input:
                     self.stdin.write(input)
                 self.stdin.close()
-        deadline = None if timeout is None else _now() + timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
         for reader in self._readers.values():
-            reader.join(None if deadline is None else max(0.0, deadline - _now()))
+            reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
             if reader.is_alive():
                 raise subprocess.TimeoutExpired(self.args, timeout)
-        self.wait(None if deadline is None else max(0.0, deadline - _now()))
+        self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
         out = self._read["stdout"][0] if self.stdout is not None else None
         err = self._read["stderr"][0] if self.stderr is not None else None
         for stream in (self.stdout, self.stderr):
@@ -253,10 +253,6 @@ class WarmProcess:
                 with contextlib.suppress(BrokenPipeError):
                     stream.close()
         self.wait()
-
-
-def _now() -> float:
-    return time.monotonic()
 
 
 def popen(args: list[str], **kwargs: Any) -> WarmProcess | subprocess.Popen:
