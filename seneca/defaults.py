@@ -129,9 +129,7 @@ MALLOC_TRIM_THRESHOLD = 256 * 1024 * 1024
 LOADER_THREADS = 1
 
 #: The thread that makes the loader process's share of the next batch (``seneca.loader._ahead``):
-#: how often it checks, while its batch waits to be taken, whether the loop ended; and how long
-#: the end of a loop waits for it to stop before warning.
-AHEAD_POLL_S = 0.1
+#: how long the end of a loop waits for it to stop before warning.
 AHEAD_STOP_WAIT_S = 60.0
 #: ... and how long a loop interrupted by an exception (Ctrl-C) waits for it: the thread may be
 #: waiting on workers the same Ctrl-C stopped, and the user waits for the prompt.

@@ -52,17 +52,28 @@ def made_ahead(it: Iterator[T], threads: int, device: int | None = None) -> Iter
     generator (a ``break`` out of the loop, or the loader's next iteration) stops the thread
     once it has made the item it is on, and closes ``it`` in that thread. ``device``: the CUDA
     device the thread works for (batches pinned for it), None for none.
+
+    The caller's side touches only C-level queues (``queue.SimpleQueue``): an exception that a
+    signal handler raises in the main thread (Ctrl-C's KeyboardInterrupt, DataLoader's error for
+    a worker that died) lands between two of its instructions, never inside a lock that
+    ``queue.Queue`` takes and releases in Python code, which such an exception can leave held,
+    and the end of the loop would then wait on it forever.
     """
-    box: queue.Queue = queue.Queue(maxsize=1)
-    stop = threading.Event()
+    made: queue.SimpleQueue = queue.SimpleQueue()  # (item, error) from the thread
+    room: queue.SimpleQueue = queue.SimpleQueue()  # a place for one more item (or: look at stop)
+    stop: list[bool] = []  # not empty: the caller is gone (a list's append takes no lock)
+    room.put(None)  # one item made ahead, waiting for the caller
     thread = threading.Thread(
-        target=_make, args=(it, box, stop, threads, device), name="seneca-batches", daemon=True
+        target=_make,
+        args=(it, made, room, stop, threads, device),
+        name="seneca-batches",
+        daemon=True,
     )
-    thread.start()
     interrupted = False
     try:
+        thread.start()
         while True:
-            item, err = box.get()
+            item, err = made.get()
             if err is not None:
                 try:
                     raise err
@@ -70,6 +81,7 @@ def made_ahead(it: Iterator[T], threads: int, device: int | None = None) -> Iter
                     del err
             if item is _END:
                 return
+            room.put(None)  # the next is made while the caller has this one
             yield item
     except GeneratorExit:
         raise
@@ -77,13 +89,16 @@ def made_ahead(it: Iterator[T], threads: int, device: int | None = None) -> Iter
         interrupted = True
         raise
     finally:
-        stop.set()
-        while not box.empty():  # a batch made for nobody: its memory goes now
-            box.get_nowait()
+        stop.append(True)
+        room.put(None)  # wakes the thread if it waits for room
+        _drain(made)  # a batch made for nobody: its memory goes now
         # a loop cut short by its caller waits for the thread to stop cleanly (the next
         # iteration may reuse what it uses); one interrupted does not wait on a thread that
         # may be waiting for workers the same Ctrl-C stopped (it is a daemon)
-        thread.join(defaults.AHEAD_INTERRUPT_WAIT_S if interrupted else defaults.AHEAD_STOP_WAIT_S)
+        if thread.is_alive():  # (not if the exception came before it started)
+            wait = defaults.AHEAD_INTERRUPT_WAIT_S if interrupted else defaults.AHEAD_STOP_WAIT_S
+            thread.join(wait)
+        _drain(made)
         if thread.is_alive() and not interrupted:
             log.warning(
                 "the loader's batch thread is still making a batch %.0f s after its loop ended",
@@ -103,10 +118,23 @@ def closing(it: Any) -> Iterator[None]:
 
 
 def _make(
-    it: Iterator[Any], box: queue.Queue, stop: threading.Event, threads: int, device: int | None
+    it: Iterator[Any],
+    made: queue.SimpleQueue,
+    room: queue.SimpleQueue,
+    stop: list[bool],
+    threads: int,
+    device: int | None,
 ) -> None:
-    """The thread: ``it``'s items into ``box`` until it ends, fails or ``stop`` is set."""
+    """The thread: ``it``'s items into ``made``, each once there is ``room`` for it, until
+    ``it`` ends or fails, or the caller is gone (``stop``)."""
     import torch
+
+    def handed(entry: tuple[Any, Any]) -> bool:
+        room.get()
+        if stop:
+            return False
+        made.put(entry)
+        return True
 
     with closing(it):
         try:
@@ -115,19 +143,17 @@ def _make(
             if device is not None:
                 torch.cuda.set_device(device)
             for item in it:
-                if not _put(box, stop, (item, None)):
+                if not handed((item, None)):
                     return
-            _put(box, stop, (_END, None))
+            handed((_END, None))
         except BaseException as err:  # raised in the caller's thread, where it asks for it
-            _put(box, stop, (None, err))
+            handed((None, err))
 
 
-def _put(box: queue.Queue, stop: threading.Event, entry: tuple[Any, Any]) -> bool:
-    """Hand ``entry`` over once the caller has taken the one before; False once stopped."""
-    while not stop.is_set():
+def _drain(made: queue.SimpleQueue) -> None:
+    """Drop what ``made`` holds."""
+    while True:
         try:
-            box.put(entry, timeout=defaults.AHEAD_POLL_S)
-            return True
-        except queue.Full:
-            continue
-    return False
+            made.get_nowait()
+        except queue.Empty:
+            return
