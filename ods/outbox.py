@@ -82,8 +82,8 @@ class _Sent:
             assert self._sent is not None
             try:
                 self._replies = routing.receive(self._sent)
-            except BaseException as err:
-                self._failed = err
+            except Exception as err:  # every caller's (an interrupt is this caller's only:
+                self._failed = err  # the next finds the replies gone, a cache failure)
                 raise
         return self._replies
 

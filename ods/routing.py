@@ -21,6 +21,11 @@ deadlines of later calls of that kind.
 Error replies come back in place as exceptions. A node that cannot be reached fails the batch on
 a single server (the exception is raised); on a cluster its commands get the exception in place,
 so the other nodes' replies are still used (its values become misses).
+
+Replies are read once. An exception while they are read that is not the connection's (Ctrl-C's
+KeyboardInterrupt, raised wherever the main thread is) closes the connections whose replies were
+not read yet; asked for again, those replies are a ConnectionError, a cache failure. No
+connection is ever given back twice (two callers would share it, and read each other's replies).
 """
 
 from __future__ import annotations
@@ -295,8 +300,13 @@ def _as_redis_error(err: BaseException) -> BaseException:
     return err
 
 
-def _read_group(sent: Sent, group: tuple[Any, Any, list[int]], read: Read, out: list) -> None:
-    pool, conn, where = group
+def _read_group(sent: Sent, groups: list, read: Read, out: list) -> None:
+    """Read the replies of the first of ``groups`` into ``out``; its connection is kept or
+    given back. The group leaves ``groups`` before its connection does (a statement with no
+    call between, where no signal handler runs): an interrupt (Ctrl-C) lands either before,
+    and :func:`receive` gives it back, or after, where at worst it is lost; never given back
+    twice, which would hand one connection, and its replies, to two callers."""
+    pool, conn, where = groups[0]
     try:
         start = time.monotonic()
         for k in where:
@@ -309,24 +319,28 @@ def _read_group(sent: Sent, group: tuple[Any, Any, list[int]], read: Read, out: 
         deadlines.measured(sent.kind, time.monotonic() - start)
         socket_of(conn).settimeout(conn.socket_timeout)
     except CACHE_FAILURES as err:
+        del groups[0]
         conn.disconnect()
         pool.release(conn)
         _fail(sent, pool, None, [k for k in where if out[k] is _UNREAD], _as_redis_error(err))
         return
-    except BaseException:
+    del groups[0]
+    _keep(pool, conn)
+
+
+def _drop(groups: list) -> None:
+    """Close the connections of ``groups`` (their replies unread) and give them back."""
+    while groups:
+        pool, conn, _ = groups.pop()
         conn.disconnect()
         pool.release(conn)
-        raise
-    _keep(pool, conn)
 
 
 def abandon(sent: Sent) -> None:
     """Drop the replies of ``sent`` unread: each connection they would arrive on is closed and
     given back to its pool (a new one is made when it is next used)."""
-    for pool, conn, _ in sent.groups:
-        conn.disconnect()
-        pool.release(conn)
-    sent.groups.clear()
+    groups, sent.groups = sent.groups, []
+    _drop(groups)
 
 
 def _redirect(reply: Any) -> tuple[str, str, int] | None:
@@ -351,10 +365,21 @@ def receive(sent: Sent, read: Read | None = None, depth: int = 0) -> list[Any]:
     docstring); ``read(conn, position)`` reads one (default: redis-py's parser)."""
     read = read or (lambda conn, _k: conn.read_response())
     out: list[Any] = [_UNREAD] * len(sent.commands)
-    for group in sent.groups:
-        _read_group(sent, group, read, out)
+    groups, sent.groups = sent.groups, []  # read once (no call between: no handler runs)
+    try:
+        while groups:
+            _read_group(sent, groups, read, out)
+    except BaseException:  # not the connection's failure (handled): an interrupt, or a bug
+        _drop(groups)
+        raise
     for k, err in sent.failed.items():
         out[k] = err
+    unread = [k for k, reply in enumerate(out) if reply is _UNREAD]
+    if unread:  # read before, or their read was interrupted: no reply to give
+        gone = redis.ConnectionError("the replies were read already, or their read was cut off")
+        _fail(sent, None, None, unread, gone)
+        for k in unread:
+            out[k] = sent.failed[k]
     redirects = {k: to for k, reply in enumerate(out) if (to := _redirect(reply))}
     if redirects and depth < _REDIRECTS:
         moved = [k for k, to in redirects.items() if to[0] == "MOVED"]

@@ -1,10 +1,17 @@
 """ods.routing's connections and packing, against a real redis-server."""
 
+import contextlib
+import itertools
 import multiprocessing as mp
+from pathlib import Path
 
 import redis
+from helpers import interrupt
 
+import ods
+import seneca_base
 from ods import routing
+from ods.outbox import Outbox
 from seneca._cache.resp import execute
 
 
@@ -63,3 +70,53 @@ def test_arguments_hiredis_does_not_pack_are_packed_by_redis_py(redis_proc):
     assert execute(r, [(b"OBJECT ENCODING", "b")]) == [b"raw"]  # as bytes too
     big = [("SET", f"v{k}", b"y" * 40_000) for k in range(4)]  # sent as separate pieces
     assert execute(r, [*big, ("MGET", "v0", "v3")])[-1] == [b"y" * 40_000] * 2
+
+
+def test_a_ctrl_c_anywhere_in_a_round_trip_never_gives_a_reply_to_another_call(redis_proc):
+    """An interrupt at each place it can land while writes are sent and their replies read
+    (an outbox's posted calls, a round trip of its own): it comes out once, where it landed;
+    every other call gets its own reply or a cache failure (its replies are gone), never the
+    interrupt again; and every call after gets its own reply (no connection is handed to two
+    callers, none is read twice). The places: those of our code, where redis-py's calls
+    are made and its results handled. (A connection the interrupt cut off from its pool stays
+    open, unused: the pool is given room for those.)"""
+    r = redis.Redis(unix_socket_path=str(redis_proc.sock), max_connections=1 << 20)
+    outbox = Outbox(r)  # one per process, as a store's
+    tokens = itertools.count()
+
+    def echo() -> tuple[tuple, bytes]:
+        token = f"t{next(tokens)}".encode()
+        return ("ECHO", token), token
+
+    def mine(get, want: bytes) -> None:
+        try:
+            reply = get()
+        except routing.CACHE_FAILURES:
+            return
+        assert reply == want
+
+    def round_trips() -> None:
+        (c1, t1), (c2, t2), (c3, t3) = echo(), echo(), echo()
+        first, second = outbox.post(c1, hold=False), outbox.post(c2, hold=False)
+        pending = routing.send(r, [c3])
+        try:
+            assert first.result() == t1
+            assert routing.receive(pending) == [t3]
+            assert second.result() == t2
+        except interrupt.Interrupted:
+            mine(first.result, t1)
+            mine(second.result, t2)
+            mine(lambda: routing.receive(pending)[0], t3)
+            raise
+
+    ours = (str(Path(ods.__file__).parent), str(Path(seneca_base.__file__).parent), __file__)
+    places, _ = interrupt.run(round_trips, 0, ours)
+    assert places > 50
+    for at in range(1, places + 1):
+        interrupt.run(round_trips, at, ours)
+        with contextlib.suppress(*routing.CACHE_FAILURES):
+            outbox.settle()  # what the interrupt left unread (as the next flush would)
+        for _ in range(2):
+            (c1, t1), (c2, t2) = echo(), echo()
+            assert execute(r, [c1, c2]) == [t1, t2]
+            assert outbox.post(c1, hold=False).result() == t1
