@@ -5,10 +5,12 @@ for a worker that died) runs in the main thread between two instructions, at the
 CPython (3.11) looks for pending signals: a function's start, a loop's jump back, the end of a
 call. :func:`run` runs a function in a thread with a trace function that raises
 :class:`Interrupted` at the ``at``-th such place, as a handler would there: a test sweeps ``at``
-over every place a piece of code has, deterministically, where sending real signals would hit
-one place in thousands by chance. Left out: places inside CPython's ``Thread.start``, which is
-not safe against an interrupt itself (and not ours to test), and in weak references' callbacks,
-which the interpreter runs as it frees an object and where it prints and drops an exception.
+over every place a piece of code has, deterministically (signals sent at random times missed,
+in 24,000 loops here, the one place where the batch thread's hand-over hung a CI run). Left
+out: places inside CPython's ``Thread.start``, which is not safe against an interrupt itself
+(and not ours to test), and in weak references' callbacks, which the interpreter runs as it
+frees an object and where it prints and drops an exception. The function must not fork: the
+child's thread would keep the trace function.
 """
 
 from __future__ import annotations
