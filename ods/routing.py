@@ -184,14 +184,18 @@ def send(client: Any, commands: Sequence[Sequence[Any]]) -> Sent:
     flat, spans = _expand(client, commands)
     of = deadlines.kind(flat)
     sent = Sent(client, flat, spans, kind=of, deadline=deadlines.deadline(of))
-    if is_cluster(client):
-        by_node: dict[int, tuple[redis.Redis, list[int]]] = {}
-        for k, command in enumerate(flat):
-            node = _node(client, command)
-            by_node.setdefault(id(node), (node, []))[1].append(k)
-        _write(sent, list(by_node.values()))
-    else:
-        _write(sent, [(client, list(range(len(flat))))])
+    try:
+        if is_cluster(client):
+            by_node: dict[int, tuple[redis.Redis, list[int]]] = {}
+            for k, command in enumerate(flat):
+                node = _node(client, command)
+                by_node.setdefault(id(node), (node, []))[1].append(k)
+            _write(sent, list(by_node.values()))
+        else:
+            _write(sent, [(client, list(range(len(flat))))])
+    except BaseException:  # (a failure on a single server, an interrupt): none left checked out
+        abandon(sent)
+        raise
     return sent
 
 
@@ -231,9 +235,14 @@ def _take(pool: Any) -> Any:
         conn = _kept(pool).pop()
     except IndexError:  # none kept (or taken by another thread meanwhile)
         return connection_of(pool)
-    sock = socket_of(conn)
-    if sock is not None and _readable(sock):
-        conn.disconnect()  # closed by the server (or anything else on it): a new one
+    try:
+        sock = socket_of(conn)
+        if sock is not None and _readable(sock):
+            conn.disconnect()  # closed by the server (or anything else on it): a new one
+    except BaseException:  # an interrupt: the connection goes back to the pool, closed
+        conn.disconnect()
+        pool.release(conn)
+        raise
     return conn
 
 
@@ -277,6 +286,11 @@ def _write(sent: Sent, targets: list[tuple[redis.Redis, list[int]]]) -> None:
             sent.groups.append((pool, conn, where))
         except CACHE_FAILURES as err:
             _fail(sent, pool, conn, where, err)
+        except BaseException:  # an interrupt: a connection not in ``sent`` yet is given back
+            if conn is not None and all(group[1] is not conn for group in sent.groups):
+                conn.disconnect()
+                pool.release(conn)
+            raise
 
 
 def _fail(sent: Sent, pool: Any, conn: Any, where: list[int], err: BaseException) -> None:
