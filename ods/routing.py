@@ -240,8 +240,7 @@ def _take(pool: Any) -> Any:
         if sock is not None and _readable(sock):
             conn.disconnect()  # closed by the server (or anything else on it): a new one
     except BaseException:  # an interrupt: the connection goes back to the pool, closed
-        conn.disconnect()
-        pool.release(conn)
+        _close(pool, conn)
         raise
     return conn
 
@@ -288,15 +287,13 @@ def _write(sent: Sent, targets: list[tuple[redis.Redis, list[int]]]) -> None:
             _fail(sent, pool, conn, where, err)
         except BaseException:  # an interrupt: a connection not in ``sent`` yet is given back
             if conn is not None and all(group[1] is not conn for group in sent.groups):
-                conn.disconnect()
-                pool.release(conn)
+                _close(pool, conn)
             raise
 
 
 def _fail(sent: Sent, pool: Any, conn: Any, where: list[int], err: BaseException) -> None:
     if conn is not None:
-        conn.disconnect()
-        pool.release(conn)
+        _close(pool, conn)
     if not is_cluster(sent.client):
         raise err
     for k in where:
@@ -334,8 +331,7 @@ def _read_group(sent: Sent, groups: list, read: Read, out: list) -> None:
         socket_of(conn).settimeout(conn.socket_timeout)
     except CACHE_FAILURES as err:
         del groups[0]
-        conn.disconnect()
-        pool.release(conn)
+        _close(pool, conn)
         _fail(sent, pool, None, [k for k in where if out[k] is _UNREAD], _as_redis_error(err))
         return
     del groups[0]
@@ -346,8 +342,13 @@ def _drop(groups: list) -> None:
     """Close the connections of ``groups`` (their replies unread) and give them back."""
     while groups:
         pool, conn, _ = groups.pop()
-        conn.disconnect()
-        pool.release(conn)
+        _close(pool, conn)
+
+
+def _close(pool: Any, conn: Any) -> None:
+    """Close ``conn`` (what is unread on it goes) and give it back to ``pool``."""
+    conn.disconnect()
+    pool.release(conn)
 
 
 def abandon(sent: Sent) -> None:
@@ -386,14 +387,12 @@ def receive(sent: Sent, read: Read | None = None, depth: int = 0) -> list[Any]:
     except BaseException:  # not the connection's failure (handled): an interrupt, or a bug
         _drop(groups)
         raise
-    for k, err in sent.failed.items():
-        out[k] = err
-    unread = [k for k, reply in enumerate(out) if reply is _UNREAD]
+    unread = [k for k, reply in enumerate(out) if reply is _UNREAD and k not in sent.failed]
     if unread:  # read before, or their read was interrupted: no reply to give
         gone = redis.ConnectionError("the replies were read already, or their read was cut off")
         _fail(sent, None, None, unread, gone)
-        for k in unread:
-            out[k] = sent.failed[k]
+    for k, err in sent.failed.items():
+        out[k] = err
     redirects = {k: to for k, reply in enumerate(out) if (to := _redirect(reply))}
     if redirects and depth < _REDIRECTS:
         moved = [k for k, to in redirects.items() if to[0] == "MOVED"]
