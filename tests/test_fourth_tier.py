@@ -1,15 +1,16 @@
 """CONTRIBUTING's "Add a tier" recipe works: scripts/fourth_tier.py applies it to a scratch copy
 (three code files), and the copy plans, keys and serves four tiers."""
 
-import subprocess
 import sys
 from pathlib import Path
+
+from helpers import warm
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_fourth_tier_by_the_recipe_is_served():
-    out = subprocess.run(
+    out = warm.run(
         [sys.executable, str(ROOT / "scripts" / "fourth_tier.py")],
         capture_output=True,
         text=True,

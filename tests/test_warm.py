@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from helpers import warm
+from helpers.waiting import wait_for
 
 PY = sys.executable
 
@@ -97,3 +98,31 @@ def test_a_command_it_does_not_fork_runs_as_a_real_process():
     job = warm.popen([PY, "-c", "print(hash('a'))"], env=seeded, stdout=subprocess.PIPE)
     assert isinstance(job, subprocess.Popen)
     job.communicate(timeout=60)
+
+
+def test_a_launcher_runs_a_script_as_a_job_in_its_place(tmp_path):
+    """``warm.py --exec SCRIPT ...`` (torchrun's command for a rank): the script runs as a job
+    with the launcher's streams and environment, a signal sent to the launcher reaches it, and
+    its exit status is the launcher's."""
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "print(sys.argv[1:], os.environ['WARM_X'], 'torch' in sys.modules, flush=True)\n"
+        "print(os.getpid(), flush=True)\n"
+        "if sys.argv[1] == 'wait':\n"
+        "    time.sleep(600)\n"
+        "sys.exit(5)\n"
+    )
+    launcher = [PY, warm.__file__, "--exec", str(script)]
+    env = {**os.environ, "WARM_X": "x"}
+    warm.run([PY, "-c", "pass"], check=True)  # (this process's server: the launcher's too)
+    done = subprocess.run([*launcher, "a"], env=env, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.splitlines()[0]) == (5, "['a'] x True"), done.stderr
+    job = subprocess.Popen([*launcher, "wait"], env=env, stdout=subprocess.PIPE, text=True)
+    assert job.stdout.readline() == "['wait'] x True\n"
+    pid = int(job.stdout.readline())  # the job's own: not the launcher's
+    assert pid != job.pid
+    job.terminate()
+    assert job.wait(timeout=60) == -signal.SIGTERM
+    job.stdout.close()
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}"), f"the job (pid {pid}) to end")

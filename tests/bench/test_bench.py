@@ -1,8 +1,8 @@
 """``seneca bench`` end to end on a tiny dataset, the baselines' interface and the throttle."""
 
 import json
-import multiprocessing as mp
 import os
+import pickle
 import re
 import shlex
 import sys
@@ -10,6 +10,7 @@ import time
 
 import pytest
 import torch
+from helpers import warm
 
 from seneca._bench.baselines import LOADERS, QuiverBatchSampler, make_loader
 from seneca._bench.throttle import Throttle
@@ -241,8 +242,10 @@ def test_quiver_takes_cached_samples_first(tiny_dataset, redis_url):
     assert loader.stats()["encoded"]["hits"] == 48
 
 
-def _book_in_child(throttle, nbytes, now, out):
-    out.put(throttle.reserve(nbytes, now=now))
+_BOOK = (
+    "from seneca._bench.throttle import Throttle\n"
+    "print(Throttle({rate}, {path!r}).reserve({n}, now={now}))"
+)
 
 
 def test_throttle_books_reads_back_to_back_on_one_clock():
@@ -252,12 +255,14 @@ def test_throttle_books_reads_back_to_back_on_one_clock():
     assert [throttle.reserve(50_000, now=100.0) for _ in range(3)] == pytest.approx(
         [100.05, 100.10, 100.15]
     )
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    child = ctx.Process(target=_book_in_child, args=(throttle, 100_000, 100.0, out))
-    child.start()
-    assert out.get(timeout=60) == pytest.approx(100.25)  # after this process's bookings
-    child.join(timeout=60)
+    # another process joins the link by its file (a worker gets the object pickled: the file,
+    # not this process's descriptor)
+    copy = pickle.loads(pickle.dumps(throttle))
+    assert (copy.path, copy.rate) == (throttle.path, throttle.rate)
+    code = _BOOK.format(rate=copy.rate, path=copy.path, n=100_000, now=100.0)
+    child = warm.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr
+    assert float(child.stdout) == pytest.approx(100.25)  # after this process's bookings
     assert throttle.reserve(50_000, now=100.2) == pytest.approx(100.30)
     assert throttle.reserve(50_000, now=500.0) == pytest.approx(500.05)  # idle since 100.3
     with pytest.raises(ConfigError, match="storage-mbps"):

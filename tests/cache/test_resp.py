@@ -133,7 +133,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 50)
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc")
 def test_malloc_tuning_reuses_big_buffers():
-    def run(env):
+    def run(env):  # a fresh interpreter: a fork's heap is tuned by what its parent freed
         out = subprocess.run(
             [sys.executable, "-c", _FAULTS],
             env={**os.environ, **env},

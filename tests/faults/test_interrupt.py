@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from helpers import warm
 
 TRAIN = textwrap.dedent(
     """
@@ -35,12 +36,6 @@ TRAIN = textwrap.dedent(
             time.sleep({step})  # a training step
     """
 )
-
-
-def _interruptible() -> None:
-    """SIGINT as a terminal's job gets it: a suite started in the background of a shell ignores
-    it, and a child that inherits that never sees KeyboardInterrupt."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class _Lines:
@@ -90,14 +85,14 @@ def _ctrl_c(proc: subprocess.Popen, stderr: _Lines | None = None) -> float:
 def test_ctrl_c_ends_a_training_loop_with_workers(tiny_dataset, redis_url, slow, step):
     paths = [os.path.join(os.path.dirname(__file__), ".."), os.getcwd()]
     code = TRAIN.format(paths=paths, root=str(tiny_dataset), url=redis_url, slow=slow, step=step)
-    proc = subprocess.Popen(
+    # (a job of the fork server gets Python's SIGINT handler, as a terminal's job has it, even
+    # where this suite ignores SIGINT: started in the background of a shell)
+    proc = warm.popen(
         [sys.executable, "-c", code],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
         errors="replace",  # whatever a dying process writes, the reader reads on
         start_new_session=True,  # a process group of its own, as a terminal's foreground job
-        preexec_fn=_interruptible,
     )
     stderr = _Lines(proc.stderr)
     try:

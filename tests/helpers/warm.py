@@ -19,8 +19,10 @@ The object ``popen`` returns answers as much of ``subprocess.Popen`` as the test
 interpreter options, a ``PYTHONHASHSEED`` of its own: the server's hash seed is the jobs')
 runs as ``subprocess.Popen``.
 
-Each pytest process starts its server on first use and ends it when it exits. Run as a
-script, this module is the server.
+A pytest process starts its server on first use and ends it when it exits; under pytest-xdist
+the controller starts one for the run (:func:`share`) and its workers fork their jobs there
+(one import of torch for the run, not one per worker). Run as a script, this module is the
+server.
 """
 
 from __future__ import annotations
@@ -52,10 +54,16 @@ _PIPE, _DEVNULL, _STDOUT = subprocess.PIPE, subprocess.DEVNULL, subprocess.STDOU
 # ----------------------------------------------------------------------------- the test's side
 
 
+#: the environment variable that hands a run's shared server ("PID:PATH") to its workers
+_SHARED = "SENECA_TEST_FORK_SERVER"
+#: how long a worker waits for the shared server to come up (it imports torch: seconds)
+_START_S = 300.0
+
+
 class _Server:
     """The fork server of this process: its socket, and the pipe whose end tells it to go."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, wait: bool = True) -> None:
         self.dir = tempfile.mkdtemp(prefix="sn-warm-")
         self.path = os.path.join(self.dir, "s")
         self.proc = subprocess.Popen(
@@ -64,11 +72,12 @@ class _Server:
             stdout=subprocess.PIPE,
             text=True,
         )
-        line = self.proc.stdout.readline()
-        if line.strip() != "ready":
-            self.proc.kill()
-            raise RuntimeError(f"the fork server did not start: {line!r}")
         atexit.register(self.stop)
+        if wait:
+            line = self.proc.stdout.readline()
+            if line.strip() != "ready":
+                self.proc.kill()
+                raise RuntimeError(f"the fork server did not start: {line!r}")
 
     def stop(self) -> None:
         self.proc.stdin.close()  # the server's end of stdin reads EOF and it exits
@@ -86,12 +95,49 @@ _server: _Server | None = None
 _server_lock = threading.Lock()
 
 
-def _the_server() -> _Server:
+def share() -> None:
+    """Start this process's server now, without waiting for it, and hand it to the processes
+    started from here on (pytest-xdist's workers) through the environment."""
     global _server
     with _server_lock:
         if _server is None:
+            _server = _Server(wait=False)
+            os.environ[_SHARED] = f"{_server.proc.pid}:{_server.path}"
+
+
+def _connect() -> socket.socket:
+    """A connection to this process's server, or to the run's shared one (waited for while it
+    comes up), the server started here on first use when there is neither."""
+    global _server
+    with _server_lock:
+        shared = os.environ.get(_SHARED) if _server is None else None
+        if shared is None and _server is None:
             _server = _Server()
-        return _server
+            # (the processes started from here find it too: a launcher's jobs, see _exec)
+            os.environ[_SHARED] = f"{_server.proc.pid}:{_server.path}"
+    if shared is None:
+        pid, path = None, _server.path
+    else:
+        owner, path = shared.split(":", 1)
+        pid = int(owner)
+    deadline = time.monotonic() + _START_S
+    while True:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(path)
+            return conn
+        except (FileNotFoundError, ConnectionRefusedError):
+            conn.close()
+            if pid is None:
+                raise
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                raise RuntimeError(f"the run's fork server (pid {pid}) is gone") from None
+            if time.monotonic() > deadline:
+                waited = f"did not listen at {path} in {_START_S:.0f} s"
+                raise RuntimeError(f"the run's fork server (pid {pid}) {waited}") from None
+            time.sleep(0.05)
 
 
 def _job(args: list[str]) -> tuple[str, str, list[str]] | None:
@@ -117,11 +163,13 @@ class WarmProcess:
         stdout: Any = None,
         stderr: Any = None,
         text: bool = False,
+        errors: str | None = None,
         env: dict[str, str] | None = None,
         cwd: str | os.PathLike | None = None,
         start_new_session: bool = False,
     ) -> None:
         kind, target, rest = _job(args)
+        text = text or errors is not None
         self.args = args
         self.returncode: int | None = None
         self.stdin: IO | None = None
@@ -147,7 +195,7 @@ class WarmProcess:
                 passed.append(job)
                 stream = open(mine, "wb" if i == 0 else "rb")  # noqa: SIM115  (the caller closes it)
                 if text:
-                    stream = io.TextIOWrapper(stream, write_through=i == 0)
+                    stream = io.TextIOWrapper(stream, errors=errors, write_through=i == 0)
                 setattr(self, ("stdin", "stdout", "stderr")[i], stream)
             else:
                 passed.append(want if isinstance(want, int) else want.fileno())
@@ -160,9 +208,8 @@ class WarmProcess:
             "new_session": start_new_session,
         }
         body = json.dumps(request).encode()
-        self._conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            self._conn.connect(_the_server().path)
+            self._conn = _connect()
             socket.send_fds(self._conn, [_HEADER.pack(len(body)) + body], passed)
         finally:
             for fd in theirs:
@@ -457,6 +504,23 @@ def _run(request: dict, fds: list[int], base: list[str]) -> None:
     os._exit(code)
 
 
+def _exec(args: list[str]) -> int:
+    """``python warm.py --exec SCRIPT ARGS...``: run ``python SCRIPT ARGS...`` as a job of the
+    server the environment names, as if this process had become it (its standard streams,
+    environment and directory; SIGTERM, SIGINT and SIGHUP sent here passed on; its exit status
+    this process's). For a launcher that starts commands itself (torchrun ``--no-python``)."""
+    job = popen([sys.executable, *args])
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda number, _frame: job.send_signal(number))
+    code = job.wait()
+    if code < 0:  # ended by a signal: end by it too
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--exec":
+        sys.exit(_exec(sys.argv[2:]))
     _serve(sys.argv[1])
     Path(sys.argv[1]).unlink(missing_ok=True)

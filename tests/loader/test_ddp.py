@@ -14,10 +14,16 @@ from helpers import warm
 def torchrun(data, url, out, modes, sharded_url=""):
     """Two ranks of tests/helpers/ddp_worker.py running ``modes`` (comma-separated) in turn
     (``sharded`` on the cache at ``sharded_url``); each mode's reports: :func:`reports`."""
-    worker = Path(__file__).parents[1] / "helpers" / "ddp_worker.py"
+    helpers = Path(__file__).parents[1] / "helpers"
+    # torchrun starts each rank as the command it is given (--no-python): a launcher that has
+    # the tests' fork server run `python ddp_worker.py ...` (no torch imported per rank)
+    launcher = out / "rank.sh"
+    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{helpers / "warm.py"}" --exec "$@"\n')
+    launcher.chmod(0o755)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    cmd += [str(worker), str(data), url, str(out), modes, sharded_url]
-    proc = warm.run(cmd, capture_output=True, text=True, timeout=280)  # (ranks: fresh)
+    cmd += ["--no-python", str(launcher), str(helpers / "ddp_worker.py")]
+    cmd += [str(data), url, str(out), modes, sharded_url]
+    proc = warm.run(cmd, capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
@@ -38,7 +44,7 @@ def assert_every_epoch_whole(ranks):
 @pytest.mark.slow
 def test_two_runs_of_a_job_of_two_ranks(tiny_dataset, redis_proc, tmp_path):
     """Two runs of a job of two ranks, one after the other, on one cache (one test: each
-    torchrun starts three interpreters, and its modes share them). The first: two epochs of a
+    torchrun starts three processes, and its modes share them). The first: two epochs of a
     job named for its ranks, two epochs under the name ``ddp-named``, then two batches of an
     epoch under ``ddp-A`` and ``ddp-B`` and their states saved; the second, in new processes:
     ``ddp-named`` again, ``ddp-A`` restored from each rank's saved state, ``ddp-B`` from rank
