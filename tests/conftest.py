@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 import redis
+from helpers import warm
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ods import defaults as ods_defaults
+from seneca._bench.spawn import job_context
 from seneca._bench.synthetic import make_dataset
 from seneca._cache.cluster import start_cluster
 
@@ -27,6 +29,13 @@ from seneca._cache.cluster import start_cluster
 # seneca again (0.3 s of CPU) and a second run rewrites every test module again in each process.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+
+# Workers started by "forkserver" (Python 3.14's default start method on Linux) fork from the
+# server the benchmarks start theirs from (a fresh interpreter that imported torch and seneca):
+# set here, whichever test starts it first (one per process), so that the benchmarks' processes
+# get their fresh seeds. Such a worker unpickles its dataset as a spawned one does, without a
+# spawned one's 4 s of torch import.
+job_context()
 
 REDIS_SERVER = shutil.which("redis-server")
 
@@ -39,6 +48,14 @@ if not all(importlib.util.find_spec(name) for name in FRAMEWORKS):
     collect_ignore_glob = ["ecosystem/*"]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, the controller starts the run's one fork server for the jobs its
+    workers start (helpers/warm.py): torch imported once for the run, not once per worker."""
+    workers = getattr(config.option, "numprocesses", None)
+    if not hasattr(config, "workerinput") and workers and not config.option.collectonly:
+        warm.share()
+
+
 #: the slowest tests (fresh interpreters by the dozen), run before the other slow ones
 _SLOWEST = ("tests/loader/test_ddp.py", "tests/faults/test_jobs.py")
 
@@ -47,7 +64,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Order the tests so that the suite's processes end together: pytest-xdist's
     ``worksteal`` gives each of its N processes one N-th of the list, and an idle one takes from
     the end of another's queue, so each share starts with its part of the slow tests (the
-    slowest first, dealt in turns) and the quick ones come after."""
+    slowest first, dealt to the shortest share) and the quick ones come after."""
 
     def weight(item: pytest.Item) -> int:
         if item.get_closest_marker("slow") is None:
@@ -59,11 +76,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     n = workers if isinstance(workers, int) and workers > 0 else 1
     slow = sorted((i for i in items if weight(i)), key=weight, reverse=True)
     quick = [i for i in items if not weight(i)]
+    # the tests with forkserver workers in one share: one process starts a forkserver for them
+    # (a fresh interpreter importing torch), not each process
+    shares: list[list[pytest.Item]] = [[] for _ in range(n)]
+    shares[0] = [i for i in slow if "forkserver" in i.nodeid]
+    for item in (i for i in slow if "forkserver" not in i.nodeid):
+        min(shares, key=len).append(item)
     ordered: list[pytest.Item] = []
-    for k in range(n):
-        dealt = slow[k::n]
+    for k, dealt in enumerate(shares):
         share = len(quick) if k == n - 1 else max(0, len(items) // n - len(dealt))
-        ordered += dealt + quick[:share]
+        ordered += sorted(dealt, key=weight, reverse=True) + quick[:share]
         quick = quick[share:]
     items[:] = ordered
 

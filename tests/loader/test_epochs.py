@@ -72,25 +72,22 @@ def test_an_epoch_cut_short_is_followed_by_a_whole_one(tiny_dataset, redis_url, 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("persistent", [True, False])
-@pytest.mark.parametrize("context", ["fork", "spawn"])
-def test_cut_epochs_with_fork_and_spawn_workers(tiny_dataset, redis_url, context, persistent):
-    # a spawned worker is a fresh interpreter that imports torch (4 s of CPU here), again each
-    # epoch where workers do not persist: one spawned worker, and for those, one cut and one
-    # whole epoch show the same
-    fresh = context == "spawn" and not persistent
+@pytest.mark.parametrize("context", ["fork", "forkserver"])
+def test_cut_epochs_with_fork_and_forkserver_workers(tiny_dataset, redis_url, context, persistent):
+    # (a forkserver's worker unpickles its dataset as a spawned one does; spawned workers are
+    # tests/loader/test_loader.py's and test_compat.py's)
     loader = _loader(
         tiny_dataset,
         redis_url,
-        num_workers=1 if context == "spawn" else 2,
+        num_workers=2,
         persistent_workers=persistent,
         multiprocessing_context=context,
         job=f"{context}-{persistent}",
     )
     _break(loader)
     _full_epoch(loader)
-    if not fresh:
-        _peek(loader)
-        _full_epoch(loader)
+    _peek(loader)
+    _full_epoch(loader)
 
 
 def test_set_epoch_picks_an_epoch_not_run_yet(tiny_dataset, redis_url):

@@ -49,7 +49,7 @@ def test_two_jobs_share_and_substitute(tiny_dataset, redis_url):
         assert job.stats()["substitutions"] == 0 and job.stats()["samples"] == 0
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("context", ["fork", "forkserver"])
 @pytest.mark.slow
 def test_workers_fetch_decided_batches(tiny_dataset, redis_url, context):
     ds = indexed(tiny_dataset)
@@ -58,7 +58,7 @@ def test_workers_fetch_decided_batches(tiny_dataset, redis_url, context):
         batch_size=5,
         shuffle=True,
         drop_last=True,
-        num_workers=1 if context == "spawn" else 2,  # a spawned one imports torch (4 s of CPU)
+        num_workers=2,
         multiprocessing_context=context,
         cache=redis_url,
         cache_size="20MB",

@@ -166,14 +166,15 @@ def test_loaders_plan_their_split_together_in_shards(tiny_dataset, redis_proc, s
 
 
 @pytest.mark.slow
-def test_spawned_persistent_workers_take_the_shards_with_the_store(
+def test_forkserver_persistent_workers_take_the_shards_with_the_store(
     tiny_dataset, redis_proc, small_shards
 ):
-    """A spawned worker imports the defaults afresh (shards of 2^21): the shards it works in
-    come with the store it unpickles."""
+    """A worker started by a forkserver has seneca's defaults as a fresh interpreter imported
+    them (shards of 2^21), as a spawned one has: the shards it works in come with the store it
+    unpickles."""
     loader = SenecaLoader(
         indexed(tiny_dataset), batch_size=6, shuffle=True, num_workers=1, cache=redis_proc.url,
-        multiprocessing_context="spawn", persistent_workers=True, job="spawned",
+        multiprocessing_context="forkserver", persistent_workers=True, job="forkserver",
     )  # fmt: skip
     assert len(loader.store.shards) == 3
     for _ in range(2):

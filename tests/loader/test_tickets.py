@@ -90,7 +90,7 @@ def test_batches_mixing_hits_and_misses(tiny_dataset, redis_proc, workers):
     del keep
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("context", ["fork", "forkserver"])
 @pytest.mark.slow
 def test_persistent_workers_make_batches_in_slots_after_an_epoch_cut_short(
     tiny_dataset, redis_proc, context
@@ -100,10 +100,7 @@ def test_persistent_workers_make_batches_in_slots_after_an_epoch_cut_short(
     once, every part made in its batch's slot."""
     ds = _indexed(tiny_dataset)
     keep = _with_copies(ds, redis_proc.url)
-    workers = 1 if context == "spawn" else 2  # a spawned one imports torch (4 s of CPU)
-    c = _reader(
-        ds, redis_proc.url, workers, persistent_workers=True, multiprocessing_context=context
-    )  # fmt: skip
+    c = _reader(ds, redis_proc.url, 2, persistent_workers=True, multiprocessing_context=context)
     for k, _ in enumerate(c):
         if k == 1:
             break
@@ -142,11 +139,10 @@ def test_hits_found_gone_are_made_by_the_worker(tiny_dataset, redis_proc):
 
 
 @pytest.mark.slow
-def test_hits_and_misses_out_of_order(tiny_dataset, redis_proc):
+def test_hits_and_misses_out_of_order_from_forkserver_workers(tiny_dataset, redis_proc):
     ds = _indexed(tiny_dataset)
     keep = _with_copies(ds, redis_proc.url)
-    # two spawned workers (the other spawned tests have one): out of order needs two
-    c = _reader(ds, redis_proc.url, 2, in_order=False, multiprocessing_context="spawn")
+    c = _reader(ds, redis_proc.url, 2, in_order=False, multiprocessing_context="forkserver")
     _check_epoch(ds, c)
     assert c.stats()["augmented"]["hits"] == HITS
     del keep
