@@ -551,13 +551,13 @@ class OdsBatchSampler:
         self._expected -= 1
         return self._announced
 
-    def __iter__(self) -> Iterator[list[Pick]]:
+    def __iter__(self) -> Iterator[Decided]:
         """The batches of a new epoch (see the module docstring): the one the owning loader
         announced, else the one due when the first batch is asked for (DataLoader makes an
         iterator it never uses besides each one it uses)."""
         yield from self.batches(self.check_owned())
 
-    def batches(self, epoch: int | None = None) -> Iterator[list[Pick]]:
+    def batches(self, epoch: int | None = None) -> Iterator[Decided]:
         """:meth:`__iter__` for a caller that has checked the iteration is the owner's.
         ``epoch``: the epoch to run, taken by the caller when its iteration began (a batch
         decided later in another thread must not see a ``set_epoch`` made meanwhile: ranks

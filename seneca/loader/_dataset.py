@@ -1,8 +1,17 @@
 """CachedDataset: an ImageFolder-like dataset read through the Redis cache tiers.
 
-Per batch (``__getitems__``, called in the loader process or a DataLoader worker): the tier to
-read each sample from comes with the batch when ODS decided it, else from one ``lookup`` call
-(the loader's own order, :meth:`CacheLink.lookup <seneca.loader._link.CacheLink.lookup>`);
+Per batch (``__getitems__``, called in the loader process or a DataLoader worker), by what the
+loader's batch sampler handed DataLoader for it (DataLoader's one channel to the dataset), one
+of three kinds:
+
+- a :class:`~seneca.loader._tickets.Tag`, a worker's ticket (``TicketSampler``, with workers
+  and ODS): the batch is decided when the worker starts it and made in its slot;
+- a :class:`~ods.sampler.Decided`, the picks ODS decided in the loader process
+  (``OdsBatchSampler``, without workers): each sample's tier comes with it;
+- anything else, sample indices (DataLoader's own order, ODS off): their tiers from one
+  ``lookup`` call (:meth:`CacheLink.lookup <seneca.loader._link.CacheLink.lookup>`).
+
+
 ``seneca.loader._fetch`` then reads the values (``_read``), has the rest of each sample made
 (``_make``, by ``seneca.loader._samples``: storage reads, decodes, the transform), and offers
 new values to the cache (``_admit``). What a cache failure does is the link's
@@ -16,7 +25,7 @@ from typing import Any
 
 import torch.utils.data
 
-from ods.decision import Pick
+from ods.sampler import Decided
 from ods.store_api import Store
 from seneca.loader._desk import DeskClient
 from seneca.loader._fetch import Fetcher, Swaps
@@ -142,17 +151,18 @@ class CachedDataset(torch.utils.data.Dataset):
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         return self.__getitems__([index])[0]
 
-    def __getitems__(self, indices: Sequence[Any]) -> list[tuple[Any, Any]]:
+    def __getitems__(self, batch: Tag | Decided | Sequence[int]) -> list[tuple[Any, Any]]:
+        """Batch ``batch``, of one of the three kinds the module docstring lists."""
         tune_malloc()  # once per process (this may be a DataLoader worker)
         role = current_role()
         if role.worker:
             guard_exit()  # once per worker: its exit waits for the results it is sending
-        if indices and isinstance(indices[0], Tag):  # a worker's ticket for a batch
-            return self._part(indices[0], role)
-        if indices and isinstance(indices[0], Pick):  # decided by ODS
-            return self.fetcher.fetch(indices, evict=True, role=role)
+        if isinstance(batch, Tag):
+            return self._part(batch, role)
+        if isinstance(batch, Decided):
+            return self.fetcher.fetch(batch, evict=True, role=role)
         where = self.positions
-        wanted = [int(i) for i in indices] if where is None else [where[int(i)] for i in indices]
+        wanted = [int(i) for i in batch] if where is None else [where[int(i)] for i in batch]
         return self.fetcher.fetch(self.link.lookup(wanted, role), evict=False, role=role)
 
     def _part(self, tag: Tag, role: Role) -> Tagged:

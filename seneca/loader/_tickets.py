@@ -158,7 +158,7 @@ class TicketSampler:
     def __len__(self) -> int:
         return len(self.sampler)
 
-    def __iter__(self) -> Iterator[list[Any]]:
+    def __iter__(self) -> Iterator[Tag]:
         epoch = self.sampler.check_owned()  # the loader's own iteration, not a copy's
         with self._lock:
             self._stop_source()
@@ -181,7 +181,7 @@ class TicketSampler:
                     return  # the epoch was served (or deciding failed) before this ticket
             mark(tag, "asked")
             self._next = tag + 1
-            yield [Tag(tag, iteration)]
+            yield Tag(tag, iteration)
 
     def decide(self, iteration: int, tag: int) -> Share | None:
         """What a worker makes of ticket ``tag`` of ``iteration``: its batch, decided now (and

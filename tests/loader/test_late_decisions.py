@@ -155,7 +155,7 @@ def test_each_ticket_gets_the_next_batch_when_its_worker_asks():
 
     tickets = TicketSampler(Batches())
     try:
-        handed = [t[0] for t in itertools.islice(iter(tickets), 3)]
+        handed = list(itertools.islice(iter(tickets), 3))
         assert Batches.drawn == 0  # handed out, nothing decided
         tag0, tag1, tag2 = (t.batch for t in handed)
         iteration = handed[0].iteration

@@ -9,6 +9,7 @@ from helpers.indexed import indexed
 from helpers.waiting import wait_for
 
 from ods.decision import Pick
+from ods.sampler import Decided
 from seneca import SenecaLoader
 from seneca_base.errors import ConfigError
 
@@ -79,7 +80,7 @@ def test_a_value_gone_after_the_decision_is_a_counted_miss(tiny_dataset, redis_p
     i = cached[0]
     redis_proc.client.delete(store.value_key("decoded", i))  # evicted behind ODS's back
     store.start_epoch(wrapped.job, 99)
-    out = wrapped.__getitems__([Pick(i, "decoded", 0)])
+    out = wrapped.__getitems__(Decided([Pick(i, "decoded", 0)]))
     assert out[0][1] == i
     assert loader.stats()["ods_gone"] == 1
     # the entry without a value went with the read, and the miss cached the sample again
@@ -107,7 +108,7 @@ def test_a_value_put_in_place_just_after_the_decision_is_read_not_taken_for_gone
     late.start()
     store.start_epoch(wrapped.job, 99)
     reads = loader.stats()["storage_reads"]
-    out = wrapped.__getitems__([Pick(i, "decoded", 0)])
+    out = wrapped.__getitems__(Decided([Pick(i, "decoded", 0)]))
     late.join()
     assert out[0][1] == i
     assert loader.stats()["ods_gone"] == 0 and loader.stats()["storage_reads"] == reads
@@ -128,7 +129,7 @@ def test_an_entry_whose_value_went_missing_does_not_stay(tiny_dataset, redis_pro
     for i in cached:
         r.delete(store.value_key("augmented", i))
     gone = a.stats()["ods_gone"]
-    a._cached.__getitems__([Pick(i, "augmented", 0) for i in cached])
+    a._cached.__getitems__(Decided(Pick(i, "augmented", 0) for i in cached))
     assert a.stats()["ods_gone"] == gone + len(cached)
     for i, held in zip(cached, store.cached("augmented", cached), strict=True):
         assert not held or r.exists(store.value_key("augmented", i))  # dropped, or cached again
@@ -160,7 +161,7 @@ def test_a_fetch_releases_its_pins_also_after_a_function_flush(tiny_dataset, red
         if flush:
             r.function_flush()  # the release sent after the read finds no function
         picks = [Pick(i, t, d.pin_bucket) for i, t in zip(d.indices, d.tiers, strict=True)]
-        out = wrapped.__getitems__(picks)
+        out = wrapped.__getitems__(Decided(picks))
         assert [y for _, y in out] == list(d.indices)
         store.outbox.settle()  # the release's reply is read at the next fetch, or here
         assert pinned() == 0  # released
@@ -178,7 +179,7 @@ def test_a_batch_decided_in_two_pin_buckets_releases_both(tiny_dataset, redis_pr
         r.setbit(f"{store.prefix}pin:{b}", i, 0)
         r.setbit(f"{store.prefix}pin:{b - 1}", i, 1)
     picks = [Pick(i, t, b - (i in older)) for i, t in zip(d.indices, d.tiers, strict=True)]
-    wrapped.__getitems__(picks)
+    wrapped.__getitems__(Decided(picks))
     store.outbox.settle()
     assert pinned() == 0
 
