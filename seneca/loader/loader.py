@@ -495,8 +495,11 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         (``without_slot``: their images cross in memory of their own, as DataLoader's do) and
         the sets of slot ``memory`` made; with workers, ``in_workers``: the same counters
         (``samples`` to ``swapped``) for the work done in the worker processes (the rest was
-        done in this process); with ``device=``, ``device``: the batches staged and the host
-        buffers made and reused for their copies (``DeviceFeed.stats``).
+        done in this process); with a batch tail (torchvision's ``ToDtype``/``Normalize``
+        run once per batch in this process), ``tail``: the output tensors it ``made`` and the
+        batches it wrote into one ``reused`` (an earlier batch's that nobody held any more);
+        with ``device=``, ``device``: the batches staged and the host buffers made and reused
+        for their copies (``DeviceFeed.stats``).
         """
         out = job_stats(self._counters.snapshot(), self._substitutions() - self._subs_from)
         if self._counters.rows > 1:
@@ -504,6 +507,9 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             del out["in_workers"]["substitutions"]  # (the sampler's, in this process)
         if self._tickets is not None:
             out["slots"] = self._tickets.stats()
+        if self._batch_tail is not None:
+            pool = self._batch_tail.pool
+            out["tail"] = {"made": pool.made, "reused": pool.reused}
         if self._feed is not None:
             out["device"] = self._feed.stats()
         return out
@@ -514,6 +520,8 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         self._subs_from = self._substitutions()
         if self._tickets is not None:
             self._tickets.reset_stats()
+        if self._batch_tail is not None:
+            self._batch_tail.pool.reset_counts()
         if self._feed is not None:
             self._feed.reset_stats()
 

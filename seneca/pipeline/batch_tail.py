@@ -78,6 +78,10 @@ class TensorPool:
         # measured as the baseline was: only a list holds it (no local name here)
         return reference_counts(self._held[k]) == self._free_when
 
+    def reset_counts(self) -> None:
+        """Count :attr:`made` and :attr:`reused` from zero again."""
+        self.made = self.reused = 0
+
     def __getstate__(self) -> dict[str, Any]:  # a copy in another process starts empty
         return {**self.__dict__, "_held": []}
 

@@ -109,10 +109,11 @@ def test_batches_the_user_keeps_are_never_written_again(tiny_dataset, redis_url)
         want = _expected(ds, range(8 * k, 8 * k + 8))
         assert torch.equal(x, want) and torch.equal(view, want[1:3])
     assert len({x.data_ptr() for x, _ in kept} | {v.data_ptr() for v in views}) == 2 * len(kept)
+    loader.reset_stats()
     for _ in loader:  # dropped each time: the same tensors come round again
         pass
-    pool = loader._batch_tail.pool
-    assert pool.reused >= len(kept) - 2
+    tail = loader.stats()["tail"]
+    assert tail["reused"] >= len(kept) - 2 and tail["made"] + tail["reused"] == len(kept)
 
 
 def test_custom_collate_gets_whole_samples(tiny_dataset, redis_url):
