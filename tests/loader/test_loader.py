@@ -1,3 +1,4 @@
+import functools
 import gc
 import inspect
 import itertools
@@ -123,6 +124,12 @@ def test_random_transform_shapes_and_labels(tiny_dataset, redis_url):
     assert s["encoded"]["hits"] == len(ds) and s["decodes"] == 2 * len(ds)
 
 
+def _sees_classes(classes, _worker_id):
+    """A worker's dataset (what DataLoader handed it, pickled where spawned) answers for the
+    user's: its ``classes`` are the user's."""
+    assert torch.utils.data.get_worker_info().dataset.classes == classes
+
+
 @pytest.mark.parametrize("context", ["fork", "spawn"])
 @pytest.mark.slow
 def test_workers(tiny_dataset, redis_url, context):
@@ -133,7 +140,7 @@ def test_workers(tiny_dataset, redis_url, context):
     spawn = context == "spawn"
     loader = SenecaLoader(
         ds, batch_size=6, num_workers=1 if spawn else 2, multiprocessing_context=context,
-        cache=redis_url,
+        cache=redis_url, worker_init_fn=functools.partial(_sees_classes, ds.classes),
     )  # fmt: skip
     epochs = 1 if spawn else 2
     for _ in range(epochs):
@@ -151,7 +158,6 @@ def test_loader_and_dataset_pickle(tiny_dataset, redis_url):
     copy = pickle.loads(pickle.dumps(loader))
     x, _ = next(iter(copy))
     assert x.shape == (4, 3, 24, 24)
-    assert pickle.loads(pickle.dumps(loader._cached)).classes == ds.classes  # as workers get it
 
 
 def test_unreachable_cache_warns_once_and_trains(tiny_dataset, free_port, caplog):
