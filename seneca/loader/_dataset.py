@@ -11,7 +11,6 @@ of three kinds:
 - anything else, sample indices (DataLoader's own order, ODS off): their tiers from one
   ``lookup`` call (:meth:`CacheLink.lookup <seneca.loader._link.CacheLink.lookup>`).
 
-
 ``seneca.loader._fetch`` then reads the values (``_read``), has the rest of each sample made
 (``_make``, by ``seneca.loader._samples``: storage reads, decodes, the transform), and offers
 new values to the cache (``_admit``). What a cache failure does is the link's

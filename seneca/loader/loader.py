@@ -508,8 +508,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         if self._tickets is not None:
             out["slots"] = self._tickets.stats()
         if self._batch_tail is not None:
-            pool = self._batch_tail.pool
-            out["tail"] = {"made": pool.made, "reused": pool.reused}
+            out["tail"] = self._batch_tail.stats()
         if self._feed is not None:
             out["device"] = self._feed.stats()
         return out
@@ -521,7 +520,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         if self._tickets is not None:
             self._tickets.reset_stats()
         if self._batch_tail is not None:
-            self._batch_tail.pool.reset_counts()
+            self._batch_tail.reset_stats()
         if self._feed is not None:
             self._feed.reset_stats()
 

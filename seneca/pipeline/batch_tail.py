@@ -134,6 +134,14 @@ class BatchTail:
         self.steps = steps
         self.pool = TensorPool()
 
+    def stats(self) -> dict[str, int]:
+        """The output tensors ``made``, and the batches written into one ``reused``."""
+        return {"made": self.pool.made, "reused": self.pool.reused}
+
+    def reset_stats(self) -> None:
+        """Count :meth:`stats` from zero again."""
+        self.pool.reset_counts()
+
     @property
     def steps(self) -> list[Callable]:
         """The steps, in order (set anew: how they run is worked out again)."""

@@ -79,6 +79,10 @@ class _Server:
                 self.proc.kill()
                 raise RuntimeError(f"the fork server did not start: {line!r}")
 
+    def hand_down(self) -> None:
+        """Name this server to the processes started from here on (their environment)."""
+        os.environ[_SHARED] = f"{self.proc.pid}:{self.path}"
+
     def stop(self) -> None:
         self.proc.stdin.close()  # the server's end of stdin reads EOF and it exits
         try:
@@ -102,7 +106,7 @@ def share() -> None:
     with _server_lock:
         if _server is None:
             _server = _Server(wait=False)
-            os.environ[_SHARED] = f"{_server.proc.pid}:{_server.path}"
+            _server.hand_down()
 
 
 def _connect() -> socket.socket:
@@ -113,8 +117,7 @@ def _connect() -> socket.socket:
         shared = os.environ.get(_SHARED) if _server is None else None
         if shared is None and _server is None:
             _server = _Server()
-            # (the processes started from here find it too: a launcher's jobs, see _exec)
-            os.environ[_SHARED] = f"{_server.proc.pid}:{_server.path}"
+            _server.hand_down()  # (a launcher started from here finds it too: see _exec)
     if shared is None:
         pid, path = None, _server.path
     else:
