@@ -136,12 +136,12 @@ AHEAD_STOP_WAIT_S = 60.0
 AHEAD_INTERRUPT_WAIT_S = 0.1
 
 #: Seconds a DataLoader worker's exit waits for its result queue to finish sending
-#: (``seneca.loader._worker_exit``).
+#: (``seneca.loader._workers``).
 WORKER_EXIT_WAIT_S = 2.0
 
 #: How long the loop waits, once a worker's connection broke while it handed over a batch, for
 #: DataLoader's SIGCHLD handler to name the worker that died, and how often it lets the handler
-#: run meanwhile (``seneca.loader._lost_worker``).
+#: run meanwhile (``seneca.loader._workers``).
 WORKER_LOSS_WAIT_S = 1.0
 WORKER_LOSS_POLL_S = 0.01
 

@@ -13,7 +13,7 @@ a forked child inherits copies of all of it. Every such check goes through this 
 * :func:`after_fork` registers what a forked child must do first.
 
 A DataLoader worker's role (training process or worker, which asks torch) is
-``seneca.loader._roles``'s.
+``seneca.loader._workers``'s.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ calls wait their measured deadline (``ods.deadlines``), and its client's other w
 connection's handshake) ``ods.defaults.DEADLINE_FLOOR``; operators' commands wait up to
 ``defaults.SOCKET_TIMEOUT``. A new connection sends nothing before the first command (no
 ``CLIENT SETINFO``), so connecting to a frozen server costs no extra wait.
+
+How the operator tools read plain replies: as text (:func:`text_of`), and the server's clock
+(:func:`server_ms`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from seneca import defaults
 from seneca_base.errors import CacheUnavailableError, ConfigError
 from seneca_base.process import Made
 
-__all__ = ["CacheClient", "one_server", "redact_url", "validate_url"]
+__all__ = ["CacheClient", "one_server", "redact_url", "server_ms", "text_of", "validate_url"]
 
 _SCHEMES = ("redis", "rediss", "unix")
 
@@ -252,3 +255,14 @@ class CacheClient:
         elif self._redis is not None:  # the parent's, inherited over a fork
             disown(self._redis)
         self._redis = None
+
+
+def text_of(v: Any) -> str:
+    """A reply (bytes or str) as text."""
+    return v.decode() if isinstance(v, bytes | bytearray) else str(v)
+
+
+def server_ms(client: Any) -> int:
+    """The server's clock in ms (a cluster answers from one of its nodes)."""
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000

@@ -25,7 +25,7 @@ import redis
 from ods import defaults as ods_defaults
 from ods.keys import Keys
 from ods.shards import part_names
-from seneca._cache.replies import server_ms, text_of
+from seneca._cache.client import server_ms, text_of
 from seneca._cache.shares import NodeShares
 from seneca._cache.status import find_datasets
 from seneca_base.errors import ConfigError

@@ -38,7 +38,7 @@ from ods.keys import Keys
 from ods.routing import CACHE_FAILURES, client_of
 from ods.shards import open_store, part_names, recorded_shard_size
 from seneca import defaults
-from seneca._cache.replies import server_ms, text_of
+from seneca._cache.client import server_ms, text_of
 from seneca_base.errors import SenecaError
 from seneca_base.tiers import LETTER, TIERS
 

@@ -16,7 +16,7 @@ from ods import routing
 from ods.keys import BUDGET_FIELD, Keys
 from ods.shards import part_names
 from seneca._autoplan.record import PlanRecord
-from seneca._cache.replies import server_ms, text_of
+from seneca._cache.client import server_ms, text_of
 from seneca._cache.shares import NodeShares, allocate
 from seneca_base.tiers import LETTER, SPLIT_ORDER
 

@@ -40,7 +40,7 @@ iterator over the one before (:data:`Stage`):
 9. **ahead**: with workers, the stages 7 and 8 run one batch ahead in a thread
    (``_ahead.made_ahead``);
 10. **lost worker**: with workers, a worker's connection broken while it handed a batch over
-    raised as the worker's death, in the loop's thread (``_lost_worker.reported``);
+    raised as the worker's death, in the loop's thread (``_workers.reported``);
 11. **device hand-over**: the loop's stream waits for the copy (``_device.handed_over``);
 12. **track**: with ODS, the batch counted for ``state_dict`` (``ods.progress.EpochProgress``);
 13. **budget tick**: a look at the dataset's share of the node and, with ``split="auto"``, at
@@ -65,9 +65,9 @@ from seneca import defaults
 from seneca._torch_internals import worker_errors
 from seneca.loader._ahead import closing, made_ahead
 from seneca.loader._device import DeviceFeed, handed_over, staged
-from seneca.loader._lost_worker import reported
 from seneca.loader._slots import released
 from seneca.loader._stats import Counters, summarised
+from seneca.loader._workers import reported
 from seneca.loader.timeline import Timeline
 from seneca.pipeline.batch_tail import BatchTail, finished_batches
 

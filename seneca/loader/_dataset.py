@@ -29,13 +29,12 @@ from ods.store_api import Store
 from seneca.loader._desk import DeskClient
 from seneca.loader._fetch import Fetcher, Swaps
 from seneca.loader._link import CacheLink
-from seneca.loader._roles import Role
-from seneca.loader._roles import current as current_role
 from seneca.loader._rows import BatchRows
 from seneca.loader._samples import SampleWork
 from seneca.loader._stats import Counters
 from seneca.loader._tickets import Tag, Tagged
-from seneca.loader._worker_exit import guard_exit
+from seneca.loader._workers import Role, guard_exit
+from seneca.loader._workers import current as current_role
 from seneca.loader.source import Resolved
 from seneca.pipeline.malloc import tune_malloc
 from seneca.pipeline.transforms import SplitTransform, split_transform

@@ -30,10 +30,10 @@ from seneca.loader._admit import Admitter
 from seneca.loader._link import CacheLink
 from seneca.loader._make import Maker
 from seneca.loader._read import Reader, nothing_read
-from seneca.loader._roles import TRAINING, Role
 from seneca.loader._rows import BatchRows
 from seneca.loader._samples import Offers, SampleWork
 from seneca.loader._stats import Counters
+from seneca.loader._workers import TRAINING, Role
 
 __all__ = ["Fetcher", "Swaps"]
 

@@ -18,8 +18,8 @@ from ods.decision import Pick
 from ods.routing import CACHE_FAILURES
 from ods.store_api import Store
 from seneca import defaults
-from seneca.loader._roles import TRAINING, Role
 from seneca.loader._stats import Counters
+from seneca.loader._workers import TRAINING, Role
 from seneca_base.backoff import Backoff
 from seneca_base.errors import CacheError
 

@@ -33,9 +33,9 @@ from ods.store import Glance
 from seneca import defaults
 from seneca._cache.resp import Pending, Place, post
 from seneca.loader._link import CacheLink
-from seneca.loader._roles import Role
 from seneca.loader._rows import BatchRows
 from seneca.loader._stats import Counters
+from seneca.loader._workers import Role
 from seneca.pipeline import codec
 from seneca_base.process import current
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from seneca import CacheUnavailableError, WorkerError
-from seneca.loader._lost_worker import reported
+from seneca.loader._workers import reported
 
 
 def _broken(before, error):

@@ -4,8 +4,8 @@ shared memory and its counters go to its own row; the training process's do not.
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from seneca.loader._roles import TRAINING, Role, current
 from seneca.loader._rows import BatchRows
+from seneca.loader._workers import TRAINING, Role, current
 
 
 class _Roles(Dataset):

@@ -7,7 +7,7 @@ import multiprocessing as mp
 import pytest
 import torch
 
-from seneca.loader._worker_exit import guard_exit
+from seneca.loader._workers import guard_exit
 
 
 def _send_and_exit(queue) -> None:
