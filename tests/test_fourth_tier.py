@@ -1,5 +1,6 @@
 """CONTRIBUTING's "Add a tier" recipe works: scripts/fourth_tier.py applies it to a scratch copy
-(three code files), and the copy plans, keys and serves four tiers."""
+(five code files), and the copy plans, keys and serves four tiers, the new one with a size and
+a budget of its own."""
 
 import sys
 from pathlib import Path
@@ -17,7 +18,9 @@ def test_a_fourth_tier_by_the_recipe_is_served():
         timeout=300,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "the recipe's code edits touch 3 files" in out.stdout
+    assert "the recipe's code edits touch 5 files" in out.stdout
     assert "written E-D-R-A" in out.stdout
     assert "the second epoch read every sample from the new tier" in out.stdout
+    assert "whose values hold 3096 bytes each (a decoded image: 9216)" in out.stdout
+    assert "another transform's resized values are its own: {(3, 24, 24)}" in out.stdout
     assert "with ODS: [40, 40] samples per epoch" in out.stdout
