@@ -81,6 +81,13 @@ def test_the_docstring_names_every_stage():
         assert name in documented
 
 
+def test_contributing_names_the_stages_the_docstring_names_in_its_order():
+    text = (Path(__file__).resolve().parents[2] / "CONTRIBUTING.md").read_text()
+    recipe = text.split("### Follow a batch", 1)[1].split("###", 1)[0]
+    listed = re.findall(r"\*\*([a-z' -]+)\*\*", recipe.split("`seneca/loader/_batch_path.py`")[0])
+    assert listed == _documented()
+
+
 def _started_by(where: str):
     """The code object of the function ``module:qualified.name``."""
     module, _, name = where.partition(":")
