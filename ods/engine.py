@@ -151,6 +151,11 @@ class Engine:
         hash, so replacing a loaded copy changes nothing for other callers)."""
         self.client.function_load(SOURCE, replace=True)
 
+    @property
+    def declared_jobs(self) -> list[str]:
+        """The live jobs as this engine last read them: the jobs its calls declare."""
+        return list(self._jobs)
+
     def refresh_jobs(self) -> list[str]:
         """The dataset's live jobs, read now (and declared by later calls)."""
         now = self.now_ms()

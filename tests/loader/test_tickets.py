@@ -7,6 +7,7 @@ import functools
 import pytest
 import torch
 from helpers import opaque
+from helpers.pools import checked_out
 from helpers.waiting import wait_for
 from torch.utils.data import default_collate
 from torchvision.datasets import ImageFolder
@@ -213,7 +214,7 @@ def test_reads_ahead_whose_batch_does_not_come_are_dropped(tiny_dataset, redis_p
     _check_epoch(ds, c)  # a new epoch: every sample once, each batch as read, not as read ahead
     pool = c.store.client.connection_pool
     # every connection went back to the pool or is kept for the next round trips, in step
-    assert set(pool._in_use_connections) == set(routing.kept(pool))
+    assert checked_out(pool) == set(routing.kept(pool))
     c.close()
     del keep
 

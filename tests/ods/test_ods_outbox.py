@@ -7,6 +7,7 @@ import os
 import pytest
 import redis
 from conftest import once
+from helpers.pools import checked_out
 
 from ods import routing
 from ods.decision import parse_decision
@@ -25,7 +26,7 @@ def _box(redis_proc, flushing=True):
     if flushing:
         box.flush()
     pool = client.connection_pool
-    return box, lambda: len(pool._in_use_connections) - len(routing.kept(pool))
+    return box, lambda: len(checked_out(pool)) - len(routing.kept(pool))
 
 
 def test_held_calls_wait_for_the_flush_and_replies_are_read_later(redis_proc):

@@ -320,7 +320,7 @@ def test_late_joiners_are_declared_and_functions_reloaded(redis_proc):
     other = _store(redis.Redis.from_url(redis_proc.url))
     other.join("b")  # 's' still knows only 'a': its next call refreshes the live jobs
     assert s.admit("a", [_item(0, "augmented", b"AUG")]) == [1]
-    assert sorted(s._jobs) == ["a", "b"]
+    assert sorted(s.declared_jobs) == ["a", "b"]
     r.function_flush()  # a restarted or flushed server: the functions are loaded again
     assert _read(s, "b", [0])[1] == [b"AUG"]
 
