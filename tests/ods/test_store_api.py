@@ -14,7 +14,16 @@ FORMS = (OdsStore, ShardedStore)
 #: what each form has beside the protocol, and why
 EXTRAS = {
     # the engine's own calls, the one-store form's alone (the sharded form makes them per shard)
-    OdsStore: {"admission_seed", "call", "command", "load", "prefix", "recover", "unlink_values"},
+    OdsStore: {
+        "admission_seed",
+        "call",
+        "command",
+        "declared_jobs",
+        "load",
+        "prefix",
+        "recover",
+        "unlink_values",
+    },
     ShardedStore: {"changed", "commands"},  # for ods simulate: which shards a call touched
 }
 EXTRAS[OdsStore] |= {"tier_key", "used_command"}  # for ods simulate and the node's shares
