@@ -24,9 +24,9 @@ Internal (a leading underscore; their names may change between releases):
 * ``_stats``: counters shared with workers and epoch summaries;
 * ``_budgets``: the budgets in force (the dataset's share of the node, split by the plan);
 * ``_lease``: a job stays live while its loader exists (one thread per process renews leases);
-* ``_workers``: DataLoader worker processes: the kinds of process the code runs in (training
-  process, worker), passed to what behaves differently by role; a worker's exit; a worker lost
-  while its batch is handed over;
+* ``_workers``: DataLoader worker processes: a worker's exit; a worker lost while its batch is
+  handed over (a process's role, passed to what behaves differently by role, is
+  ``seneca_base.process``'s);
 * ``_setup``, ``_options``: the cache a loader is wired to, validation of Seneca's own options.
 """
 

@@ -23,8 +23,8 @@ from ods.routing import CACHE_FAILURES
 from ods.store_api import Store
 from seneca import defaults
 from seneca._cache.shares import NodeShares
-from seneca.loader._workers import TRAINING
 from seneca_base.cadence import Cadence
+from seneca_base.process import TRAINING
 from seneca_base.split import Split
 from seneca_base.units import format_size
 

@@ -33,12 +33,13 @@ from seneca.loader._rows import BatchRows
 from seneca.loader._samples import SampleWork
 from seneca.loader._stats import Counters
 from seneca.loader._tickets import Tag, Tagged
-from seneca.loader._workers import Role, guard_exit
-from seneca.loader._workers import current as current_role
+from seneca.loader._workers import guard_exit
 from seneca.loader.source import Resolved
 from seneca.pipeline.malloc import tune_malloc
 from seneca.pipeline.transforms import SplitTransform, split_transform
 from seneca_base.errors import ConfigError
+from seneca_base.process import Role
+from seneca_base.process import role as process_role
 
 __all__ = ["CachedDataset"]
 
@@ -152,7 +153,7 @@ class CachedDataset(torch.utils.data.Dataset):
     def __getitems__(self, batch: Tag | Decided | Sequence[int]) -> list[tuple[Any, Any]]:
         """Batch ``batch``, of one of the three kinds the module docstring lists."""
         tune_malloc()  # once per process (this may be a DataLoader worker)
-        role = current_role()
+        role = process_role()
         if role.worker:
             guard_exit()  # once per worker: its exit waits for the results it is sending
         if isinstance(batch, Tag):

@@ -33,7 +33,7 @@ from seneca.loader._read import Reader, nothing_read
 from seneca.loader._rows import BatchRows
 from seneca.loader._samples import Offers, SampleWork
 from seneca.loader._stats import Counters
-from seneca.loader._workers import TRAINING, Role
+from seneca_base.process import TRAINING, Role
 
 __all__ = ["Fetcher", "Swaps"]
 

@@ -19,9 +19,9 @@ from ods.routing import CACHE_FAILURES
 from ods.store_api import Store
 from seneca import defaults
 from seneca.loader._stats import Counters
-from seneca.loader._workers import TRAINING, Role
 from seneca_base.backoff import Backoff
 from seneca_base.errors import CacheError
+from seneca_base.process import TRAINING, Role
 
 __all__ = ["CacheLink", "job_backoff"]
 

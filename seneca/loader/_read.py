@@ -35,9 +35,8 @@ from seneca._cache.resp import Pending, Place, post
 from seneca.loader._link import CacheLink
 from seneca.loader._rows import BatchRows
 from seneca.loader._stats import Counters
-from seneca.loader._workers import Role
 from seneca.pipeline import codec
-from seneca_base.process import current
+from seneca_base.process import Role, current
 
 __all__ = ["Forget", "Reader", "ReadsAhead", "nothing_read"]
 

@@ -1,20 +1,6 @@
-"""DataLoader worker processes as the loader sees them: which process is which, how a worker
-exits, and a worker lost while its batch crosses to the training process.
-
-**Roles.** A loader's code runs in two kinds of process:
-
-* **training**: the user's process, which runs the training loop and the loader's batch path
-  (the ODS decisions, the merge, the batch tail or the copy to the device; ``_batch_path``);
-* **worker**: a DataLoader worker process, which makes the batches it is handed (with
-  tickets, in their slots) and sends them to the training process.
-
-The code that behaves differently by role gets a :class:`Role` passed in: where rows are made
-(shared memory in a worker, for the trip to the training process), when a batch's pins are
-released (in a worker, in the batch's own round trip, as the worker may exit after it), and
-which row of the shared counters a process writes. :func:`current` is the one place that asks
-torch which role this process has (``get_worker_info``), once per call of the dataset. Whether
-a process was forked from the one that made an object, or is starting a child, is
-``seneca_base.process``'s to say.
+"""DataLoader worker processes as the loader handles them: how a worker exits, and a worker lost
+while its batch crosses to the training process. Which role a process has (the training process
+or worker k) is ``seneca_base.process``'s to say.
 
 **A worker's exit** waits for the results it is still sending (:func:`guard_exit`). A worker
 started by ``spawn`` or ``forkserver`` ends by finalizing its interpreter (a forked one leaves
@@ -48,45 +34,13 @@ import atexit
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
-
-from torch.utils.data import get_worker_info
 
 from seneca import defaults
 from seneca_base.errors import SenecaError, WorkerError
 from seneca_base.process import Made
 
-__all__ = ["TRAINING", "Role", "current", "guard_exit", "reported"]
-
-
-@dataclass(frozen=True)
-class Role:
-    """A process's role: ``kind`` ("training" or "worker") and, for a worker, its id."""
-
-    kind: str
-    index: int = 0
-
-    @property
-    def worker(self) -> bool:
-        """Whether this is a DataLoader worker (whose results cross to the training process)."""
-        return self.kind == "worker"
-
-    @property
-    def row(self) -> int:
-        """This process's row of the shared counters: 0 for the training process, k + 1 for
-        worker k."""
-        return self.index + 1 if self.worker else 0
-
-
-#: the training process
-TRAINING = Role("training")
-
-
-def current() -> Role:
-    """The role of the calling process."""
-    info = get_worker_info()
-    return TRAINING if info is None else Role("worker", info.id)
+__all__ = ["guard_exit", "reported"]
 
 
 #: the name ``multiprocessing.Queue`` gives its feeder threads

@@ -1,11 +1,15 @@
 """A process's role is asked of torch in one place and passed in: a worker's rows are made in
 shared memory and its counters go to its own row; the training process's do not."""
 
+import subprocess
+import sys
+
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from seneca.loader._rows import BatchRows
-from seneca.loader._workers import TRAINING, Role, current
+from seneca_base.process import TRAINING, Role
+from seneca_base.process import role as current
 
 
 class _Roles(Dataset):
@@ -27,3 +31,14 @@ def test_the_training_process_and_each_worker_know_their_role():
     loader = DataLoader(_Roles(), batch_size=None, num_workers=2)
     got = sorted(tuple(x) for x in loader)
     assert got == [("worker", 0, 1, True)] * 2 + [("worker", 1, 2, True)] * 2
+
+
+def test_the_role_is_asked_without_importing_torch():
+    """A process that has not imported torch is no DataLoader worker: the base layer (which
+    ods shares) answers without importing it."""
+    code = (
+        "import sys; from seneca_base.process import role; "
+        "print(role().kind, 'torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["training", "False"]
