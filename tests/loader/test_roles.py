@@ -8,8 +8,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from seneca.loader._rows import BatchRows
-from seneca_base.process import TRAINING, Role
-from seneca_base.process import role as current
+from seneca_base.process import TRAINING, Role, role
 
 
 class _Roles(Dataset):
@@ -17,14 +16,14 @@ class _Roles(Dataset):
         return 4
 
     def __getitem__(self, i):
-        role = current()
-        rows = BatchRows(1, shared=role.worker)
+        mine = role()
+        rows = BatchRows(1, shared=mine.worker)
         rows.place(0, torch.uint8, (2,))
-        return role.kind, role.index, role.row, rows.rows.is_shared()
+        return mine.kind, mine.index, mine.row, rows.rows.is_shared()
 
 
 def test_the_training_process_and_each_worker_know_their_role():
-    assert current() == TRAINING and TRAINING.row == 0 and not TRAINING.worker
+    assert role() == TRAINING and TRAINING.row == 0 and not TRAINING.worker
     assert Role("worker", 2).row == 3
     here = [_Roles()[i] for i in range(2)]
     assert here == [("training", 0, 0, False)] * 2
