@@ -24,6 +24,7 @@ import dataclasses
 import hashlib
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from seneca.loader._source_base import NotCacheable, Source
@@ -135,16 +136,40 @@ class HFImageSource(Source):
 
     def _digest(self) -> str:
         h = hashlib.sha1(repr(self.feature).encode())
+        files = hashlib.sha1()
+        for name, column in self._columns(self.raw.column_names):
+            if name == self.column:
+                _image_ids(column, h, files)
+            else:
+                h.update(name.encode() + repr(column.to_pylist()).encode())
+        self.__dict__["_files"] = files.digest()
+        return h.hexdigest()[:16]
+
+    def _columns(self, names: list[str]) -> Iterator[tuple[str, Any]]:
+        """The table's columns ``names``, a chunk at a time (joined, one could pass 2 GB)."""
         table = self.raw.with_format("arrow")
         for start in range(0, len(table), 65536):
             chunk = table[start : start + 65536]
-            for name in chunk.column_names:
-                for column in chunk.column(name).chunks:  # (joined, one could pass 2 GB)
-                    if name == self.column:
-                        _image_ids(column, h)
-                    else:
-                        h.update(name.encode() + repr(column.to_pylist()).encode())
-        return h.hexdigest()[:16]
+            for name in names:
+                for column in chunk.column(name).chunks:
+                    yield name, column
+
+    def changed(self) -> str | None:
+        """The files of the images kept as paths, made again or rewritten since the id was made
+        (a stat per file; the table's own bytes cannot change)."""
+        before = self.__dict__.get("_files")
+        if before is None:
+            return None
+        files = hashlib.sha1()
+        for _, column in self._columns([self.column]):
+            for path in _kept_paths(column):
+                files.update(_path_id(path))
+        if files.digest() == before:
+            return None
+        return (
+            f"the files of the dataset's {self.column!r} column changed (size or modification "
+            "time) since SenecaLoader was made"
+        )
 
     def read(self, index: int) -> bytes:
         value = self.images[index][self.column]
@@ -201,16 +226,15 @@ class HFImageSource(Source):
         return formatted
 
 
-def _image_ids(column: Any, h: Any) -> None:
+def _image_ids(column: Any, h: Any, files: Any) -> None:
     """Hash the stored images of ``column`` (an ``Image()`` column's Arrow struct of bytes and
     path) into ``h``: each row's bytes (their lengths, then all of them, read where Arrow keeps
     them), and for a row kept as a path, the file's path, size and modification time (a
-    missing file: its path alone; reading it fails later)."""
+    missing file: its path alone; reading it fails later), those into ``files`` too."""
     import numpy as np
     import pyarrow as pa
 
-    fields = dict(zip((f.name for f in column.type), column.flatten(), strict=True))
-    data, paths = fields["bytes"], fields["path"]
+    data = _fields(column)["bytes"]
     nulls = data.is_null().to_numpy(zero_copy_only=False)
     if pa.types.is_binary(data.type) or pa.types.is_large_binary(data.type):
         wide = np.int64 if pa.types.is_large_binary(data.type) else np.int32
@@ -223,11 +247,27 @@ def _image_ids(column: Any, h: Any) -> None:
     else:  # another layout: value by value
         for value in data.to_pylist():
             h.update(b"-" if value is None else b"%d:" % len(value) + value)
-    kept_as_paths = np.flatnonzero(nulls)
-    if len(kept_as_paths):
-        names = paths.to_pylist()
-        for i in kept_as_paths:
-            h.update(_path_id(names[i]))
+    for path in _kept_paths(column):
+        stamp = _path_id(path)
+        h.update(stamp)
+        files.update(stamp)
+
+
+def _fields(column: Any) -> dict[str, Any]:
+    """An ``Image()`` column's Arrow struct as its fields (``bytes``, ``path``)."""
+    return dict(zip((f.name for f in column.type), column.flatten(), strict=True))
+
+
+def _kept_paths(column: Any) -> list[str | None]:
+    """The paths of the rows of ``column`` whose image is kept as a file's path."""
+    import numpy as np
+
+    fields = _fields(column)
+    kept = np.flatnonzero(fields["bytes"].is_null().to_numpy(zero_copy_only=False))
+    if not len(kept):
+        return []
+    names = fields["path"].to_pylist()
+    return [names[i] for i in kept]
 
 
 def _path_id(path: str | None) -> bytes:

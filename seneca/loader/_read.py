@@ -121,16 +121,18 @@ class Reader:
         count: Counter,
         rows: BatchRows | None,
         role: Role,
-        stale: bool,
+        stale: str | None,
     ) -> tuple[list, Glance | None]:
         """:meth:`read`, or no values (each sample read from storage) while the cache is down
-        or holds values of another transform than the dataset's now (``stale``)."""
+        or holds values of another transform or other files than the dataset's now (``stale``
+        says why)."""
         link = self.link
         if link.down():
             self.reads_ahead.drop()
             return nothing_read(picks), None
-        if stale:
-            self._read_around(picks, count)
+        if stale is not None:
+            self.reads_ahead.drop()
+            self._read_around(picks, count, stale)
             return nothing_read(picks), None
         try:
             values, glance = self.read(picks, count, rows, role)
@@ -287,15 +289,15 @@ class Reader:
                 break
         return [(picks[k].tier, picks[k].index) for k in missing]
 
-    def _read_around(self, picks: Sequence[Pick], count: Counter) -> None:
-        """Unpin a batch's decided hits, to be read from storage: the dataset's transform was
-        changed after the loader was made (said once per job)."""
+    def _read_around(self, picks: Sequence[Pick], count: Counter, why: str) -> None:
+        """Unpin a batch's decided hits, to be read from storage: the cache's values are not
+        the dataset's now, ``why`` (said once per job)."""
         link = self.link
-        if self.counters.once("transform-changed"):
+        if self.counters.once(why):
             log.warning(
-                "the dataset's transform changed after SenecaLoader was made: its cached values "
-                "are the old transform's, so this loader reads from storage (make a new "
-                "SenecaLoader to cache the new transform)"
+                "%s, so this loader reads every sample from storage and caches nothing (make a "
+                "new SenecaLoader to cache the new ones)",
+                why,
             )
         try:
             link.store.release(link.job, picks, via=link.store.outbox)

@@ -109,8 +109,9 @@ class SampleWork:
     A transform whose head is deterministic (``SplitTransform.fixed_head``) is folded into the
     source: the head's output is the sample's decoded form (``source.HeadedSource``), and the
     transform left is its tail. What the cache holds is named by :attr:`ids`, fixed when the
-    work is made: a transform set later that would name other values (``stale``) makes the
-    dataset read from storage only, never serve values made by another transform."""
+    work is made: a transform set later that would name other values, or samples changed since
+    (files made again, :meth:`look_at_samples`), make the dataset read from storage only
+    (``stale`` says why), never serve values made by another transform or from other files."""
 
     def __init__(
         self,
@@ -125,6 +126,8 @@ class SampleWork:
         self.source, self.transform = self._folded(transform)
         #: (dataset, view) as the cache names this work's values (``CachedDataset.cache_ids``)
         self.ids = (self.source.id, self.transform.fingerprint)
+        #: what changed in the samples since the ids were made (None: nothing seen)
+        self.changed: str | None = None
 
     def _folded(self, transform: SplitTransform) -> tuple[Source, SplitTransform]:
         if transform.fixed_head:
@@ -136,10 +139,25 @@ class SampleWork:
         """Make samples with ``transform`` from now on (the user set the dataset's)."""
         self.source, self.transform = self._folded(transform)
 
+    def look_at_samples(self) -> bool:
+        """Whether the samples changed since the ids were made (the source looks: a stat per
+        file), seen now or before: their cached values are then the old samples'."""
+        if self.changed is None:
+            self.changed = self.base.changed()
+        return self.changed is not None
+
     @property
-    def stale(self) -> bool:
-        """The transform was changed into one whose values the cache names otherwise."""
-        return (self.source.id, self.transform.fingerprint) != self.ids
+    def stale(self) -> str | None:
+        """Why the cache's values are not this work's (None: they are): the samples changed,
+        or the transform was changed into one whose values the cache names otherwise."""
+        if self.changed is not None:
+            return f"{self.changed}: its cached values are the old samples'"
+        if (self.source.id, self.transform.fingerprint) != self.ids:
+            return (
+                "the dataset's transform changed after SenecaLoader was made: its cached values "
+                "are the old transform's"
+            )
+        return None
 
     @property
     def tiers(self) -> tuple[str, ...]:

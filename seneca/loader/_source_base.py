@@ -42,6 +42,11 @@ class Source:
         """Bytes read from storage for a sample decoded without :meth:`read`."""
         return 0
 
+    def changed(self) -> str | None:
+        """What changed in the samples since :attr:`id` was made, in words for the user (the
+        loader asks when each epoch starts); None when nothing did, or the source cannot tell."""
+        return None
+
     def sample(self, image: Any, target: Any) -> Any:
         """The user's sample from the transformed ``image`` and ``target``: the pair, as a
         folder dataset gives it (a table's row, for a Hugging Face dataset)."""

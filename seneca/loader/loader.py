@@ -365,6 +365,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             return path.run(super().__iter__(), {})
         path.stop()  # before DataLoader resets persistent workers the thread may use
         self._follow_transform()
+        self._look_at_samples()
         self._iterated = True
         before = self._counters.snapshot()  # before any worker fetches for this iteration
         if self._ods_sampler is None:
@@ -404,6 +405,18 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
                 "which this loader runs on whole batches; make it with batch_tail=False to "
                 "change those steps between epochs"
             )
+
+    def _look_at_samples(self) -> None:
+        """The dataset's samples looked at (a stat per file) before each iteration, as
+        DataLoader would read them: changed since the loader was made (files made again at the
+        same paths), they are read from storage from now on, never served from the values the
+        cache holds for the old ones. Persistent workers are made again to know it."""
+        assert self._cached is not None
+        work = self._cached.work
+        if work.changed is not None or not work.look_at_samples():
+            return
+        if self._iterated and self.num_workers > 0 and self.persistent_workers:
+            self._drop_iterator()
 
     def state_dict(self) -> dict[str, Any]:
         """Where this loader is in its epoch (torchdata StatefulDataLoader's convention):

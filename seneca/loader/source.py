@@ -65,7 +65,9 @@ class CacheableDataset(Protocol):
 
     def seneca_id(self) -> str:
         """An id of the samples (not of the transform): equal for the same samples on every
-        machine, different when any sample or target differs."""
+        machine, different when any sample or target differs. The loader asks again when each
+        epoch starts: an id changed since it was made means the cached values are the old
+        samples', and the loader reads from storage from then on."""
         ...
 
     def seneca_read(self, index: int) -> bytes:
@@ -147,6 +149,20 @@ class FolderSource(Source):
     def target(self, index: int) -> Any:
         return self.storage.label(index)
 
+    def changed(self) -> str | None:
+        """The files made again or rewritten since the id was made (a stat per file); not
+        looked at under a ``version``, which vouches for the files."""
+        if self.version is not None or "id" not in self.__dict__:
+            return None
+        files = self.storage.changed()
+        if not files:
+            return None
+        return (
+            f"{len(files)} of the dataset's {len(self.storage)} files changed (size or "
+            f"modification time) since SenecaLoader was made, {self.storage.path(files[0])} "
+            "the first"
+        )
+
     def size(self, index: int) -> int:
         try:
             return os.path.getsize(self.storage.path(index))
@@ -188,13 +204,17 @@ class HeadedSource(Source):
     def sample(self, image: Any, target: Any) -> Any:
         return self.inner.sample(image, target)
 
+    def changed(self) -> str | None:
+        return self.inner.changed()
+
 
 class ProtocolSource(Source):
     """A :class:`CacheableDataset`."""
 
     def __init__(self, dataset: CacheableDataset) -> None:
         self.dataset = dataset
-        self.id = "p" + hashlib.sha1(str(dataset.seneca_id()).encode()).hexdigest()[:12]
+        self.named = str(dataset.seneca_id())
+        self.id = "p" + hashlib.sha1(self.named.encode()).hexdigest()[:12]
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -207,6 +227,15 @@ class ProtocolSource(Source):
 
     def target(self, index: int) -> Any:
         return self.dataset.seneca_target(index)
+
+    def changed(self) -> str | None:
+        now = str(self.dataset.seneca_id())
+        if now == self.named:
+            return None
+        return (
+            f"the dataset's seneca_id() is {now!r}, not {self.named!r} as when SenecaLoader "
+            "was made"
+        )
 
 
 @dataclass

@@ -18,6 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from seneca import defaults
 from seneca_base.errors import DatasetError
 
@@ -56,6 +58,12 @@ class Storage:
         #: Optional :class:`seneca._bench.throttle.Throttle` every read waits on (benchmarks:
         #: :func:`throttled`)
         self.throttle: Any = _throttle
+        # each file's (size, modification time) when the fingerprint was made (None: not yet)
+        self._stamps: np.ndarray | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a worker reads the files; only the process that made the fingerprint looks again
+        return {**self.__dict__, "_stamps": None}
 
     @classmethod
     def from_folder(cls, root: str | os.PathLike) -> Storage:
@@ -125,17 +133,29 @@ class Storage:
         cut = len(base)
         names = [path[cut:] for path in paths] if base else [Path(p).name for p in paths]
         labels = [label for _, label in self.samples]
+        stats = _stats(paths)
+        self._stamps = np.array(stats, dtype=np.int64).reshape(len(stats), 2)
         # a version stands for the times: the rows leave them out, the version comes first
         rows = [] if version is None else [f"version\0{version}\n"]
         rows += [
             f"{name}\0{label}\0{size}" + ("\n" if version is not None else f"\0{mtime}\n")
-            for name, label, (size, mtime) in zip(names, labels, _stats(paths), strict=True)
+            for name, label, (size, mtime) in zip(names, labels, stats, strict=True)
         ]
         # one string hashed at once (a third faster than an update per file); names that are
         # not UTF-8 (bytes the file system holds) hash as those bytes
         h = hashlib.sha1(str(len(paths)).encode())
         h.update("".join(rows).encode("utf-8", "surrogateescape"))
         return h.hexdigest()[:12]
+
+    def changed(self) -> list[int]:
+        """The samples whose file's size or modification time is not what it was when
+        :meth:`fingerprint` was made (a stat per file; a file gone counts): files made again or
+        rewritten since. None were when no fingerprint was made in this process."""
+        if self._stamps is None:
+            return []
+        now = np.array(_stats([p for p, _ in self.samples]), dtype=np.int64)
+        differ = (now.reshape(self._stamps.shape) != self._stamps).any(axis=1)
+        return np.flatnonzero(differ).tolist()
 
 
 def _stat(path: str) -> tuple[int, int]:

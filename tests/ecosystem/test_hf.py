@@ -153,6 +153,24 @@ def test_a_rewritten_file_is_read_again_never_served_stale(folder, redis_url):
     again.close()
 
 
+def test_a_file_rewritten_between_epochs_is_never_served_from_the_old_values(folder, redis_url):
+    """The loader made, then an image file rewritten in place: its next epoch is DataLoader's
+    (the new file), every row read from storage, nothing cached under the old id."""
+    folder.set_transform(pixels)
+    loader = SenecaLoader(folder, batch_size=8, cache=redis_url, cache_size="20MB")
+    list(loader)
+    list(loader)
+    assert loader.stats()["storage_reads"] == 48  # the second epoch from the cache
+    path = first_path(folder)
+    Image.open(path).transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(path, "JPEG")
+    loader.reset_stats()
+    assert_equal_batches(list(loader), list(DataLoader(folder, batch_size=8)))
+    stats = loader.stats()
+    assert stats["storage_reads"] == 48
+    assert sum(stats[t]["admitted"] for t in ("encoded", "decoded")) == 0
+    loader.close()
+
+
 def test_other_formats_are_read_as_dataloader_reads_them(folder, redis_url):
     ds = folder.with_format("torch")
     with pytest.warns(UserWarning, match="format 'torch'"):

@@ -2,6 +2,9 @@
 encoded again, other images), a changed loader function, a transform set before an epoch. The
 loader uses what DataLoader would, and never serves what was cached for something else."""
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -116,5 +119,126 @@ def test_the_batch_tail_follows_a_transform_set_between_epochs(tmp_path, redis_u
         ds.transform = v2.Compose([v2.Resize(16), v2.CenterCrop(16), v2.PILToTensor()])
         with pytest.raises(ConfigError, match="batch_tail"):
             next(iter(loader))
+    finally:
+        loader.close()
+
+
+def _numbered(root, transform):
+    """ImageFolder at ``root``, each sample's target its index."""
+    ds = datasets.ImageFolder(str(root), transform=transform)
+    ds.samples = ds.imgs = [(path, i) for i, (path, _) in enumerate(ds.samples)]
+    ds.targets = list(range(len(ds.samples)))
+    return ds
+
+
+def _epochs(loader, n):
+    """The images of ``n`` epochs of ``loader``, each epoch's sorted by target."""
+    out = []
+    for _ in range(n):
+        batches = [(x, y) for x, y in loader]
+        xs, ys = torch.cat([x for x, _ in batches]), torch.cat([y for _, y in batches])
+        out.append(xs[ys.argsort(stable=True)])
+    return out
+
+
+@pytest.mark.parametrize(
+    ("workers", "persistent", "ods"),
+    [(0, False, True), (0, False, False), (2, False, True), (2, True, True)],
+    ids=["0", "0-own-order", "2", "2-persistent"],
+)
+def test_files_made_again_while_a_loader_lives_are_read_never_served_stale(
+    tmp_path, redis_url, workers, persistent, ods
+):
+    """A script that makes its files again at the same paths between epochs, one loader over
+    them: the epochs after are DataLoader's (the new files), read from storage, and nothing of
+    them is cached under the old files' name (another job over the old files may share it)."""
+    root = tmp_path / "data"
+    make_dataset(root, 12, 2, size=(32, 24), progress=False, workers=1)
+    ds = _numbered(root, v2.Compose([v2.Resize(16), v2.PILToTensor()]))
+    loader = SenecaLoader(
+        ds, batch_size=4, shuffle=ods, cache=redis_url, split=(0.5, 0.5, 0.0),
+        num_workers=workers, persistent_workers=persistent,
+    )  # fmt: skip
+    try:
+        _epochs(loader, 2)
+        assert loader.stats()["storage_reads"] == 12  # the second epoch from the cache
+        make_dataset(root, 12, 2, size=(40, 30), seed=7, progress=False, workers=1, force=True)
+        loader.reset_stats()
+        ours = _epochs(loader, 2)
+        theirs = _epochs(DataLoader(ds, batch_size=4), 1)[0]
+        assert all(torch.equal(x, theirs) for x in ours)
+        stats = loader.stats()
+        assert stats["storage_reads"] == 24
+        assert sum(stats[t]["admitted"] for t in ("encoded", "decoded")) == 0
+    finally:
+        loader.close()
+
+
+def test_a_file_gone_between_epochs_raises_what_dataloader_raises(tmp_path, redis_url):
+    root = tmp_path / "data"
+    make_dataset(root, 8, 2, size=(16, 12), progress=False, workers=1)
+    ds = _numbered(root, v2.PILToTensor())
+    loader = SenecaLoader(ds, batch_size=4, shuffle=True, cache=redis_url)
+    try:
+        _epochs(loader, 2)
+        assert loader.stats()["storage_reads"] == 8  # all of them cached
+        gone = ds.samples[3][0]
+        Path(gone).unlink()
+        with pytest.raises(FileNotFoundError):
+            list(DataLoader(ds, batch_size=4))
+        with pytest.raises(FileNotFoundError, match=Path(gone).name):
+            _epochs(loader, 1)
+    finally:
+        loader.close()
+
+
+def test_a_file_touched_under_a_dataset_version_is_still_read_from_the_cache(tmp_path, redis_url):
+    """A ``dataset_version`` vouches for the files: their times are not looked at."""
+    root = tmp_path / "data"
+    make_dataset(root, 8, 2, size=(16, 12), progress=False, workers=1)
+    ds = _numbered(root, v2.PILToTensor())
+    loader = SenecaLoader(ds, batch_size=4, cache=redis_url, dataset_version="v1")
+    try:
+        first = _epochs(loader, 1)[0]
+        os.utime(ds.samples[0][0], ns=(1, 1))
+        assert torch.equal(_epochs(loader, 1)[0], first)
+        assert loader.stats()["storage_reads"] == 8  # the second epoch from the cache
+    finally:
+        loader.close()
+
+
+class _Numbered(torch.utils.data.Dataset):
+    """A CacheableDataset whose samples (and id) the script may change: ``k`` + index."""
+
+    def __init__(self, k):
+        self.k, self.transform, self.target_transform = k, None, None
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return torch.tensor([self.k + i]), i
+
+    def seneca_id(self):
+        return f"numbered-{self.k}"
+
+    def seneca_read(self, i):
+        return bytes([self.k + i])
+
+    def seneca_decode(self, data, i):
+        return torch.tensor([data[0]])
+
+    def seneca_target(self, i):
+        return i
+
+
+def test_a_cacheable_dataset_whose_id_changed_is_read_from_storage(redis_url):
+    ds = _Numbered(0)
+    loader = SenecaLoader(ds, batch_size=4, shuffle=True, cache=redis_url)
+    try:
+        assert [x.flatten().tolist() for x in _epochs(loader, 2)] == [list(range(8))] * 2
+        ds.k = 100  # other samples, under another id
+        assert _epochs(loader, 1)[0].flatten().tolist() == list(range(100, 108))
+        assert loader.stats()["storage_reads"] == 8 + 8
     finally:
         loader.close()
