@@ -131,6 +131,11 @@ class CachedDataset(torch.utils.data.Dataset):
         self.transform = current
         return True
 
+    def follow_samples(self) -> str | None:
+        """Take the labels of the user's dataset as they are now, and say what else changed in
+        its samples that cached reads cannot follow (``Resolved.follow``; None: nothing)."""
+        return self.resolved.follow(self.dataset)
+
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "transform":
             setattr(self.resolved.base, name, value)

@@ -115,10 +115,11 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             far, samples/s and the hit rate; every ``defaults.PROGRESS_EVERY`` seconds with
             True, or every that many seconds. Default: off (DataLoader logs nothing).
         dataset_version: a folder dataset is known in the cache by its files' paths, labels,
-            sizes and modification times; a copy whose times differ (copied without keeping
+            sizes and modification times, looked at again before each epoch (files made again
+            are then read from storage); a copy whose times differ (copied without keeping
             them) shares another's cached values only when both loaders give the same
-            version string, which vouches that the files are the same. Default: None, the
-            times count.
+            version string, which vouches that the files are the same (and the loader does
+            not look at them again). Default: None, the times count.
     """
 
     def __init__(
@@ -178,6 +179,10 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         if self.device is not None:
             args["pin_memory"] = False  # the device feed copies through pinned buffers
         self._feed: DeviceFeed | None = None
+        #: DataLoader's arguments as given: a loader whose dataset changed in a way cached
+        #: reads cannot follow reads it with them from then on (``_plain``)
+        self._given = dict(args)
+        self._plain: DataLoader | None = None
         tune_malloc()
         options = cache_options(cache, cache_size, split, plan, spec)
         self.strict = resolve_strict(strict)
@@ -360,12 +365,13 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
     def __iter__(self) -> Any:
         """An iteration: DataLoader's batches through the loader's stages
         (``seneca.loader._batch_path``, where a batch's whole path is stated)."""
+        if self._cached is not None:
+            self._path.stop()  # before DataLoader resets persistent workers the thread may use
+            self._follow_transform()
+            self._look_at_samples()
         path = self._path
         if self._cached is None:
-            return path.run(super().__iter__(), {})
-        path.stop()  # before DataLoader resets persistent workers the thread may use
-        self._follow_transform()
-        self._look_at_samples()
+            return path.run(super().__iter__() if self._plain is None else iter(self._plain), {})
         self._iterated = True
         before = self._counters.snapshot()  # before any worker fetches for this iteration
         if self._ods_sampler is None:
@@ -378,6 +384,9 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         self._ods_sampler.expect(epoch)  # this iteration is the loader's own
         token = self._ods_sampler.progress.begin(epoch)
         return path.run(super().__iter__(), before, token, self._length())
+
+    def __len__(self) -> int:
+        return super().__len__() if self._plain is None else len(self._plain)
 
     def _length(self) -> int | None:
         """The batches of an epoch (``len(loader)``), None where the dataset has no length."""
@@ -407,16 +416,43 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             )
 
     def _look_at_samples(self) -> None:
-        """The dataset's samples looked at (a stat per file) before each iteration, as
-        DataLoader would read them: changed since the loader was made (files made again at the
-        same paths), they are read from storage from now on, never served from the values the
-        cache holds for the old ones. Persistent workers are made again to know it."""
+        """The dataset's samples looked at before each iteration, as DataLoader would read
+        them. Their labels are followed where DataLoader's would be (without workers, or with
+        workers that start now). Samples added, removed or moved (a Subset's other indices)
+        make the loader read the dataset as DataLoader does from then on. Files made again at
+        the same paths since the loader was made (a stat per file) are read from storage from
+        then on, never served from the values the cache holds for the old ones (persistent
+        workers are made again to know it)."""
         assert self._cached is not None
+        kept = self._iterated and self.num_workers > 0 and self.persistent_workers
+        if not kept:
+            moved = self._cached.follow_samples()
+            if moved is not None:
+                self._leave_cache(moved)
+                return
         work = self._cached.work
-        if work.changed is not None or not work.look_at_samples():
-            return
-        if self._iterated and self.num_workers > 0 and self.persistent_workers:
+        if work.changed is None and work.look_at_samples() and kept:
             self._drop_iterator()
+
+    def _leave_cache(self, why: str) -> None:
+        """Read the user's dataset as DataLoader reads it from now on (``_plain``), saying
+        ``why`` once: its samples changed in a way cached reads cannot follow. The job leaves
+        the cache."""
+        assert self._cached is not None
+        warnings.warn(
+            f"SenecaLoader: {why} since the loader was made; it reads the dataset as "
+            "DataLoader reads it from now on, uncached (make a new SenecaLoader to cache it)",
+            stacklevel=4,
+        )
+        log.warning("job %s reads its dataset uncached from now on: %s", self.job, why)
+        self.close()
+        self._plain = DataLoader(self.dataset, **self._given)
+        self.not_cached = why
+        self._cached = self._ods_sampler = self._tickets = self._batch_tail = None
+        self.planner = self.budgets = self._split = None
+        self._subs_from = 0
+        self._feed = self._device_feed(None)
+        self._path = BatchPath(self.job, self._counters, cached=False, feed=self._feed)
 
     def state_dict(self) -> dict[str, Any]:
         """Where this loader is in its epoch (torchdata StatefulDataLoader's convention):

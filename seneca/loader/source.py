@@ -122,12 +122,15 @@ class FolderSource(Source):
     def id(self) -> str:  # type: ignore[override]
         """The files' id (``Storage.fingerprint``: a stat per file) and the decoder's, made
         when first asked (the parts of a ConcatDataset, merged into one source, never are)."""
-        decoder = "pil"
-        if not self.encoded:
-            # named by what it does (its code and what it is given): a loader changed
-            # between runs makes other decoded values than those cached
-            decoder = hashlib.sha1(describe(self.loader).encode()).hexdigest()[:8]
-        return f"{self.storage.fingerprint(self.version)}.{decoder}"
+        return f"{self.storage.fingerprint(self.version)}.{self.decoder()}"
+
+    def decoder(self) -> str:
+        """The name of what decodes a file: ``pil`` (torchvision's default loader), else the
+        loader function named by what it does (its code and what it is given), so that a
+        loader changed between runs makes other decoded values than those cached."""
+        if self.encoded:
+            return "pil"
+        return hashlib.sha1(describe(self.loader).encode()).hexdigest()[:8]
 
     def __len__(self) -> int:
         return len(self.storage)
@@ -246,6 +249,29 @@ class Resolved:
     source: Source
     base: Any
     positions: list[int] | None
+
+    def follow(self, dataset: Any) -> str | None:
+        """Take the labels of ``dataset``'s samples as they are now (a script may set them
+        between epochs, as pseudo-labelling does), and say what else changed since ``dataset``
+        was resolved into this, which cached reads cannot follow (None: nothing did): samples
+        added, removed or moved, a Subset's other indices, another loader function, a dataset
+        no longer cacheable."""
+        try:
+            now = resolve(dataset)
+        except NotCacheable as why:
+            return str(why)
+        if now.positions != self.positions:
+            return "the dataset's samples changed (a Subset's indices)"
+        if not isinstance(self.source, FolderSource) or not isinstance(now.source, FolderSource):
+            return None if type(now.source) is type(self.source) else "the dataset changed"
+        old, new = self.source.storage.samples, now.source.storage.samples
+        if len(old) != len(new) or any(a[0] != b[0] for a, b in zip(old, new, strict=True)):
+            return "the dataset's samples changed (files added, removed or moved in its list)"
+        if now.source.decoder() != self.source.decoder():
+            return "the dataset's loader function changed"
+        if old != new:  # the same files, other labels: the cached values are still theirs
+            self.source.storage.samples = new
+        return None
 
 
 def _overrides_getitem(dataset: Any) -> bool:

@@ -171,6 +171,18 @@ def test_a_file_rewritten_between_epochs_is_never_served_from_the_old_values(fol
     loader.close()
 
 
+def test_a_format_set_between_epochs_is_read_as_dataloader_reads_it(folder, redis_url):
+    folder.set_transform(pixels)
+    loader = SenecaLoader(folder, batch_size=8, cache=redis_url, cache_size="20MB")
+    list(loader)
+    folder.set_format("torch", columns=["label"])  # a format the loader cannot make rows of
+    with pytest.warns(UserWarning, match="'torch'"):
+        got = list(loader)
+    assert_equal_batches(got, list(DataLoader(folder, batch_size=8)))
+    assert loader.store is None
+    loader.close()
+
+
 def test_other_formats_are_read_as_dataloader_reads_them(folder, redis_url):
     ds = folder.with_format("torch")
     with pytest.warns(UserWarning, match="format 'torch'"):

@@ -242,3 +242,79 @@ def test_a_cacheable_dataset_whose_id_changed_is_read_from_storage(redis_url):
         assert loader.stats()["storage_reads"] == 8 + 8
     finally:
         loader.close()
+
+
+def _targets_per_epoch(cls, ds, labels, **kw):
+    """The targets of an epoch per labelling in ``labels`` (each a function of the index),
+    set on ``ds`` before the epoch as a pseudo-labelling script sets them."""
+    loader = cls(ds, batch_size=4, shuffle=True, **kw)
+    out = []
+    for label in labels:
+        ds.samples = ds.imgs = [(path, label(i)) for i, (path, _) in enumerate(ds.samples)]
+        ds.targets = [y for _, y in ds.samples]
+        out.append(sorted(int(y) for _, ys in loader for y in ys))
+    return out, loader
+
+
+@pytest.mark.parametrize(
+    ("workers", "persistent"), [(0, False), (2, False), (2, True)], ids=["0", "2", "2-persistent"]
+)
+def test_labels_set_between_epochs_are_used_where_dataloaders_would(
+    tmp_path, redis_url, workers, persistent
+):
+    """Pseudo-labelling: the script sets the samples' labels before each epoch. DataLoader
+    uses them without workers and with workers that start each epoch; persistent workers keep
+    their first ones. SenecaLoader does the same, its images still read from the cache."""
+    root = tmp_path / "data"
+    make_dataset(root, 12, 2, size=(16, 12), progress=False, workers=1)
+    ds = datasets.ImageFolder(str(root), transform=v2.PILToTensor())
+    labels = (lambda i: i, lambda i: 100 + i, lambda i: 200 + i % 3)
+    kw = dict(num_workers=workers, persistent_workers=persistent)
+    theirs, _ = _targets_per_epoch(DataLoader, ds, labels, **kw)
+    ours, loader = _targets_per_epoch(SenecaLoader, ds, labels, cache=redis_url, **kw)
+    try:
+        assert ours == theirs
+        followed = [sorted(label(i) for i in range(12)) for label in labels]
+        assert theirs == ([followed[0]] * 3 if persistent else followed)
+        assert loader.stats()["storage_reads"] == 12  # the images: from the cache after the first
+        assert loader.store is not None
+    finally:
+        loader.close()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_subset_whose_indices_change_between_epochs_is_read_as_dataloader_reads_it(
+    tmp_path, redis_url, workers
+):
+    """Curriculum: the script gives its Subset other indices before an epoch. The loader's
+    next epochs are DataLoader's (its length too), read uncached, with one warning."""
+    root = tmp_path / "data"
+    make_dataset(root, 12, 2, size=(16, 12), progress=False, workers=1)
+    sub = torch.utils.data.Subset(_numbered(root, v2.PILToTensor()), list(range(6)))
+    loader = SenecaLoader(sub, batch_size=4, shuffle=True, cache=redis_url, num_workers=workers)
+    try:
+        assert sorted(int(y) for _, ys in loader for y in ys) == list(range(6))
+        assert loader.ods and len(loader) == 2
+        sub.indices = list(range(3, 12))
+        with pytest.warns(UserWarning, match="Subset's indices"):
+            got = [int(y) for _, ys in loader for y in ys]
+        assert sorted(got) == list(range(3, 12)) and len(loader) == 3
+        assert sorted(int(y) for _, ys in loader for y in ys) == list(range(3, 12))
+        assert not loader.ods and loader.store is None and "Subset" in loader.not_cached
+    finally:
+        loader.close()
+
+
+def test_a_loader_function_set_between_epochs_is_used_as_dataloader_uses_it(tmp_path, redis_url):
+    root = tmp_path / "data"
+    make_dataset(root, 8, 2, size=(16, 12), progress=False, workers=1)
+    ds = datasets.DatasetFolder(str(root), loader=_loader_dividing_by(1), extensions=(".jpg",))
+    loader = SenecaLoader(ds, batch_size=4, cache=redis_url, split=(0.0, 1.0, 0.0))
+    try:
+        full = [max(int(x.max()) for x, _ in loader) for _ in range(2)]
+        assert full[0] == full[1] > 100 and loader.stats()["storage_reads"] == 8
+        ds.loader = _loader_dividing_by(64)
+        with pytest.warns(UserWarning, match="loader function"):
+            assert max(int(x.max()) for x, _ in loader) == full[0] // 64
+    finally:
+        loader.close()
