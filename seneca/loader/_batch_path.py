@@ -55,6 +55,7 @@ worker error and lost worker stages.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -70,6 +71,8 @@ from seneca.loader._stats import Counters, summarised
 from seneca.loader._workers import reported
 from seneca.loader.timeline import Timeline
 from seneca.pipeline.batch_tail import BatchTail, finished_batches
+
+log = logging.getLogger("seneca")
 
 if TYPE_CHECKING:
     from ods.sampler import OdsBatchSampler
@@ -176,16 +179,14 @@ class BatchPath:
         token: object | None = None,
         length: int | None = None,
     ) -> Any:
-        """``it`` (DataLoader's batches) through every stage of :meth:`stages`."""
+        """``it`` (DataLoader's batches) through every stage of :meth:`stages` (named in a
+        line logged at DEBUG)."""
         self.iterations += 1
-        for _, stage in self.stages(before, token, length):
+        stages = self.stages(before, token, length)
+        log.debug("job %s: batch stages: %s", self.job, ", ".join(name for name, _ in stages))
+        for _, stage in stages:
             it = stage(it)
         return it
-
-    @property
-    def thread(self) -> Iterator[Any] | None:
-        """The batches the latest iteration's thread makes ahead (None: no thread)."""
-        return self._thread
 
     def stop(self) -> None:
         """Stop the thread making the latest iteration's batches, if any."""
