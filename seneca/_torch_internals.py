@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader
 __all__ = [
     "CHECKED",
     "ReadThroughLoader",
+    "drop_iterator",
     "reference_counts",
     "shared_empty",
     "view_base",
@@ -51,9 +52,8 @@ class ReadThroughLoader(DataLoader[_T_co]):
             object.__setattr__(self, name, value)
 
     def _drop_iterator(self) -> None:
-        """Drop the iterator the loader keeps for its persistent workers: they stop with it.
-        torch: ``DataLoader._iterator`` (2.6-2.14)."""
-        self._iterator = None
+        """Drop the iterator the loader keeps for its persistent workers (:func:`drop_iterator`)."""
+        drop_iterator(self)
 
     def _get_iterator(self) -> Any:
         read = self._read
@@ -65,6 +65,12 @@ class ReadThroughLoader(DataLoader[_T_co]):
             return super()._get_iterator()
         finally:
             object.__setattr__(self, "dataset", shown)
+
+
+def drop_iterator(loader: DataLoader) -> None:
+    """Drop the iterator ``loader`` keeps for its persistent workers: they stop with it.
+    torch: ``DataLoader._iterator`` (2.6-2.14)."""
+    loader._iterator = None
 
 
 def view_base(t: torch.Tensor) -> torch.Tensor | None:

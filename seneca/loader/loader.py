@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
 from ods.sampler import OdsBatchSampler
 from ods.store_api import Store
-from seneca._torch_internals import ReadThroughLoader
+from seneca._torch_internals import ReadThroughLoader, drop_iterator
 from seneca.loader._batch_path import BatchPath
 from seneca.loader._dataset import CachedDataset
 from seneca.loader._device import DeviceFeed, pin_host, resolve_device
@@ -491,6 +491,8 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             lease.close()
         self._path.stop()
         self._drop_iterator()  # persistent workers stop with their iterator
+        if self._plain is not None:
+            drop_iterator(self._plain)
         if self._tickets is not None:
             self._tickets.close()
         if self._cached is not None:

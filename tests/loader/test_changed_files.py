@@ -2,12 +2,14 @@
 encoded again, other images), a changed loader function, a transform set before an epoch. The
 loader uses what DataLoader would, and never serves what was cached for something else."""
 
+import multiprocessing
 import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from helpers.waiting import wait_for
 from PIL import Image
 from torch.utils.data import DataLoader
 from torchvision import datasets
@@ -303,6 +305,22 @@ def test_a_subset_whose_indices_change_between_epochs_is_read_as_dataloader_read
         assert not loader.ods and loader.store is None and "Subset" in loader.not_cached
     finally:
         loader.close()
+
+
+def test_a_loader_read_as_dataloader_stops_its_persistent_workers_when_closed(tmp_path, redis_url):
+    root = tmp_path / "data"
+    make_dataset(root, 12, 2, size=(16, 12), progress=False, workers=1)
+    sub = torch.utils.data.Subset(_numbered(root, v2.PILToTensor()), list(range(6)))
+    loader = SenecaLoader(
+        sub, batch_size=4, shuffle=True, cache=redis_url, num_workers=2, persistent_workers=True
+    )
+    sub.indices = list(range(6, 12))  # before the first epoch: its workers start with them
+    with pytest.warns(UserWarning, match="Subset's indices"):
+        assert sorted(int(y) for _, ys in loader for y in ys) == list(range(6, 12))
+    assert sorted(int(y) for _, ys in loader for y in ys) == list(range(6, 12))
+    assert multiprocessing.active_children()  # its persistent workers
+    loader.close()
+    wait_for(lambda: not multiprocessing.active_children(), "the persistent workers' exit")
 
 
 def test_a_loader_function_set_between_epochs_is_used_as_dataloader_uses_it(tmp_path, redis_url):
