@@ -39,7 +39,7 @@ PACKAGES = ("seneca", "ods", "mdp", "seneca_base")
 _DATASET = "seneca/loader/_dataset.py"
 
 
-def _ours(filename: str) -> str | None:
+def ours(filename: str) -> str | None:
     """The repository path of a module of ours, else None."""
     try:
         rel = Path(filename).resolve().relative_to(ROOT)
@@ -98,7 +98,7 @@ def main() -> None:
         if worker and code.co_name == "__getitems__" and code.co_filename.endswith(_DATASET):
             windows.append(set())  # a worker's next batch
             dump()
-        name = _ours(code.co_filename)
+        name = ours(code.co_filename)
         if name is not None:
             known = name in called
             called[name] += 1

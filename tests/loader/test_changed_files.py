@@ -176,10 +176,14 @@ def test_files_made_again_while_a_loader_lives_are_read_never_served_stale(
         loader.close()
 
 
+def _eight(tmp_path):
+    """Eight small images, each sample's target its index."""
+    make_dataset(tmp_path / "data", 8, 2, size=(16, 12), progress=False, workers=1)
+    return _numbered(tmp_path / "data", v2.PILToTensor())
+
+
 def test_a_file_gone_between_epochs_raises_what_dataloader_raises(tmp_path, redis_url):
-    root = tmp_path / "data"
-    make_dataset(root, 8, 2, size=(16, 12), progress=False, workers=1)
-    ds = _numbered(root, v2.PILToTensor())
+    ds = _eight(tmp_path)
     loader = SenecaLoader(ds, batch_size=4, shuffle=True, cache=redis_url)
     try:
         _epochs(loader, 2)
@@ -196,9 +200,7 @@ def test_a_file_gone_between_epochs_raises_what_dataloader_raises(tmp_path, redi
 
 def test_a_file_touched_under_a_dataset_version_is_still_read_from_the_cache(tmp_path, redis_url):
     """A ``dataset_version`` vouches for the files: their times are not looked at."""
-    root = tmp_path / "data"
-    make_dataset(root, 8, 2, size=(16, 12), progress=False, workers=1)
-    ds = _numbered(root, v2.PILToTensor())
+    ds = _eight(tmp_path)
     loader = SenecaLoader(ds, batch_size=4, cache=redis_url, dataset_version="v1")
     try:
         first = _epochs(loader, 1)[0]
