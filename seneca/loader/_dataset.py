@@ -36,9 +36,9 @@ from seneca.loader._tickets import Tag, Tagged
 from seneca.loader._workers import guard_exit
 from seneca.loader.source import Resolved
 from seneca.pipeline.malloc import tune_malloc
-from seneca.pipeline.transforms import SplitTransform, split_transform
+from seneca.pipeline.transforms import split_transform
 from seneca_base.errors import ConfigError
-from seneca_base.process import Role
+from seneca_base.process import Made, Role
 from seneca_base.process import role as process_role
 
 __all__ = ["CachedDataset"]
@@ -63,13 +63,13 @@ class CachedDataset(torch.utils.data.Dataset):
         #: the source's index of each of the user's samples (None: the same)
         self.positions = resolved.positions
         self.counters = counters
-        #: the user's transform the work was made from (:meth:`follow`)
-        self._made_from = getattr(resolved.base, "transform", None)
+        #: the process that last looked at the transform (a worker looks once: :meth:`follow`)
+        self._looked = Made()
         #: how a sample is made (``defer_tail``: the loader runs ``transform.batch_tail`` on
         #: collated batches, so samples end after ``transform.sample_tail``)
         self.work = SampleWork(
             resolved.source,
-            split_transform(self._made_from),
+            split_transform(getattr(resolved.base, "transform", None)),
             getattr(resolved.base, "target_transform", None),
             defer_tail,
         )
@@ -88,9 +88,10 @@ class CachedDataset(torch.utils.data.Dataset):
         return self.work.source
 
     @property
-    def transform(self) -> SplitTransform:
-        """The user's transform, split at the cache boundary."""
-        return self.work.transform
+    def transform(self) -> Any:
+        """The user's dataset's transform, as a ``worker_init_fn`` reads it from DataLoader's
+        dataset (``work.transform`` is it split at the cache boundary)."""
+        return getattr(self.resolved.base, "transform", None)
 
     @property
     def target_transform(self) -> Any:
@@ -118,18 +119,17 @@ class CachedDataset(torch.utils.data.Dataset):
             raise AttributeError(name)
         return getattr(self.dataset, name)
 
-    def follow(self) -> bool:
+    def follow(self) -> None:
         """Take the user's dataset's ``transform`` and ``target_transform`` as they are now (a
         script may set them between epochs, as for progressive resizing: DataLoader's workers,
-        started every epoch, or its loop without workers, use them). Whether the transform
-        changed."""
+        started every epoch, or its loop without workers, use them). The transform is split
+        and named again (``seneca.pipeline.fingerprint``), so one changed in place (a step's
+        size set, a step added to its list) is seen too; values named otherwise than the
+        cache's are never read from it (``SampleWork.stale``)."""
+        self._looked.take()
         base = self.resolved.base
         self.work.target_transform = getattr(base, "target_transform", None)
-        current = getattr(base, "transform", None)
-        if current is self._made_from:
-            return False
-        self.transform = current
-        return True
+        self.work.use_transform(split_transform(getattr(base, "transform", None)))
 
     def follow_samples(self) -> str | None:
         """Take the labels of the user's dataset as they are now, and say what else changed in
@@ -139,7 +139,6 @@ class CachedDataset(torch.utils.data.Dataset):
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "transform":
             setattr(self.resolved.base, name, value)
-            self._made_from = value
             self.work.use_transform(split_transform(value))
         elif name == "target_transform":
             setattr(self.resolved.base, name, value)
@@ -161,6 +160,8 @@ class CachedDataset(torch.utils.data.Dataset):
         role = process_role()
         if role.worker:
             guard_exit()  # once per worker: its exit waits for the results it is sending
+            if self._looked.inherited:  # once per worker: its worker_init_fn may have
+                self.follow()  # changed the transform in place
         if isinstance(batch, Tag):
             return self._part(batch, role)
         if isinstance(batch, Decided):

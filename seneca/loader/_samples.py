@@ -154,7 +154,8 @@ class SampleWork:
             return f"{self.changed}: its cached values are the old samples'"
         if (self.source.id, self.transform.fingerprint) != self.ids:
             return (
-                "the dataset's transform changed after SenecaLoader was made: its cached values "
+                "the dataset's transform changed after SenecaLoader was made (or cannot be "
+                "named to tell whether it did): its cached values "
                 "are the old transform's"
             )
         return None

@@ -262,7 +262,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             batch_tail, args["collate_fn"], args["batch_size"], args["batch_sampler"]
         )
         wrapped = CachedDataset(dataset, resolved, self._counters, defer_tail=defer_tail)
-        self._batch_tail = wrapped.transform.batch_tail if defer_tail else None
+        self._batch_tail = wrapped.work.transform.batch_tail if defer_tail else None
         if defer_tail and args["collate_fn"] is None:  # default_collate, less the rows' copy
             args["collate_fn"] = collate_rows
         ids, samples, tiers = wrapped.cache_ids(), len(resolved.source), wrapped.work.tiers
@@ -402,9 +402,8 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         assert self._cached is not None
         if self._iterated and self.num_workers > 0 and self.persistent_workers:
             return
-        if not self._cached.follow():
-            return
-        tail = self._cached.transform.batch_tail
+        self._cached.follow()
+        tail = self._cached.work.transform.batch_tail
         if self._batch_tail is not None and tail is not None:
             self._batch_tail.steps = tail.steps
         elif self._cached.work.defer_tail and (self._batch_tail is None) != (tail is None):

@@ -39,27 +39,27 @@ def two_threads():
 def test_the_batch_tail_runs_ahead_with_one_thread_while_workers_run(
     tiny_dataset, redis_proc, two_threads, workers
 ):
-    ds = ImageFolder(str(tiny_dataset), transform=TRANSFORM)
-    loader = SenecaLoader(
-        ds, batch_size=8, shuffle=True, cache=redis_proc.url, split=(0, 0, 1), num_workers=workers
-    )
     seen: list[tuple[int, bool]] = []
-    tail = loader._batch_tail
-    assert tail is not None  # Normalize runs once per batch, in the loader process
+    last = v2.ToDtype(torch.float32)  # a batch tail step that the loader calls (not fused)
+    forward = last.forward
 
-    def record(x):
+    def record(*args):
         seen.append(
             (torch.get_num_threads(), threading.current_thread() is threading.main_thread())
         )
-        return x
+        return forward(*args)
 
-    tail.steps = [*tail.steps, record]
+    last.forward = record
+    ds = ImageFolder(str(tiny_dataset), transform=v2.Compose([*TRANSFORM.transforms, last]))
+    loader = SenecaLoader(
+        ds, batch_size=8, shuffle=True, cache=redis_proc.url, split=(0, 0, 1), num_workers=workers
+    )
     batches = 0
     for x, _ in loader:
         assert torch.get_num_threads() == 2  # the user's setting, all along
         assert x.dtype == torch.float32
         batches += 1
-    assert batches == len(loader) and len(seen) == batches
+    assert batches == len(loader) and len(seen) == batches  # once per batch, not per sample
     # with workers, in the batch thread with one intra-op thread; without, as DataLoader
     assert set(seen) == ({(1, False)} if workers else {(2, True)})
 

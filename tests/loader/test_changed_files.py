@@ -11,7 +11,7 @@ import pytest
 import torch
 from helpers.waiting import wait_for
 from PIL import Image
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, get_worker_info
 from torchvision import datasets
 from torchvision.transforms import v2
 
@@ -94,6 +94,69 @@ def test_a_transform_set_between_epochs_is_used_where_dataloaders_would(
     assert theirs == ([{(16, 16)}] * 3 if persistent else [{(16, 16)}, {(24, 24)}, {(32, 32)}])
 
 
+def _shapes_as_sizes_change(cls, ds, sizes, **kw):
+    """The shapes of an epoch per size, the transform's first step given it in place."""
+    loader = cls(ds, batch_size=4, shuffle=True, **kw)
+    out = []
+    for size in sizes:
+        ds.transform.transforms[0].size = [size, size]
+        out.append({tuple(x.shape[-2:]) for x, _ in loader})
+    return out
+
+
+@pytest.mark.parametrize("first", [v2.Resize, v2.RandomResizedCrop], ids=["fixed", "random"])
+@pytest.mark.parametrize(
+    ("workers", "persistent"), [(0, False), (2, False), (2, True)], ids=["0", "2", "2-persistent"]
+)
+def test_a_transform_changed_in_place_between_epochs_is_used_where_dataloaders_would(
+    tmp_path, redis_url, first, workers, persistent
+):
+    """Progressive resizing by setting a step's size in place (as FFCV's scripts set their
+    decoder's): the cache names the transform again before each epoch, and never serves the
+    crops or resized images of the old size."""
+    root = tmp_path / "data"
+    make_dataset(root, 12, 2, size=(48, 36), progress=False, workers=1)
+    ds = datasets.ImageFolder(str(root), transform=v2.Compose([first(16), v2.PILToTensor()]))
+    kw = dict(num_workers=workers, persistent_workers=persistent)
+    sizes = (16, 16, 24, 24)
+    theirs = _shapes_as_sizes_change(DataLoader, ds, sizes, **kw)
+    ours = _shapes_as_sizes_change(SenecaLoader, ds, sizes, cache=redis_url, **kw)
+    assert ours == theirs
+    assert theirs == [{(16, 16)}] * 4 if persistent else [{(16, 16)}] * 2 + [{(24, 24)}] * 2
+
+
+def _resize_to_ten(worker_id):
+    get_worker_info().dataset.transform.transforms[0].size = [10, 10]
+
+
+def test_a_transform_a_worker_init_fn_changes_in_place_is_never_served_old_values(
+    tmp_path, redis_url
+):
+    root = tmp_path / "data"
+    make_dataset(root, 12, 2, size=(48, 36), progress=False, workers=1)
+    ds = datasets.ImageFolder(str(root), transform=v2.Compose([v2.Resize(20), v2.PILToTensor()]))
+    warm = SenecaLoader(ds, batch_size=4, cache=redis_url, split=(0.0, 1.0, 0.0))
+    try:
+        assert {tuple(x.shape[-2:]) for x, _ in warm} == {(20, 26)}  # resized to 20, cached
+        changed = SenecaLoader(
+            ds, batch_size=4, num_workers=1, worker_init_fn=_resize_to_ten, cache=redis_url
+        )
+        theirs = torch.cat(
+            [
+                x
+                for x, _ in DataLoader(
+                    ds, batch_size=4, num_workers=1, worker_init_fn=_resize_to_ten
+                )
+            ]
+        )
+        for _ in range(2):
+            assert torch.equal(torch.cat([x for x, _ in changed]), theirs)
+        assert changed.stats()["storage_reads"] == 24  # read around the 20-pixel images
+        changed.close()
+    finally:
+        warm.close()
+
+
 def _normalized(mean):
     return v2.Compose(
         [
@@ -121,6 +184,22 @@ def test_the_batch_tail_follows_a_transform_set_between_epochs(tmp_path, redis_u
         ds.transform = v2.Compose([v2.Resize(16), v2.CenterCrop(16), v2.PILToTensor()])
         with pytest.raises(ConfigError, match="batch_tail"):
             next(iter(loader))
+    finally:
+        loader.close()
+
+
+def test_the_batch_tail_follows_its_steps_changed_in_place(tmp_path, redis_url):
+    root = tmp_path / "data"
+    make_dataset(root, 8, 2, size=(24, 18), progress=False, workers=1)
+    ds = datasets.ImageFolder(str(root), transform=_normalized(0.0))
+    loader = SenecaLoader(ds, batch_size=4, cache=redis_url)  # the tail runs on batches
+    try:
+        for mean in (0.0, 0.5, 0.25):
+            ds.transform.transforms[-1].mean = [mean] * 3
+            ours = torch.cat([x for x, _ in loader])
+            theirs = torch.cat([x for x, _ in DataLoader(ds, batch_size=4)])
+            assert torch.equal(ours, theirs), mean
+        assert loader.stats()["storage_reads"] == 8  # the head did not change: still cached
     finally:
         loader.close()
 
