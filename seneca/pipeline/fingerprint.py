@@ -9,7 +9,9 @@ other images: other parameters, or other code.
   class, the source of that class and its attributes, described in turn;
 * functions by their module, name, source (and bytecode: a lambda's source is the whole lines it
   is on; a function whose source cannot be read), default arguments and the values they close
-  over;
+  over; a function of the user's (not of the standard library or an installed package) also by
+  the module globals its code reads (a setting such as ``SIZE = int(sys.argv[1])``, a helper
+  function), as are the methods of a user's class: a sweep that changes one makes other values;
 * tensors and arrays by dtype, shape and a hash of their bytes.
 
 Nothing is named by where it sits in memory (the ``0x7f...`` of a default ``repr``), which would
@@ -26,6 +28,7 @@ import itertools
 import logging
 import os
 import re
+import sysconfig
 import time
 import types
 from typing import Any
@@ -44,7 +47,7 @@ _REPR_NAMES = ("torchvision", "torch")
 
 def fingerprint(steps: list[Any]) -> str:
     """The short name of the head ``steps`` in cache keys ("none" for no head). A head that
-    cannot be described (a step whose ``repr`` raises, say) gets a name of this process's own:
+    cannot be described (a step whose ``repr`` raises, say) gets a name of its own each time:
     its copies are shared with no other job, and none is taken from one."""
     if not steps:
         return "none"
@@ -52,8 +55,10 @@ def fingerprint(steps: list[Any]) -> str:
         text = "|".join(describe(s) for s in steps)
     except Exception as err:  # whatever a user's object raises
         log.info(
-            "the transform's steps before the cache boundary cannot be named (%r): its "
-            "augmented copies are shared with no other job",
+            "the transform's steps before the cache boundary cannot be named (%r): what the "
+            "cache holds for them is shared with no other job, and not read once the loader "
+            "names them again (each epoch, and in each worker): it cannot tell that they did "
+            "not change",
             err,
         )
         text = f"{os.getpid()}.{id(steps)}.{time.time_ns()}"
@@ -79,7 +84,7 @@ def _describe(obj: Any, depth: int, path: frozenset[int]) -> str:
     if isinstance(obj, list | tuple | dict | set | frozenset):
         return _collection(obj, more)
     if isinstance(obj, type):
-        return _name(obj)
+        return _class(obj, more)
     if isinstance(obj, functools.partial):
         return f"partial({more(obj.func)}, {more(obj.args)}, {more(obj.keywords)})"
     if isinstance(obj, types.MethodType):
@@ -95,7 +100,8 @@ def _describe(obj: Any, depth: int, path: frozenset[int]) -> str:
     state = getattr(obj, "__dict__", None)
     if state is None:  # no attributes to describe (a C type): its type and what repr shows
         return f"{_name(type(obj))}({_ADDRESS.sub('', repr(obj))})"
-    return f"{_name(type(obj))}#{_source(type(obj))}{more(dict(state))}"
+    read = _globals_read(_methods(type(obj)), more)
+    return f"{_name(type(obj))}#{_source(type(obj))}{more(dict(state))}{read}"
 
 
 def _collection(obj: Any, more: Any) -> str:
@@ -151,7 +157,97 @@ def _function(f: types.FunctionType, more: Any) -> str:
         except ValueError:  # a cell not filled yet
             cells.append(None)
     given = more((f.__defaults__, f.__kwdefaults__, cells))
-    return f"{f.__module__}.{f.__qualname__}#{code}{given}"
+    return f"{f.__module__}.{f.__qualname__}#{code}{given}{_globals_read([f], more)}"
+
+
+#: where the standard library and installed packages live: their functions are named by their
+#: source alone, not by the globals they read (a library's own settings and caches)
+_LIBRARY = tuple(
+    sorted({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
+)
+
+
+def _users(filename: str | None) -> bool:
+    """Whether code from ``filename`` is the user's (not the standard library's or an installed
+    package's, nor built in)."""
+    return bool(filename) and not filename.startswith((*_LIBRARY, "<frozen"))
+
+
+def _globals_read(functions: list[Any], more: Any) -> str:
+    """What the user's ``functions`` read of their module's globals, described: each global
+    their code (and the code inside it) names; of a global object or a module of the user's,
+    only the attributes the code names; of a global dict, only the entries the code names by a
+    constant key. "" when they read none."""
+    names: set[str] = set()
+    keys: set[Any] = set()
+    found: dict[str, Any] = {}
+    for f in functions:
+        code, namespace = getattr(f, "__code__", None), getattr(f, "__globals__", None)
+        if code is None or namespace is None or not _users(code.co_filename):
+            continue
+        named, constants = _looked_up(code)
+        names |= named
+        keys |= constants
+        found.update((n, namespace[n]) for n in named if n in namespace)
+    read = [f"{n}={_as_read(found[n], names, keys, more)}" for n in sorted(found)]
+    return f"globals[{', '.join(read)}]" if read else ""
+
+
+def _looked_up(code: types.CodeType) -> tuple[set[str], set[Any]]:
+    """The names ``code`` and the code inside it look up (globals and attributes) and its
+    constants."""
+    names, constants = set(code.co_names), set()
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            inner = _looked_up(const)
+            names |= inner[0]
+            constants |= inner[1]
+        elif isinstance(const, _PLAIN):
+            constants.add(const)
+    return names, constants
+
+
+def _as_read(value: Any, names: set[str], keys: set[Any], more: Any) -> str:
+    """A global ``value`` as code that names ``names`` and constants ``keys`` reads it."""
+    if isinstance(value, types.ModuleType):
+        if not _users(getattr(value, "__file__", None)):
+            return value.__name__
+        attrs = {n: getattr(value, n) for n in sorted(names) if n in vars(value)}
+        return f"module {value.__name__}{more(attrs)}"
+    if type(value) is dict:
+        return f"dict{more({k: value[k] for k in sorted(keys, key=repr) if k in value})}"
+    simple = isinstance(value, (*_PLAIN, enum.Enum, list, tuple, set, frozenset))
+    if simple or callable(value) or _is_array(value):  # (a class is callable)
+        return more(value)
+    state = getattr(value, "__dict__", None)
+    if state is None:
+        return more(value)
+    attrs = {n: state[n] for n in sorted(names) if n in state}
+    return f"{_name(type(value))}#{_source(type(value))}{more(attrs)}"
+
+
+def _class(cls: type, more: Any) -> str:
+    """A class: its name; a class of the user's (one with methods of the user's code) also its
+    source and the globals its methods read."""
+    methods = _methods(cls)
+    if not any(_users(f.__code__.co_filename) for f in methods):
+        return _name(cls)
+    return f"{_name(cls)}#{_source(cls)}{_globals_read(methods, more)}"
+
+
+def _methods(cls: type) -> list[Any]:
+    """The functions of ``cls`` and of its bases (their methods, static and class methods,
+    properties' functions)."""
+    out = []
+    for klass in cls.__mro__:
+        for attr in vars(klass).values():
+            if isinstance(attr, staticmethod | classmethod):
+                attr = attr.__func__
+            if isinstance(attr, property):
+                out.extend(f for f in (attr.fget, attr.fset, attr.fdel) if f is not None)
+            elif isinstance(attr, types.FunctionType):
+                out.append(attr)
+    return out
 
 
 def _code(code: types.CodeType) -> str:

@@ -4,6 +4,7 @@ loader uses what DataLoader would, and never serves what was cached for somethin
 
 import multiprocessing
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +65,35 @@ def test_a_loader_function_changed_between_runs_makes_its_own_values(tmp_path, r
     full = _maxima(root, redis_url, 1)
     assert full[0] == full[1] > 100  # the second epoch from the cache
     assert _maxima(root, redis_url, 64) == [full[0] // 64] * 2  # not the values cached by k=1
+
+
+#: a setting of the script that its loader function reads (a sweep sets it per run)
+DIVISOR = 1
+
+
+def _load_divided(path):
+    with Image.open(path) as im:
+        return torch.from_numpy(np.asarray(im.convert("RGB")) // DIVISOR)
+
+
+def test_a_sweep_over_a_setting_its_loader_function_reads_gets_each_setting_s_values(
+    tmp_path, redis_url, monkeypatch
+):
+    root = tmp_path / "data"
+    make_dataset(root, 8, 2, size=(16, 12), progress=False, workers=1)
+    reads = []
+    for divisor in (1, 64, 1):  # the last run's values from the cache
+        monkeypatch.setattr(sys.modules[__name__], "DIVISOR", divisor)
+        ds = datasets.DatasetFolder(str(root), loader=_load_divided, extensions=(".jpg",))
+        loader = SenecaLoader(ds, batch_size=4, cache=redis_url, split=(0.0, 1.0, 0.0))
+        try:
+            theirs = torch.cat([x for x, _ in DataLoader(ds, batch_size=4)])
+            for _ in range(2):
+                assert torch.equal(torch.cat([x for x, _ in loader]), theirs), divisor
+            reads.append(loader.stats()["storage_reads"])
+        finally:
+            loader.close()
+    assert reads == [8, 8, 0]
 
 
 def _shapes_per_epoch(cls, ds, sizes, **kw):

@@ -2,6 +2,7 @@
 for the same steps (so jobs share augmented copies), another name for other parameters or other
 code (so no job is served copies another transform made)."""
 
+import argparse
 import functools
 import hashlib
 import importlib
@@ -151,3 +152,69 @@ class _Unprintable:
 def test_a_step_that_cannot_be_described_shares_nothing():
     step = _Unprintable()
     assert fingerprint([step]) != fingerprint([step])  # a name of its own each time
+
+
+SIZE = 32
+ARGS = argparse.Namespace(size=32, lr=0.1)
+CONFIG = {"size": 32, "lr": 0.1}
+_MEMO: dict[str, int] = {}
+
+
+def _sized(x):
+    return x[:SIZE]
+
+
+def _by_helper(x):
+    return _sized(x)
+
+
+def _by_args(x):
+    return x[: ARGS.size]
+
+
+def _by_config(x):
+    return x[: CONFIG["size"]]
+
+
+def _memoized(x):
+    _MEMO[str(len(_MEMO))] = len(x)  # a key of no constant: the memo is not a setting
+    return x
+
+
+class _Crop:
+    def __call__(self, x):
+        return x[:SIZE]
+
+
+def _with_helper_class(x):
+    return _Crop()(x)
+
+
+def _names(*steps):
+    return [fingerprint([step]) for step in steps]
+
+
+def test_the_user_s_functions_are_named_by_the_settings_they_read(monkeypatch):
+    """A sweep that sets a module global (SIZE = int(sys.argv[1])) read by a function of its
+    head, directly, through a helper function or class, an object's attribute or a dict's
+    entry, makes other values: another name. What the code does not read keeps the name."""
+    steps = (_sized, _by_helper, _by_args, _by_config, _Crop(), _with_helper_class)
+    before = _names(*steps)
+    assert before == _names(*steps)
+    monkeypatch.setattr(sys.modules[__name__], "SIZE", 16)
+    changed = _names(*steps)
+    assert [a != b for a, b in zip(before, changed, strict=True)] == [1, 1, 0, 0, 1, 1]
+    monkeypatch.setattr(ARGS, "size", 16)
+    monkeypatch.setitem(CONFIG, "size", 16)
+    by_args, by_config = _names(_by_args, _by_config)
+    assert by_args != changed[2] and by_config != changed[3]  # each reads its size again
+    # the settings they do not read: the same names
+    now = _names(*steps)
+    monkeypatch.setattr(ARGS, "lr", 0.5)
+    monkeypatch.setitem(CONFIG, "lr", 0.5)
+    assert _names(*steps) == now
+    memo = fingerprint([_memoized])
+    _memoized([1, 2])
+    assert fingerprint([_memoized]) == memo
+    # a library's function is named by its source, not by the globals it reads
+    assert "globals[" not in describe(np.asarray) + describe(textwrap.dedent)
