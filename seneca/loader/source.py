@@ -37,7 +37,7 @@ from torch.utils.data import ConcatDataset, IterableDataset, Subset
 from torchvision.datasets import DatasetFolder
 
 from seneca.loader._source_base import NotCacheable, Source
-from seneca.pipeline.fingerprint import describe
+from seneca.pipeline.fingerprint import describe, fingerprint
 from seneca.pipeline.storage import Storage
 
 __all__ = [
@@ -318,7 +318,8 @@ def _concat(dataset: ConcatDataset, version: str | None) -> Resolved:
     if not parts or not all(isinstance(p.source, FolderSource) for p in parts):
         raise NotCacheable("ConcatDataset: Seneca caches concatenated DatasetFolders only")
     first = parts[0].base
-    how = {(repr(p.base.transform), repr(p.base.target_transform)) for p in parts}
+    # named by what they do (a repr may hide it; one that cannot be named differs)
+    how = {fingerprint([p.base.transform, p.base.target_transform]) for p in parts}
     loaders = {getattr(p.base, "loader", None) for p in parts}
     if len(how) > 1 or len(loaders) > 1:
         raise NotCacheable("ConcatDataset: its parts differ in loader or transforms")

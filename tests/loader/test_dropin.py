@@ -10,6 +10,7 @@ import torch
 from helpers.indexed import indexed
 from torch.utils.data import (
     ChainDataset,
+    ConcatDataset,
     DataLoader,
     Dataset,
     IterableDataset,
@@ -279,6 +280,34 @@ def test_concatenated_folders_are_cached_as_one_list(tiny_dataset, redis_url):
     with pytest.warns(UserWarning, match="differ"):
         mixed = SenecaLoader(ConcatDataset([ds, other]), batch_size=8, cache=redis_url)
     assert mixed.not_cached and len(_targets(mixed)) == 2 * N
+
+
+class _Scaled:
+    """A step of the user's whose repr does not show what it does."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, x):
+        return x * self.k
+
+    def __repr__(self):
+        return "Scaled()"
+
+
+def test_concatenated_folders_whose_transforms_differ_only_in_what_repr_hides(
+    tiny_dataset, redis_url
+):
+    a, b = indexed(tiny_dataset), indexed(tiny_dataset)
+    a.transform = T.Compose([T.CenterCrop(8), T.ToTensor(), _Scaled(1)])
+    b.transform = T.Compose([T.CenterCrop(8), T.ToTensor(), _Scaled(2)])
+    both = ConcatDataset([a, b])
+    theirs = torch.cat([x for x, _ in DataLoader(both, batch_size=8)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # read uncached: the parts differ
+        loader = SenecaLoader(both, batch_size=8, cache=redis_url)
+    assert torch.equal(torch.cat([x for x, _ in loader]), theirs)
+    assert loader.not_cached
 
 
 def _rebuilt(loader):
