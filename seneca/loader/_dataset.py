@@ -125,7 +125,7 @@ class CachedDataset(torch.utils.data.Dataset):
         started every epoch, or its loop without workers, use them). The transform is split
         and named again (``seneca.pipeline.fingerprint``), so one changed in place (a step's
         size set, a step added to its list) is seen too; values named otherwise than the
-        cache's are never read from it (``SampleWork.stale``)."""
+        cache's are never read from it (``SampleWork.stale``, ``SampleWork.old_view``)."""
         self._looked.take()
         base = self.resolved.base
         self.work.target_transform = getattr(base, "target_transform", None)

@@ -18,6 +18,7 @@ swapped for copies other jobs cached since the batch was decided.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ from seneca.loader._rows import BatchRows
 from seneca.loader._samples import Offers, SampleWork
 from seneca.loader._stats import Counters
 from seneca_base.process import TRAINING, Role
+
+log = logging.getLogger("seneca")
 
 __all__ = ["Fetcher", "Swaps"]
 
@@ -122,10 +125,15 @@ class Fetcher:
         # this one, every live job having as many as this one)
         others = max(1, live) * self.link.writers - 1
         offers = Offers(room, charge, always=always, reserve=others * len(picks))
-        aug_ok = self.work.transform.head is not None and live > 1
+        # crops are offered (and promised ones waited for) under the transform's name in the
+        # cache: never when that name is an older transform's (``SampleWork.old_view``)
+        old_view = self.work.old_view
+        if old_view is not None and self.counters.once(old_view):
+            log.warning("%s, so this loader makes every crop anew and caches none", old_view)
+        aug_ok = self.work.transform.head is not None and live > 1 and old_view is None
         # a worker makes the rest of the batch before it waits for the promised samples' copies
         # (elsewhere a promised sample is made as a miss: the training loop does not wait)
-        waits = role.worker and used is not None
+        waits = role.worker and used is not None and old_view is None
         promised = {k for k, p in enumerate(picks) if p.promised} if waits else set()
         # misses made a few at a time, each few decided again as late as that (see _made_late)
         later: list[int] = []

@@ -47,7 +47,11 @@ class Maker:
         plain = work.transform.after_tensor is None and work.target_transform is None
         views = rows.rows.unbind(0) if rows is not None and rows.rows is not None else ()
         label = work.source.target
-        if plain and len(views) == len(picks) > 0 and not skip and only is None:
+        # the transform's random head changed: the cached crops, read or claimed, are the
+        # old head's, and are made anew
+        old_crops = work.old_view is not None
+        whole = not skip and only is None and not old_crops
+        if plain and len(views) == len(picks) > 0 and whole:
             whole = _all_placed(picks, values, rows.rows, views, label, count)
             if whole is not None:
                 return whole, []
@@ -57,6 +61,8 @@ class Maker:
             if k in skip or (only is not None and k not in only):
                 out.append(None)
                 continue
+            if old_crops and tier == "augmented":
+                tier, value = None, None
             if isinstance(value, Placed):
                 if plain:
                     out.append((views[k], label(p.index)))

@@ -109,9 +109,10 @@ class SampleWork:
     A transform whose head is deterministic (``SplitTransform.fixed_head``) is folded into the
     source: the head's output is the sample's decoded form (``source.HeadedSource``), and the
     transform left is its tail. What the cache holds is named by :attr:`ids`, fixed when the
-    work is made: a transform set later that would name other values, or samples changed since
-    (files made again, :meth:`look_at_samples`), make the dataset read from storage only
-    (``stale`` says why), never serve values made by another transform or from other files."""
+    work is made: samples changed since (files made again, :meth:`look_at_samples`) or a
+    deterministic head set later make the dataset read from storage only (``stale`` says why);
+    a random head set later makes its crops anew, never taking the cache's (``old_view``). No
+    value made by another transform or from other files is served."""
 
     def __init__(
         self,
@@ -148,15 +149,27 @@ class SampleWork:
 
     @property
     def stale(self) -> str | None:
-        """Why the cache's values are not this work's (None: they are): the samples changed,
-        or the transform was changed into one whose values the cache names otherwise."""
+        """Why none of the cache's values are this work's (None: its encoded and decoded ones
+        are): the samples changed, or the transform changed how a sample decodes (its
+        deterministic head, folded into the source)."""
         if self.changed is not None:
             return f"{self.changed}: its cached values are the old samples'"
-        if (self.source.id, self.transform.fingerprint) != self.ids:
+        if self.source.id != self.ids[0]:
             return (
                 "the dataset's transform changed after SenecaLoader was made (or cannot be "
-                "named to tell whether it did): its cached values "
-                "are the old transform's"
+                "named to tell whether it did): its cached values are the old transform's"
+            )
+        return None
+
+    @property
+    def old_view(self) -> str | None:
+        """Why the cache's augmented copies are not this work's (None: they are): the
+        transform's random head changed (progressive resizing), or cannot be named to tell.
+        Its encoded and decoded values still are, unless :attr:`stale`."""
+        if self.transform.fingerprint != self.ids[1]:
+            return (
+                "the dataset's transform changed after SenecaLoader was made (or cannot be "
+                "named to tell whether it did): its cached crops are the old transform's"
             )
         return None
 

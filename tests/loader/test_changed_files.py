@@ -155,6 +155,44 @@ def test_a_transform_changed_in_place_between_epochs_is_used_where_dataloaders_w
     assert theirs == [{(16, 16)}] * 4 if persistent else [{(16, 16)}] * 2 + [{(24, 24)}] * 2
 
 
+def _cropped_to(root, size):
+    return datasets.ImageFolder(
+        str(root), transform=v2.Compose([v2.RandomResizedCrop(size), v2.PILToTensor()])
+    )
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_progressive_resizing_reads_the_decoded_images_and_leaves_the_old_crops_alone(
+    tmp_path, redis_url, workers
+):
+    """A job whose random crop grows keeps reading its decoded images from the cache and makes
+    its crops anew; it takes none of the old crops and offers none under their name, which
+    another job still training with the old crop reads."""
+    root = tmp_path / "data"
+    make_dataset(root, 16, 2, size=(48, 36), progress=False, workers=1)
+    mine, other = _cropped_to(root, 16), _cropped_to(root, 16)
+    common = dict(batch_size=4, shuffle=True, cache=redis_url, split=(0.0, 0.5, 0.5))
+    a, b = SenecaLoader(mine, num_workers=workers, **common), SenecaLoader(other, **common)
+    try:
+        for _ in range(2):  # two live jobs (b's first, before a's workers start): their
+            for _ in zip(b, a, strict=True):  # crops are cached
+                pass
+        before = a.stats()
+        assert before["augmented"]["admitted"] > 0
+        mine.transform.transforms[0].size = [24, 24]
+        for _ in range(2):
+            for (x, _), (y, _) in zip(a, b, strict=True):
+                assert x.shape[-2:] == (24, 24) and y.shape[-2:] == (16, 16)
+        after = a.stats()
+        for figure in ("hits", "admitted"):  # none of the old crops taken, none offered
+            assert after["augmented"][figure] == before["augmented"][figure]
+        assert after["decoded"]["hits"] > before["decoded"]["hits"]  # still from the cache
+        assert after["storage_reads"] - before["storage_reads"] < 32
+    finally:
+        a.close()
+        b.close()
+
+
 def _resize_to_ten(worker_id):
     get_worker_info().dataset.transform.transforms[0].size = [10, 10]
 
