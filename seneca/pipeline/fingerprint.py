@@ -20,6 +20,7 @@ give every process a name of its own and no job anything to share.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import hashlib
@@ -31,6 +32,7 @@ import re
 import sysconfig
 import time
 import types
+import weakref
 from typing import Any
 
 __all__ = ["describe", "fingerprint"]
@@ -137,13 +139,26 @@ def _name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+#: the hash of each class's or function's source, read once per object (a class's source is
+#: found by parsing its whole module, tens of milliseconds, and a transform is named again
+#: before each epoch); an object's code does not change while it lives
+_SOURCES: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
 def _source(obj: Any) -> str:
     """A hash of ``obj``'s source ("" where it cannot be read: a class made at run time)."""
     try:
+        return _SOURCES[obj]
+    except (KeyError, TypeError):  # not read yet, or an object no weak reference can name
+        pass
+    try:
         text = inspect.getsource(obj)
     except Exception:  # no file (a notebook's class, a class made at run time), or unreadable
-        return ""
-    return hashlib.sha1(text.encode()).hexdigest()[:10]
+        text = None
+    named = "" if text is None else hashlib.sha1(text.encode()).hexdigest()[:10]
+    with contextlib.suppress(TypeError):
+        _SOURCES[obj] = named
+    return named
 
 
 def _function(f: types.FunctionType, more: Any) -> str:
