@@ -191,8 +191,8 @@ def _users(filename: str | None) -> bool:
 def _globals_read(functions: list[Any], more: Any) -> str:
     """What the user's ``functions`` read of their module's globals, described: each global
     their code (and the code inside it) names; of a global object or a module of the user's,
-    only the attributes the code names; of a global dict, only the entries the code names by a
-    constant key. "" when they read none."""
+    only the attributes the code names; of a global dict of other things than plain data (a
+    memo), only the entries the code names by a constant key. "" when they read none."""
     names: set[str] = set()
     keys: set[Any] = set()
     found: dict[str, Any] = {}
@@ -229,7 +229,8 @@ def _as_read(value: Any, names: set[str], keys: set[Any], more: Any) -> str:
             return value.__name__
         attrs = {n: getattr(value, n) for n in sorted(names) if n in vars(value)}
         return f"module {value.__name__}{more(attrs)}"
-    if type(value) is dict:
+    if type(value) is dict and not (value and _table(value, 0)):  # a dict of other things,
+        # or none yet (a memo of images, say): the entries read by a constant key
         return f"dict{more({k: value[k] for k in sorted(keys, key=repr) if k in value})}"
     simple = isinstance(value, (*_PLAIN, enum.Enum, list, tuple, set, frozenset))
     if simple or callable(value) or _is_array(value):  # (a class is callable)
@@ -239,6 +240,18 @@ def _as_read(value: Any, names: set[str], keys: set[Any], more: Any) -> str:
         return more(value)
     attrs = {n: state[n] for n in sorted(names) if n in state}
     return f"{_name(type(value))}#{_source(type(value))}{more(attrs)}"
+
+
+def _table(value: Any, depth: int) -> bool:
+    """Whether ``value`` is plain data (plain values, and lists, tuples and dicts of them, two
+    levels deep): a global table of settings, named whole however the code reads it (by a key
+    it computes, say)."""
+    if isinstance(value, _PLAIN):
+        return True
+    if depth > 2 or not isinstance(value, list | tuple | dict):
+        return False
+    items = itertools.chain.from_iterable(value.items()) if isinstance(value, dict) else value
+    return all(_table(x, depth + 1) for x in items)
 
 
 def _class(cls: type, more: Any) -> str:

@@ -157,7 +157,9 @@ def test_a_step_that_cannot_be_described_shares_nothing():
 SIZE = 32
 ARGS = argparse.Namespace(size=32, lr=0.1)
 CONFIG = {"size": 32, "lr": 0.1}
-_MEMO: dict[str, int] = {}
+DATASET = "small"
+SIZES = {"small": 32, "large": 64}
+_MEMO: dict[str, np.ndarray] = {}
 
 
 def _sized(x):
@@ -176,8 +178,12 @@ def _by_config(x):
     return x[: CONFIG["size"]]
 
 
+def _by_table(x):
+    return x[: SIZES[DATASET]]
+
+
 def _memoized(x):
-    _MEMO[str(len(_MEMO))] = len(x)  # a key of no constant: the memo is not a setting
+    _MEMO[str(len(_MEMO))] = np.zeros(len(x))  # arrays by a key of no constant: not a setting
     return x
 
 
@@ -196,8 +202,9 @@ def _names(*steps):
 
 def test_the_user_s_functions_are_named_by_the_settings_they_read(monkeypatch):
     """A sweep that sets a module global (SIZE = int(sys.argv[1])) read by a function of its
-    head, directly, through a helper function or class, an object's attribute or a dict's
-    entry, makes other values: another name. What the code does not read keeps the name."""
+    head, directly, through a helper function or class, an object's attribute or a table of
+    settings, makes other values: another name. What the code does not read (another attribute
+    of the object, a memo of arrays) keeps the name."""
     steps = (_sized, _by_helper, _by_args, _by_config, _Crop(), _with_helper_class)
     before = _names(*steps)
     assert before == _names(*steps)
@@ -211,8 +218,13 @@ def test_the_user_s_functions_are_named_by_the_settings_they_read(monkeypatch):
     # the settings they do not read: the same names
     now = _names(*steps)
     monkeypatch.setattr(ARGS, "lr", 0.5)
-    monkeypatch.setitem(CONFIG, "lr", 0.5)
     assert _names(*steps) == now
+    # a table of plain settings is named whole, however the code reads it
+    table = fingerprint([_by_table])
+    monkeypatch.setitem(SIZES, "small", 16)
+    assert fingerprint([_by_table]) != table
+    monkeypatch.setitem(CONFIG, "lr", 0.5)
+    assert fingerprint([_by_config]) != now[3]
     memo = fingerprint([_memoized])
     _memoized([1, 2])
     assert fingerprint([_memoized]) == memo
