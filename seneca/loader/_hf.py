@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from seneca.loader._source_base import NotCacheable, Source
+from seneca.pipeline.fingerprint import runtime
 from seneca.pipeline.transforms import ColumnTransform
 from seneca_base.errors import ConfigError
 
@@ -135,7 +136,7 @@ class HFImageSource(Source):
         return cached
 
     def _digest(self) -> str:
-        h = hashlib.sha1(repr(self.feature).encode())
+        h = hashlib.sha1(f"{runtime()}|{self.feature!r}".encode())  # what decodes, how
         files = hashlib.sha1()
         for name, column in self._columns(self.raw.column_names):
             if name == self.column:

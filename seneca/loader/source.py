@@ -37,7 +37,7 @@ from torch.utils.data import ConcatDataset, IterableDataset, Subset
 from torchvision.datasets import DatasetFolder
 
 from seneca.loader._source_base import NotCacheable, Source
-from seneca.pipeline.fingerprint import describe, fingerprint
+from seneca.pipeline.fingerprint import describe, fingerprint, runtime
 from seneca.pipeline.storage import Storage
 
 __all__ = [
@@ -127,10 +127,11 @@ class FolderSource(Source):
     def decoder(self) -> str:
         """The name of what decodes a file: ``pil`` (torchvision's default loader), else the
         loader function named by what it does (its code and what it is given), so that a
-        loader changed between runs makes other decoded values than those cached."""
+        loader changed between runs makes other decoded values than those cached; either
+        with the libraries that decode (``fingerprint.runtime``)."""
         if self.encoded:
-            return "pil"
-        return hashlib.sha1(describe(self.loader).encode()).hexdigest()[:8]
+            return f"pil{runtime()}"
+        return hashlib.sha1(f"{runtime()}|{describe(self.loader)}".encode()).hexdigest()[:8]
 
     def __len__(self) -> int:
         return len(self.storage)

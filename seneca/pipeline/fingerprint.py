@@ -14,6 +14,9 @@ other images: other parameters, or other code.
   function), as are the methods of a user's class: a sweep that changes one makes other values;
 * tensors and arrays by dtype, shape and a hash of their bytes.
 
+Every name also names the libraries that make the values (:func:`runtime`): torch,
+torchvision, Pillow and its codecs, whose versions may make other images of the same steps.
+
 Nothing is named by where it sits in memory (the ``0x7f...`` of a default ``repr``), which would
 give every process a name of its own and no job anything to share.
 """
@@ -35,7 +38,7 @@ import types
 import weakref
 from typing import Any
 
-__all__ = ["describe", "fingerprint"]
+__all__ = ["describe", "fingerprint", "runtime"]
 
 #: how deep attributes are followed, and how many items of a long list are described
 _DEPTH = 8
@@ -54,7 +57,7 @@ def fingerprint(steps: list[Any]) -> str:
     if not steps:
         return "none"
     try:
-        text = "|".join(describe(s) for s in steps)
+        text = "|".join([runtime(), *(describe(s) for s in steps)])
     except Exception as err:  # whatever a user's object raises
         log.info(
             "the transform's steps before the cache boundary cannot be named (%r): what the "
@@ -65,6 +68,31 @@ def fingerprint(steps: list[Any]) -> str:
         )
         text = f"{os.getpid()}.{id(steps)}.{time.time_ns()}"
     return hashlib.sha1(text.encode()).hexdigest()[:10]
+
+
+#: the Pillow modules whose libraries make or convert images (their versions name the runtime)
+_PIL_MODULES = ("pil", "webp", "avif", "littlecms2")
+
+
+@functools.cache
+def runtime() -> str:
+    """The short name of the libraries that make a sample's values in this process: torch,
+    torchvision, Pillow and the codec libraries it was built with. Other versions may make other
+    values (a Pillow-SIMD build resizes otherwise than Pillow), so cache keys name them. A
+    build's local label (``+cu130``, ``+cpu``) does not count: it computes the same on a CPU."""
+    import PIL
+    import torch
+    import torchvision
+    from PIL import features
+
+    parts = [
+        f"torch {torch.__version__.split('+')[0]}",
+        f"torchvision {torchvision.__version__.split('+')[0]}",
+        f"Pillow {PIL.__version__}",
+    ]
+    parts += [f"{c} {features.version_codec(c)}" for c in sorted(features.codecs)]
+    parts += [f"{m} {features.version_module(m)}" for m in _PIL_MODULES]
+    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:6]
 
 
 def describe(obj: Any) -> str:

@@ -4,6 +4,7 @@ import collections
 import logging
 import threading
 
+import PIL
 import pytest
 from helpers.indexed import indexed
 from helpers.waiting import wait_for
@@ -11,6 +12,7 @@ from helpers.waiting import wait_for
 from ods.decision import Pick
 from ods.sampler import Decided
 from seneca import SenecaLoader
+from seneca.pipeline.fingerprint import runtime
 from seneca_base.errors import ConfigError
 
 
@@ -291,7 +293,7 @@ def test_augmented_copies_are_kept_per_transform(tiny_dataset, redis_proc):
 
 
 def test_the_cache_names_a_dataset_by_its_files_and_decoder_and_a_view_by_its_transform(
-    tiny_dataset, redis_url
+    tiny_dataset, redis_url, monkeypatch
 ):
     from torchvision import transforms as T
     from torchvision.datasets.folder import default_loader
@@ -310,6 +312,16 @@ def test_the_cache_names_a_dataset_by_its_files_and_decoder_and_a_view_by_its_tr
     fewer = indexed(tiny_dataset)
     fewer.samples = fewer.samples[:-1]
     assert ids(fewer).dataset != base.dataset
+    # a job whose Pillow is another build (Pillow-SIMD resizes otherwise): its own values
+    random_head = ids(other_transform)
+    try:
+        monkeypatch.setattr(PIL, "__version__", PIL.__version__ + ".post9")
+        runtime.cache_clear()
+        elsewhere = ids(other_transform)
+    finally:
+        monkeypatch.undo()
+        runtime.cache_clear()
+    assert elsewhere.dataset != random_head.dataset and elsewhere.view != random_head.view
 
 
 def test_a_loader_leaves_its_job_when_closed_or_collected(tiny_dataset, redis_proc):

@@ -10,12 +10,13 @@ import sys
 import textwrap
 
 import numpy as np
+import PIL
 import torch
 from helpers import warm
 from torchvision import transforms as T
 from torchvision.transforms import v2
 
-from seneca.pipeline.fingerprint import describe, fingerprint
+from seneca.pipeline.fingerprint import describe, fingerprint, runtime
 from seneca.pipeline.transforms import split_transform
 
 AUG = textwrap.dedent(
@@ -68,10 +69,29 @@ def test_torchvisions_steps_are_named_by_their_repr():
     ]
     for step in steps:
         assert describe(step) == repr(step)
-    # the name caches made before had for them
-    old = hashlib.sha1("|".join(repr(s) for s in steps).encode()).hexdigest()[:10]
-    assert fingerprint(steps) == old
-    assert split_transform(v2.Compose([*steps, v2.PILToTensor()])).fingerprint == old
+    # their reprs, with the libraries that run them
+    named = hashlib.sha1("|".join([runtime(), *map(repr, steps)]).encode()).hexdigest()[:10]
+    assert fingerprint(steps) == named
+    assert split_transform(v2.Compose([*steps, v2.PILToTensor()])).fingerprint == named
+
+
+def test_the_libraries_that_make_values_are_named(monkeypatch):
+    """A Pillow-SIMD build resizes otherwise than Pillow of the same steps: a job with the one
+    never reads what a job with the other cached. A build's local label (CUDA or CPU wheels of
+    one torch) computes the same on a CPU and names nothing."""
+    head = [v2.Resize(8)]
+    before = runtime(), fingerprint(head)
+    try:
+        monkeypatch.setattr(torch, "__version__", torch.__version__.split("+")[0] + "+other")
+        runtime.cache_clear()
+        assert (runtime(), fingerprint(head)) == before
+        monkeypatch.setattr(PIL, "__version__", PIL.__version__ + ".post9")
+        runtime.cache_clear()
+        assert runtime() != before[0] and fingerprint(head) != before[1]
+    finally:
+        monkeypatch.undo()
+        runtime.cache_clear()
+    assert (runtime(), fingerprint(head)) == before
 
 
 def _flip(x):
