@@ -34,6 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from PIL import Image, UnidentifiedImageError
 from torch.utils.data import ConcatDataset, IterableDataset, Subset
+from torchvision import get_image_backend
 from torchvision.datasets import DatasetFolder
 
 from seneca.loader._source_base import NotCacheable, Source
@@ -93,12 +94,14 @@ def pil_decode(data: bytes | memoryview) -> Image.Image:
 
 
 def _decodes_bytes(loader: Callable | None) -> bool:
-    """Whether ``loader(path)`` equals ``pil_decode(file bytes)`` (torchvision's defaults)."""
+    """Whether ``loader(path)`` equals ``pil_decode(file bytes)``: torchvision's defaults, its
+    ``default_loader`` only while torchvision's image backend is PIL (not accimage)."""
     if loader is None:
         return True
-    return getattr(loader, "__module__", "") == "torchvision.datasets.folder" and getattr(
-        loader, "__name__", ""
-    ) in ("default_loader", "pil_loader")
+    if getattr(loader, "__module__", "") != "torchvision.datasets.folder":
+        return False
+    name = getattr(loader, "__name__", "")
+    return name == "pil_loader" or (name == "default_loader" and get_image_backend() == "PIL")
 
 
 class FolderSource(Source):
@@ -131,7 +134,9 @@ class FolderSource(Source):
         with the libraries that decode (``fingerprint.runtime``)."""
         if self.encoded:
             return f"pil{runtime()}"
-        return hashlib.sha1(f"{runtime()}|{describe(self.loader)}".encode()).hexdigest()[:8]
+        # (torchvision's default loader decodes with the image backend set, accimage's or PIL's)
+        made = f"{runtime()}|{get_image_backend()}|{describe(self.loader)}"
+        return hashlib.sha1(made.encode()).hexdigest()[:8]
 
     def __len__(self) -> int:
         return len(self.storage)

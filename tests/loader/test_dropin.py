@@ -344,3 +344,22 @@ def test_a_loader_rebuilt_from_its_attributes_says_to_iterate_the_loader(
         first, second = iter(loader), iter(loader)
         assert len(next(second)[1]) == len(next(first)[1]) == 8
     del left
+
+
+def test_torchvisions_accimage_backend_is_used_as_dataloader_uses_it(tiny_dataset, redis_url):
+    """With torchvision's image backend set to accimage, ImageFolder's default loader decodes
+    with accimage: SenecaLoader calls it as DataLoader does (here accimage is not installed, so
+    both raise its import error), never decoding with PIL in its place."""
+    import torchvision
+
+    ds = ImageFolder(str(tiny_dataset), transform=T.ToTensor())
+    torchvision.set_image_backend("accimage")
+    try:
+        with pytest.raises(ModuleNotFoundError, match="accimage"):
+            next(iter(DataLoader(ds, batch_size=4)))
+        loader = SenecaLoader(ds, batch_size=4, cache=redis_url)
+        with pytest.raises(ModuleNotFoundError, match="accimage"):
+            next(iter(loader))
+        loader.close()
+    finally:
+        torchvision.set_image_backend("PIL")
