@@ -91,7 +91,8 @@ def runtime() -> str:
         f"Pillow {PIL.__version__}",
     ]
     parts += [f"{c} {features.version_codec(c)}" for c in sorted(features.codecs)]
-    parts += [f"{m} {features.version_module(m)}" for m in _PIL_MODULES]
+    # (an older Pillow knows fewer modules, and asking for another raises)
+    parts += [f"{m} {features.version_module(m)}" for m in _PIL_MODULES if m in features.modules]
     return hashlib.sha1("|".join(parts).encode()).hexdigest()[:6]
 
 

@@ -11,6 +11,7 @@ import textwrap
 
 import numpy as np
 import PIL
+import PIL.features
 import torch
 from helpers import warm
 from torchvision import transforms as T
@@ -88,6 +89,9 @@ def test_the_libraries_that_make_values_are_named(monkeypatch):
         monkeypatch.setattr(PIL, "__version__", PIL.__version__ + ".post9")
         runtime.cache_clear()
         assert runtime() != before[0] and fingerprint(head) != before[1]
+        monkeypatch.delitem(PIL.features.modules, "avif", raising=False)  # an older Pillow's
+        runtime.cache_clear()
+        assert len(runtime()) == 6
     finally:
         monkeypatch.undo()
         runtime.cache_clear()
