@@ -123,7 +123,7 @@ def _describe(obj: Any, depth: int, path: frozenset[int]) -> str:
     if isinstance(obj, types.FunctionType):
         return _function(obj, more)
     if isinstance(obj, types.BuiltinFunctionType | types.ModuleType):
-        return f"{getattr(obj, '__module__', None) or ''}.{obj.__name__}"
+        return f"{_module(getattr(obj, '__module__', None))}.{_module(obj.__name__)}"
     if _is_array(obj):
         return _array(obj)
     if _shown_by_repr(obj, 0):
@@ -165,7 +165,14 @@ def _plain_hash(obj: Any) -> str:
 
 
 def _name(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
+    return f"{_module(cls.__module__)}.{cls.__qualname__}"
+
+
+def _module(name: str | None) -> str:
+    """A module's name as every process of a job knows it: the script a job runs is
+    ``__main__``, and ``__mp_main__`` in the workers multiprocessing spawns (or starts from a
+    fork server), where its classes and functions say so."""
+    return "__main__" if name == "__mp_main__" else name or ""
 
 
 #: the hash of each class's or function's source, read once per object (a class's source is
@@ -201,7 +208,7 @@ def _function(f: types.FunctionType, more: Any) -> str:
         except ValueError:  # a cell not filled yet
             cells.append(None)
     given = more((f.__defaults__, f.__kwdefaults__, cells))
-    return f"{f.__module__}.{f.__qualname__}#{code}{given}{_globals_read([f], more)}"
+    return f"{_module(f.__module__)}.{f.__qualname__}#{code}{given}{_globals_read([f], more)}"
 
 
 #: where the standard library and installed packages live: their functions are named by their
@@ -255,9 +262,9 @@ def _as_read(value: Any, names: set[str], keys: set[Any], more: Any) -> str:
     """A global ``value`` as code that names ``names`` and constants ``keys`` reads it."""
     if isinstance(value, types.ModuleType):
         if not _users(getattr(value, "__file__", None)):
-            return value.__name__
+            return _module(value.__name__)
         attrs = {n: getattr(value, n) for n in sorted(names) if n in vars(value)}
-        return f"module {value.__name__}{more(attrs)}"
+        return f"module {_module(value.__name__)}{more(attrs)}"
     if type(value) is dict and not (value and _table(value, 0)):  # a dict of other things,
         # or none yet (a memo of images, say): the entries read by a constant key
         return f"dict{more({k: value[k] for k in sorted(keys, key=repr) if k in value})}"

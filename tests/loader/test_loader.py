@@ -11,6 +11,7 @@ import weakref
 import psutil
 import pytest
 import torch
+from helpers import warm
 from torch.utils.data import DataLoader
 from torchvision import transforms as T
 from torchvision.datasets import ImageFolder
@@ -149,6 +150,59 @@ def test_workers(tiny_dataset, redis_url, context):
     s = loader.stats()
     assert s["samples"] == epochs * len(ds)  # counted across worker processes
     assert s["decoded"]["hits"] + s["encoded"]["hits"] == (epochs - 1) * len(ds)
+
+
+SCRIPT = """
+import sys
+
+from torchvision.datasets import ImageFolder
+from torchvision.transforms import v2
+
+from seneca import SenecaLoader
+
+
+class Halve:  # a step of the script's own: __main__ here, __mp_main__ in a spawned worker
+    def __call__(self, x):
+        return x // 2
+
+
+def made(root):
+    steps = [v2.RandomResizedCrop(16), v2.PILToTensor(), Halve()]
+    return ImageFolder(root, transform=v2.Compose(steps))
+
+
+if __name__ == "__main__":
+    url, root = sys.argv[1:]
+    common = dict(batch_size=4, shuffle=True, cache=url, split=(0.0, 0.5, 0.5))
+    other = SenecaLoader(made(root), **common)
+    mine = SenecaLoader(
+        made(root), num_workers=1, multiprocessing_context="spawn", persistent_workers=True,
+        **common,
+    )
+    for _ in range(2):
+        for _ in zip(other, mine, strict=True):  # the other job live before mine's worker
+            pass
+    print(mine.stats()["augmented"]["admitted"])
+    mine.close()
+    other.close()
+"""
+
+
+@pytest.mark.slow
+def test_a_scripts_own_steps_are_named_alike_in_its_spawned_workers(
+    tiny_dataset, redis_url, tmp_path
+):
+    """A spawned worker runs the script as ``__mp_main__``; the transform it names again there
+    is the one its job named in the script, so its crops are cached (two live jobs)."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    out = warm.run(
+        [sys.executable, str(script), redis_url, str(tiny_dataset)],
+        capture_output=True, text=True, timeout=280,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "transform changed" not in out.stderr
+    assert int(out.stdout.split()[-1]) > 0  # its crops offered under the transform's name
 
 
 def test_loader_and_dataset_pickle(tiny_dataset, redis_url):

@@ -254,3 +254,14 @@ def test_the_user_s_functions_are_named_by_the_settings_they_read(monkeypatch):
     assert fingerprint([_memoized]) == memo
     # a library's function is named by its source, not by the globals it reads
     assert "globals[" not in describe(np.asarray) + describe(textwrap.dedent)
+
+
+def test_the_scripts_own_steps_are_named_alike_where_it_runs_as_mp_main():
+    """multiprocessing's spawned workers run the script as ``__mp_main__``, and its classes and
+    functions say so there: they name what the script's ``__main__`` names."""
+
+    def step(module):
+        return type("Halve", (), {"__module__": module, "__call__": lambda self, x: x // 2})()
+
+    assert fingerprint([step("__mp_main__")]) == fingerprint([step("__main__")])
+    assert fingerprint([step("__main__")]) != fingerprint([step("train")])
