@@ -231,17 +231,25 @@ def _normalized(mean):
     )
 
 
-def test_the_batch_tail_follows_a_transform_set_between_epochs(tmp_path, redis_url):
+def _normalized_loader(tmp_path, redis_url):
+    """A dataset of 8 images normalized with mean 0, and a loader that runs the batch tail."""
     root = tmp_path / "data"
     make_dataset(root, 8, 2, size=(24, 18), progress=False, workers=1)
     ds = datasets.ImageFolder(str(root), transform=_normalized(0.0))
-    loader = SenecaLoader(ds, batch_size=4, cache=redis_url)  # the tail runs on batches
+    return ds, SenecaLoader(ds, batch_size=4, cache=redis_url)
+
+
+def _epoch_as_dataloader_s(loader, ds):
+    ours = torch.cat([x for x, _ in loader])
+    return torch.equal(ours, torch.cat([x for x, _ in DataLoader(ds, batch_size=4)]))
+
+
+def test_the_batch_tail_follows_a_transform_set_between_epochs(tmp_path, redis_url):
+    ds, loader = _normalized_loader(tmp_path, redis_url)
     try:
         for mean in (0.0, 0.5, 0.5):  # the last epoch's images from the cache
             ds.transform = _normalized(mean)
-            ours = torch.cat([x for x, _ in loader])
-            theirs = torch.cat([x for x, _ in DataLoader(ds, batch_size=4)])
-            assert torch.equal(ours, theirs), mean
+            assert _epoch_as_dataloader_s(loader, ds), mean
         assert loader.stats()["storage_reads"] == 8  # the head did not change: still cached
         ds.transform = v2.Compose([v2.Resize(16), v2.CenterCrop(16), v2.PILToTensor()])
         with pytest.raises(ConfigError, match="batch_tail"):
@@ -251,16 +259,11 @@ def test_the_batch_tail_follows_a_transform_set_between_epochs(tmp_path, redis_u
 
 
 def test_the_batch_tail_follows_its_steps_changed_in_place(tmp_path, redis_url):
-    root = tmp_path / "data"
-    make_dataset(root, 8, 2, size=(24, 18), progress=False, workers=1)
-    ds = datasets.ImageFolder(str(root), transform=_normalized(0.0))
-    loader = SenecaLoader(ds, batch_size=4, cache=redis_url)  # the tail runs on batches
+    ds, loader = _normalized_loader(tmp_path, redis_url)
     try:
         for mean in (0.0, 0.5, 0.25):
             ds.transform.transforms[-1].mean = [mean] * 3
-            ours = torch.cat([x for x, _ in loader])
-            theirs = torch.cat([x for x, _ in DataLoader(ds, batch_size=4)])
-            assert torch.equal(ours, theirs), mean
+            assert _epoch_as_dataloader_s(loader, ds), mean
         assert loader.stats()["storage_reads"] == 8  # the head did not change: still cached
     finally:
         loader.close()
