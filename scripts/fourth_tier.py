@@ -173,7 +173,7 @@ try:
     assert stats["resized"]["hits"] == 40, stats
     client = server.client
     sizes = [client.strlen(k) for k in client.scan_iter(match="seneca:v:{*:r:*}")]
-    assert len(sizes) == 40 and max(sizes) < 32 * 32 * 3 + 100 < 64 * 48 * 3, sizes
+    assert len(sizes) == 40 and max(sizes) < 32 * 32 * 3 + 200 < 64 * 48 * 3, sizes  # + its info
     print("batches are DataLoader's; the second epoch read every sample from the new tier,")
     print(f"whose values hold {max(sizes)} bytes each (a decoded image: {64 * 48 * 3})")
     smaller = transforms.Compose(

@@ -85,12 +85,10 @@ class CacheableDataset(Protocol):
 
 
 def pil_decode(data: bytes | memoryview) -> Image.Image:
-    """Decode image bytes exactly as torchvision's default ``pil_loader`` decodes a file."""
-    img = Image.open(io.BytesIO(data))
-    if img.mode == "RGB":  # convert("RGB") would only copy it
-        img.load()
-        return img
-    return img.convert("RGB")
+    """Decode image bytes exactly as torchvision's default ``pil_loader`` decodes a file: the
+    file's image converted to RGB, a plain image with the file's ``info`` and no ``format``
+    (for an RGB file a copy, which the 0.1 ms it takes buys: a transform may read them)."""
+    return Image.open(io.BytesIO(data)).convert("RGB")
 
 
 def _decodes_bytes(loader: Callable | None) -> bool:

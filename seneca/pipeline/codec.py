@@ -8,9 +8,16 @@ Layout (little endian)::
                                     uint8, ARRAY = numpy array)
     dtype                     u8   (index into _DTYPES)
     ndim                      u8
-    shape                     ndim x u32
+    shape                     ndim x u32 (an IMAGE's: H, W [, C], then its metadata's length)
     padding                   to a multiple of 8 bytes, so the payload is 8-byte aligned
-    payload                   prod(shape) x itemsize bytes
+    payload                   prod(shape) x itemsize bytes (an IMAGE's: its pixels)
+    metadata                  IMAGE values only: the image's ``format`` and ``info`` as JSON
+
+An image's ``info`` is what a transform may read besides its pixels (the EXIF orientation that
+``ImageOps.exif_transpose`` applies, the ICC profile, the resolution), so a cached image keeps
+it: values of plain types (None, bool, int, float, str, bytes, tuple, list, dict and Pillow's
+``IFDRational``) are written tagged with their type, and an image whose info holds anything
+else is refused (CodecError) rather than cached without it.
 
 Decoding returns views into the value (``torch.frombuffer``/``np.frombuffer``), never a copy,
 except for IMAGE values where PIL needs its own pixel buffer. Values are made as ``bytearray``
@@ -18,13 +25,15 @@ and the cache's replies are read into ``bytearray`` (``seneca._cache.resp``), so
 always a view of writable memory; a read-only buffer (``bytes``) given to :func:`decode` is
 copied once before a tensor is made over it, as torch has no read-only tensors.
 
-A value decodes to the type it was made from (bytes, tensor, PIL image, numpy array, with its
-dtype); other types, dtypes and image modes are refused with CodecError (the loader then does
-not cache them). Pickle is never used.
+A value decodes to the type it was made from (bytes, tensor, PIL image with its ``info`` and
+``format``, numpy array, with its dtype); other types, dtypes and image modes are refused with
+CodecError (the loader then does not cache them). Pickle is never used.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import math
 import struct
 from enum import IntEnum
@@ -33,6 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 from PIL import Image
+from PIL.TiffImagePlugin import IFDRational
 
 from seneca_base.errors import CodecError
 
@@ -49,7 +59,7 @@ __all__ = [
 ]
 
 MAGIC = b"SNCA"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _FIXED = struct.Struct("<4sBBBB")
 #: Bytes at the start of every value that say how long its header is.
 FIXED_SIZE = _FIXED.size
@@ -115,8 +125,10 @@ def encode(obj: Any) -> bytearray:
     if isinstance(obj, Image.Image):
         if obj.mode not in _IMAGE_MODES.values():
             raise CodecError(f"cannot encode images of mode {obj.mode!r}")
+        meta = _image_meta(obj)
         arr = np.asarray(obj)
-        return _joined(_header(Kind.IMAGE, 0, arr.shape), memoryview(arr).cast("B"))
+        head = _header(Kind.IMAGE, 0, (*arr.shape, len(meta)))
+        return _joined(head, memoryview(arr).cast("B"), meta)
     if isinstance(obj, np.ndarray):
         try:
             t = torch.from_numpy(np.ascontiguousarray(obj))
@@ -131,6 +143,55 @@ def encode(obj: Any) -> bytearray:
         head = _header(Kind.TENSOR, _DTYPE_CODE[obj.dtype], tuple(obj.shape))
         return _joined(head, _tensor_bytes(obj))
     raise CodecError(f"cannot encode a value of type {type(obj).__name__}")
+
+
+def _image_meta(img: Image.Image) -> bytes:
+    """``img``'s ``format`` and ``info`` as JSON, each value tagged with its type (the
+    module's docs); CodecError when the info holds a value of another type."""
+    return json.dumps([img.format, _tagged(img.info)]).encode()
+
+
+def _tagged(value: Any) -> Any:
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str):
+        return value
+    if kind is bytes:
+        return {"b": base64.b64encode(value).decode("ascii")}
+    if kind is tuple or kind is list:
+        return {kind.__name__[0]: [_tagged(v) for v in value]}
+    if kind is dict:
+        return {"d": [[_tagged(k), _tagged(v)] for k, v in value.items()]}
+    if kind is IFDRational:
+        return {"r": [_tagged(value.numerator), value.denominator]}
+    raise CodecError(f"cannot encode an image whose info holds a {kind.__name__}")
+
+
+def _untagged(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    ((tag, v),) = value.items()
+    if tag == "b":
+        return base64.b64decode(v, validate=True)
+    if tag in ("t", "l"):
+        items = [_untagged(x) for x in v]
+        return tuple(items) if tag == "t" else items
+    if tag == "d":
+        return {_untagged(k): _untagged(x) for k, x in v}
+    if tag == "r":
+        return IFDRational(_untagged(v[0]), v[1])
+    raise ValueError(f"unknown tag {tag!r}")
+
+
+def _with_meta(img: Image.Image, meta: bytes | memoryview) -> Image.Image:
+    """``img`` given the ``format`` and ``info`` of :func:`_image_meta`'s ``meta``."""
+    try:
+        fmt, info = json.loads(bytes(meta))
+        img.info = _untagged(info)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+        raise CodecError(f"mismatched value: unreadable image metadata ({e})") from None
+    if fmt is not None:  # as the decoder's image says it (its class's format otherwise None)
+        img.format = fmt
+    return img
 
 
 def encode_image_chw(img: Image.Image) -> bytearray | None:
@@ -168,7 +229,12 @@ def _parse(buf: bytes | memoryview) -> tuple[Kind, torch.dtype, tuple[int, ...],
     shape = struct.unpack_from(f"<{ndim}I", buf, _FIXED.size)
     offset += -offset % 8
     dtype = _DTYPES[dtype_code]
-    expected = offset + math.prod(shape) * dtype.itemsize
+    meta = 0  # an IMAGE's metadata, after its pixels: its length is its shape's last entry
+    if kind == Kind.IMAGE:
+        if ndim not in (3, 4):
+            raise CodecError(f"mismatched value: image with shape entries {list(shape)}")
+        shape, meta = shape[:-1], shape[-1]
+    expected = offset + math.prod(shape) * dtype.itemsize + meta
     if len(buf) != expected:
         what = "truncated" if len(buf) < expected else "mismatched"
         raise CodecError(
@@ -218,9 +284,9 @@ def decode(
     RAW values come back as a memoryview, TENSOR values as a tensor and ARRAY values as a numpy
     array, all sharing memory with ``buf`` (zero-copy; a RAW or ARRAY value of an immutable
     ``bytes`` is read-only, and a tensor of one is made over a copy). IMAGE values come back as
-    a PIL image, or with ``image_tensor`` as a zero-copy uint8 tensor laid out as
-    ``PILToTensor`` gives it (C x H x W, a permuted view). ``expect`` raises CodecError when the
-    value is of another kind.
+    a PIL image with its ``info`` and ``format``, or with ``image_tensor`` as a zero-copy uint8
+    tensor laid out as ``PILToTensor`` gives it (C x H x W, a permuted view). ``expect`` raises
+    CodecError when the value is of another kind.
     """
     kind, dtype, shape, offset = _parse(buf)
     tensor = kind is Kind.TENSOR or (kind is Kind.IMAGE and image_tensor)
@@ -238,7 +304,8 @@ def decode(
             hwc = torch.frombuffer(buf, dtype=torch.uint8, count=count, offset=offset)
             return hwc.view(shape[0], shape[1], -1).permute(2, 0, 1)
         arr = np.frombuffer(buf, dtype=np.uint8, count=count, offset=offset).reshape(shape)
-        return Image.fromarray(arr)  # mode from the shape: L, RGB or RGBA
+        # mode from the shape: L, RGB or RGBA
+        return _with_meta(Image.fromarray(arr), memoryview(buf)[offset + count :])
     if kind is Kind.ARRAY:
         np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
         return np.frombuffer(buf, dtype=np_dtype, count=count, offset=offset).reshape(shape)

@@ -77,7 +77,8 @@ _PIL_MODULES = ("pil", "webp", "avif", "littlecms2")
 @functools.cache
 def runtime() -> str:
     """The short name of the libraries that make a sample's values in this process: torch,
-    torchvision, Pillow and the codec libraries it was built with. Other versions may make other
+    torchvision, Pillow and the codec libraries it was built with, and the layout in which
+    Seneca keeps a value (``codec.FORMAT_VERSION``). Other versions may make other
     values (a Pillow-SIMD build resizes otherwise than Pillow), so cache keys name them. A
     build's local label (``+cu130``, ``+cpu``) does not count: it computes the same on a CPU."""
     import PIL
@@ -85,7 +86,10 @@ def runtime() -> str:
     import torchvision
     from PIL import features
 
+    from seneca.pipeline import codec
+
     parts = [
+        f"values {codec.FORMAT_VERSION}",  # how a cached value is laid out (seneca's codec)
         f"torch {torch.__version__.split('+')[0]}",
         f"torchvision {torchvision.__version__.split('+')[0]}",
         f"Pillow {PIL.__version__}",

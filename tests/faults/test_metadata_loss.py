@@ -103,8 +103,9 @@ def test_a_corrupt_augmented_copy_is_dropped_by_the_first_job_that_finds_it(
     r, store = redis_proc.client, a.store
     copies = [i for i in range(N) if r.getbit(store.tier_key("augmented"), i)]
     assert copies
+    bad_shape = b"SNCA" + bytes([codec.FORMAT_VERSION, 1, 0, 3]) + b"\xff" * 12
     for i in copies:
-        r.set(store.value_key("augmented", i), b"SNCA\x01\x01\x00\x03" + b"\xff" * 12)  # bad shape
+        r.set(store.value_key("augmented", i), bad_shape)
     with caplog.at_level(logging.WARNING, logger="seneca"):
         list(b)
     assert any("bad cached augmented value" in m for m in caplog.messages)

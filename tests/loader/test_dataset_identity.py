@@ -9,6 +9,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from PIL import Image, ImageOps
 from torch.utils.data import DataLoader
 from torchvision import datasets
 from torchvision.transforms import v2
@@ -66,6 +67,27 @@ def test_arrays_rewritten_in_place_at_their_size_are_read_again(tmp_path, redis_
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
         assert os.path.getsize(path) == st.st_size
     assert _same_as_dataloader(ds(), redis_url) == N  # read again, not the old values
+
+
+def _upright(img):
+    return ImageOps.exif_transpose(img)
+
+
+def test_a_photo_cached_decoded_is_turned_upright_by_its_exif_orientation(tmp_path, redis_url):
+    """What a transform reads from an image besides its pixels (here the EXIF orientation that
+    ``ImageOps.exif_transpose`` applies, as for phone photos) is kept with the cached decoded
+    image: a cached image without it came out on its side."""
+    root = tmp_path / "photos"
+    rng = np.random.default_rng(0)
+    for k in range(N):
+        (root / f"c{k % 2}").mkdir(parents=True, exist_ok=True)
+        exif = Image.Exif()
+        exif[0x0112] = 6  # orientation: rotated 90 degrees
+        pixels = rng.integers(0, 255, (12, 16, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(root / f"c{k % 2}" / f"{k}.jpg", exif=exif)
+    ds = datasets.ImageFolder(str(root), transform=v2.Compose([_upright, v2.PILToTensor()]))
+    assert ds[0][0].shape == (3, 16, 12)  # upright: the 16 x 12 image stands on its side
+    assert _same_as_dataloader(ds, redis_url) == N  # the second epoch's decoded images cached
 
 
 def test_files_added_removed_renamed_and_a_class_renamed(images, redis_url):

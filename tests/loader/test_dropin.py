@@ -363,3 +363,35 @@ def test_torchvisions_accimage_backend_is_used_as_dataloader_uses_it(tiny_datase
         loader.close()
     finally:
         torchvision.set_image_backend("PIL")
+
+
+def test_a_transform_is_given_the_image_dataloader_gives_it(tmp_path, redis_url):
+    """The image a transform is given, decoded from the file or cached: as torchvision's loader
+    gives it, a plain image (no decoder's ``format``, not a ``JpegImageFile``) with the file's
+    ``info`` (its EXIF bytes and resolution)."""
+    from PIL import Image
+
+    root = tmp_path / "photos"
+    for k in range(8):
+        (root / f"c{k % 2}").mkdir(parents=True, exist_ok=True)
+        exif = Image.Exif()
+        exif[0x010F] = f"camera {k}"  # Make
+        img = Image.fromarray(np.full((6, 10, 3), 30 * k, dtype=np.uint8))
+        img.save(root / f"c{k % 2}" / f"{k}.jpg", exif=exif, dpi=(300, 300))
+    seen = []
+
+    def look(img):
+        seen.append((type(img), img.format, img.mode, img.size, dict(img.info)))
+        return img
+
+    ds = ImageFolder(str(root), transform=T.Compose([look, T.PILToTensor()]))
+    list(DataLoader(ds, batch_size=4))
+    want, seen[:] = list(seen), []
+    assert want[0][:2] == (Image.Image, None) and b"camera 0" in want[0][4]["exif"]
+    loader = SenecaLoader(ds, batch_size=4, cache=redis_url, split=(0.0, 1.0, 0.0))
+    for epoch in range(2):  # decoded from the files, then from the cache
+        list(loader)
+        assert seen == want, epoch
+        seen[:] = []
+    assert loader.stats()["decoded"]["hits"] == 8
+    loader.close()

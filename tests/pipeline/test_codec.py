@@ -66,6 +66,49 @@ def test_image_round_trip(mode):
     assert np.array_equal(np.asarray(back), np.asarray(img))
 
 
+def test_an_image_keeps_its_info_and_format():
+    """What a transform may read besides the pixels: EXIF and ICC bytes, the resolution (an
+    ``IFDRational`` where it came from EXIF), a JPEG's Photoshop blocks (a dict of int keys);
+    and the decoder's format."""
+    from PIL.TiffImagePlugin import IFDRational
+
+    img = _random_image("RGB", 2)
+    img.info = {
+        "exif": b"Exif\0\0MM\0*",
+        "icc_profile": bytes(range(256)),
+        "dpi": (IFDRational(72, 1), IFDRational(300, 0)),
+        "jfif_density": (1, 1),
+        "photoshop": {1028: b"\x1c\x02", 1061: b""},
+        "gamma": 0.45455,
+        "comment": "caf\u00e9 \ud800",
+        "layers": [None, True, 3, -0.0],
+    }
+    img.format = "JPEG"
+    back = codec.decode(codec.encode(img))
+    assert back.format == "JPEG" and back.info.keys() == img.info.keys()
+    assert {k: v for k, v in back.info.items() if k != "dpi"} == {
+        k: v for k, v in img.info.items() if k != "dpi"
+    }
+    for got, want in zip(back.info["dpi"], img.info["dpi"], strict=True):  # NaN for 300/0
+        assert isinstance(got, IFDRational)
+        assert (got.numerator, got.denominator) == (want.numerator, want.denominator)
+    assert type(back.info["layers"]) is list and type(back.info["jfif_density"]) is tuple
+    plain = codec.decode(codec.encode(_random_image("L", 3)))
+    assert plain.info == {} and plain.format is None
+    assert codec.decode(codec.encode(img), image_tensor=True).shape == (3, 5, 7)
+
+
+def test_an_image_whose_info_cannot_be_kept_is_refused():
+    img = _random_image("RGB", 4)
+    img.info["xmp"] = {"nested": [object()]}
+    with pytest.raises(CodecError, match="info holds a object"):
+        codec.encode(img)
+    value = bytearray(codec.encode(_random_image("RGB", 4)))
+    value[-2:] = b"{]"  # its metadata damaged
+    with pytest.raises(CodecError, match="metadata"):
+        codec.decode(value)
+
+
 @pytest.mark.parametrize("mode", ["L", "RGB", "RGBA"])
 def test_image_chw_value_equals_pil_to_tensor(mode):
     from torchvision.transforms.v2.functional import pil_to_tensor

@@ -17,6 +17,7 @@ from helpers import warm
 from torchvision import transforms as T
 from torchvision.transforms import v2
 
+from seneca.pipeline import codec
 from seneca.pipeline.fingerprint import describe, fingerprint, runtime
 from seneca.pipeline.transforms import split_transform
 
@@ -79,7 +80,8 @@ def test_torchvisions_steps_are_named_by_their_repr():
 def test_the_libraries_that_make_values_are_named(monkeypatch):
     """A Pillow-SIMD build resizes otherwise than Pillow of the same steps: a job with the one
     never reads what a job with the other cached. A build's local label (CUDA or CPU wheels of
-    one torch) computes the same on a CPU and names nothing."""
+    one torch) computes the same on a CPU and names nothing. Nor does a job of a Seneca that
+    lays values out otherwise read them."""
     head = [v2.Resize(8)]
     before = runtime(), fingerprint(head)
     try:
@@ -92,6 +94,10 @@ def test_the_libraries_that_make_values_are_named(monkeypatch):
         monkeypatch.delitem(PIL.features.modules, "avif", raising=False)  # an older Pillow's
         runtime.cache_clear()
         assert len(runtime()) == 6
+        monkeypatch.undo()
+        monkeypatch.setattr(codec, "FORMAT_VERSION", codec.FORMAT_VERSION + 1)  # another layout
+        runtime.cache_clear()
+        assert runtime() != before[0] and fingerprint(head) != before[1]
     finally:
         monkeypatch.undo()
         runtime.cache_clear()
