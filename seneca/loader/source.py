@@ -76,7 +76,9 @@ class CacheableDataset(Protocol):
         ...
 
     def seneca_decode(self, data: bytes | memoryview, index: int) -> Any:
-        """The transform's input made from ``data`` (what the decoded tier keeps)."""
+        """The transform's input made from ``data`` (what the decoded tier keeps). Its values
+        are named by what it does (its code and the settings it reads), as a loader
+        function's are."""
         ...
 
     def seneca_target(self, index: int) -> Any:
@@ -100,6 +102,14 @@ def _decodes_bytes(loader: Callable | None) -> bool:
         return False
     name = getattr(loader, "__name__", "")
     return name == "pil_loader" or (name == "default_loader" and get_image_backend() == "PIL")
+
+
+def _decoder_name(*made_by: Any) -> str:
+    """The short name of a function that decodes samples and what it decodes with
+    (``made_by``): by what they do (``describe``: code, what they are given, the settings they
+    read) and the libraries that decode (``runtime``)."""
+    made = "|".join([runtime(), *map(describe, made_by)])
+    return hashlib.sha1(made.encode()).hexdigest()[:8]
 
 
 class FolderSource(Source):
@@ -133,8 +143,7 @@ class FolderSource(Source):
         if self.encoded:
             return f"pil{runtime()}"
         # (torchvision's default loader decodes with the image backend set, accimage's or PIL's)
-        made = f"{runtime()}|{get_image_backend()}|{describe(self.loader)}"
-        return hashlib.sha1(made.encode()).hexdigest()[:8]
+        return _decoder_name(get_image_backend(), self.loader)
 
     def __len__(self) -> int:
         return len(self.storage)
@@ -216,12 +225,15 @@ class HeadedSource(Source):
 
 
 class ProtocolSource(Source):
-    """A :class:`CacheableDataset`."""
+    """A :class:`CacheableDataset`, known by its ``seneca_id()`` and, as a folder dataset's
+    loader function is, by its ``seneca_decode`` (what makes its decoded values)."""
 
     def __init__(self, dataset: CacheableDataset) -> None:
         self.dataset = dataset
         self.named = str(dataset.seneca_id())
-        self.id = "p" + hashlib.sha1(self.named.encode()).hexdigest()[:12]
+        self.decoder = _decoder_name(dataset.seneca_decode)
+        made = f"{self.named}\0{self.decoder}"
+        self.id = "p" + hashlib.sha1(made.encode()).hexdigest()[:12]
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -237,12 +249,17 @@ class ProtocolSource(Source):
 
     def changed(self) -> str | None:
         now = str(self.dataset.seneca_id())
-        if now == self.named:
-            return None
-        return (
-            f"the dataset's seneca_id() is {now!r}, not {self.named!r} as when SenecaLoader "
-            "was made"
-        )
+        if now != self.named:
+            return (
+                f"the dataset's seneca_id() is {now!r}, not {self.named!r} as when SenecaLoader "
+                "was made"
+            )
+        if _decoder_name(self.dataset.seneca_decode) != self.decoder:
+            return (
+                "the dataset's seneca_decode changed (its code or a setting it reads) since "
+                "SenecaLoader was made"
+            )
+        return None
 
 
 @dataclass

@@ -2,6 +2,7 @@
 encoded again, other images), a changed loader function, a transform set before an epoch. The
 loader uses what DataLoader would, and never serves what was cached for something else."""
 
+import logging
 import multiprocessing
 import os
 import sys
@@ -356,16 +357,17 @@ def test_a_file_touched_under_a_dataset_version_is_still_read_from_the_cache(tmp
 
 
 class _Numbered(torch.utils.data.Dataset):
-    """A CacheableDataset whose samples (and id) the script may change: ``k`` + index."""
+    """A CacheableDataset whose samples (and id) the script may change: ``k`` + index, decoded
+    times ``scale`` (a setting of its decode, not of its samples)."""
 
-    def __init__(self, k):
-        self.k, self.transform, self.target_transform = k, None, None
+    def __init__(self, k, scale=1):
+        self.k, self.scale, self.transform, self.target_transform = k, scale, None, None
 
     def __len__(self):
         return 8
 
     def __getitem__(self, i):
-        return torch.tensor([self.k + i]), i
+        return torch.tensor([(self.k + i) * self.scale]), i
 
     def seneca_id(self):
         return f"numbered-{self.k}"
@@ -374,7 +376,7 @@ class _Numbered(torch.utils.data.Dataset):
         return bytes([self.k + i])
 
     def seneca_decode(self, data, i):
-        return torch.tensor([data[0]])
+        return torch.tensor([data[0] * self.scale])
 
     def seneca_target(self, i):
         return i
@@ -388,6 +390,32 @@ def test_a_cacheable_dataset_whose_id_changed_is_read_from_storage(redis_url):
         ds.k = 100  # other samples, under another id
         assert _epochs(loader, 1)[0].flatten().tolist() == list(range(100, 108))
         assert loader.stats()["storage_reads"] == 8 + 8
+    finally:
+        loader.close()
+
+
+def test_a_cacheable_datasets_decoded_values_are_named_by_its_decode(redis_url, caplog):
+    """``seneca_decode`` makes the decoded values, so they are named by it, as a folder
+    dataset's are by its loader function: one that decodes otherwise under the same
+    ``seneca_id()`` (a setting it reads changed, between runs or between epochs) never reads
+    the values the other cached."""
+    want = [[(k + i) * s for i in range(8)] for k, s in ((0, 1), (0, 3), (0, 2))]
+    for scale, expected in ((1, want[0]), (3, want[1])):  # two runs, the same id
+        loader = SenecaLoader(_Numbered(0, scale), batch_size=4, split=(0, 1, 0), cache=redis_url)
+        try:
+            assert [x.flatten().tolist() for x in _epochs(loader, 2)] == [expected] * 2
+            assert loader.stats()["decoded"]["hits"] == 8  # the second epoch from the cache
+        finally:
+            loader.close()
+    ds = _Numbered(0, 3)
+    loader = SenecaLoader(ds, batch_size=4, split=(0, 1, 0), cache=redis_url)
+    try:
+        assert _epochs(loader, 1)[0].flatten().tolist() == want[1]
+        ds.scale = 2  # set in place between epochs: read from storage from then on
+        with caplog.at_level(logging.WARNING, logger="seneca"):
+            assert [x.flatten().tolist() for x in _epochs(loader, 2)] == [want[2]] * 2
+        assert any("seneca_decode changed" in m for m in caplog.messages)
+        assert loader.stats()["storage_reads"] == 16
     finally:
         loader.close()
 
