@@ -133,13 +133,18 @@ class FolderSource(Source):
     def id(self) -> str:  # type: ignore[override]
         """The files' id (``Storage.fingerprint``: a stat per file) and the decoder's, made
         when first asked (the parts of a ConcatDataset, merged into one source, never are)."""
-        return f"{self.storage.fingerprint(self.version)}.{self.decoder()}"
+        return f"{self.storage.fingerprint(self.version)}.{self.decoded_by}"
+
+    @functools.cached_property
+    def decoded_by(self) -> str:
+        """:meth:`decoder` when the id was made (what the cached values are decoded by)."""
+        return self.decoder()
 
     def decoder(self) -> str:
         """The name of what decodes a file: ``pil`` (torchvision's default loader), else the
         loader function named by what it does (its code and what it is given), so that a
         loader changed between runs makes other decoded values than those cached; either
-        with the libraries that decode (``fingerprint.runtime``)."""
+        with the libraries that decode and their settings (``fingerprint.runtime``)."""
         if self.encoded:
             return f"pil{runtime()}"
         # (torchvision's default loader decodes with the image backend set, accimage's or PIL's)
@@ -288,8 +293,8 @@ class Resolved:
         old, new = self.source.storage.samples, now.source.storage.samples
         if len(old) != len(new) or any(a[0] != b[0] for a, b in zip(old, new, strict=True)):
             return "the dataset's samples changed (files added, removed or moved in its list)"
-        if now.source.decoder() != self.source.decoder():
-            return "the dataset's loader function changed"
+        if now.source.decoder() != self.source.decoded_by:
+            return "how the dataset's files decode changed (its loader function, or a setting)"
         if old != new:  # the same files, other labels: the cached values are still theirs
             self.source.storage.samples = new
         return None

@@ -38,7 +38,7 @@ import types
 import weakref
 from typing import Any
 
-__all__ = ["describe", "fingerprint", "runtime"]
+__all__ = ["describe", "fingerprint", "libraries", "runtime"]
 
 #: how deep attributes are followed, and how many items of a long list are described
 _DEPTH = 8
@@ -74,8 +74,20 @@ def fingerprint(steps: list[Any]) -> str:
 _PIL_MODULES = ("pil", "webp", "avif", "littlecms2")
 
 
-@functools.cache
 def runtime() -> str:
+    """The short name of what makes a sample's values in this process besides the user's code:
+    the libraries (:func:`libraries`) and Pillow's settings that decide what a file decodes
+    to, as they are now: whether a truncated file decodes, with the missing rows grey, or
+    raises (``ImageFile.LOAD_TRUNCATED_IMAGES``), and the most pixels an image may have
+    before decoding it raises (``Image.MAX_IMAGE_PIXELS``)."""
+    from PIL import Image, ImageFile
+
+    made = f"{libraries()}|{ImageFile.LOAD_TRUNCATED_IMAGES}|{Image.MAX_IMAGE_PIXELS}"
+    return hashlib.sha1(made.encode()).hexdigest()[:6]
+
+
+@functools.cache
+def libraries() -> str:
     """The short name of the libraries that make a sample's values in this process: torch,
     torchvision, Pillow and the codec libraries it was built with, and the layout in which
     Seneca keeps a value (``codec.FORMAT_VERSION``). Other versions may make other

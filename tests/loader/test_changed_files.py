@@ -420,6 +420,42 @@ def test_a_cacheable_datasets_decoded_values_are_named_by_its_decode(redis_url, 
         loader.close()
 
 
+def test_a_truncated_file_decoded_under_pillows_setting_is_not_served_without_it(
+    tmp_path, redis_url, monkeypatch
+):
+    """``ImageFile.LOAD_TRUNCATED_IMAGES`` decides whether a truncated file decodes (its
+    missing rows grey) or raises: a job without it raises as DataLoader does, never served
+    the image a job with it cached, in another run or after the setting changed."""
+    from PIL import ImageFile
+
+    root = tmp_path / "data"
+    make_dataset(root, 6, 2, size=(64, 48), progress=False, workers=1)
+    cut = sorted(root.rglob("*.jpg"))[0]
+    cut.write_bytes(cut.read_bytes()[:-600])
+    ds = datasets.ImageFolder(str(root), transform=v2.PILToTensor())
+
+    def loader():
+        return SenecaLoader(ds, batch_size=6, cache=redis_url, split=(0.0, 1.0, 0.0))
+
+    monkeypatch.setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", True)
+    first = loader()
+    assert [len(y) for _ in range(2) for _, y in first] == [6, 6]
+    assert first.stats()["decoded"]["hits"] == 6  # the second epoch from the cache
+    monkeypatch.setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", False)
+
+    with pytest.raises(OSError, match="truncated"):
+        next(iter(DataLoader(ds, batch_size=6)))
+    with pytest.warns(UserWarning, match="decode changed"), pytest.raises(OSError, match="trunc"):
+        next(iter(first))  # the setting changed under the loader
+    first.close()
+    second = loader()
+    try:
+        with pytest.raises(OSError, match="truncated"):
+            next(iter(second))
+    finally:
+        second.close()
+
+
 def _targets_per_epoch(cls, ds, labels, **kw):
     """The targets of an epoch per labelling in ``labels`` (each a function of the index),
     set on ``ds`` before the epoch as a pseudo-labelling script sets them."""
@@ -497,15 +533,24 @@ def test_a_loader_read_as_dataloader_stops_its_persistent_workers_when_closed(tm
     wait_for(lambda: not multiprocessing.active_children(), "the persistent workers' exit")
 
 
-def test_a_loader_function_set_between_epochs_is_used_as_dataloader_uses_it(tmp_path, redis_url):
+@pytest.mark.parametrize("change", ["function", "setting"])
+def test_a_loader_function_set_between_epochs_is_used_as_dataloader_uses_it(
+    tmp_path, redis_url, monkeypatch, change
+):
+    """Another loader function set, or a setting the loader function reads changed."""
     root = tmp_path / "data"
     make_dataset(root, 8, 2, size=(16, 12), progress=False, workers=1)
-    ds = datasets.DatasetFolder(str(root), loader=_loader_dividing_by(1), extensions=(".jpg",))
+    monkeypatch.setattr(sys.modules[__name__], "DIVISOR", 1)
+    load = _loader_dividing_by(1) if change == "function" else _load_divided
+    ds = datasets.DatasetFolder(str(root), loader=load, extensions=(".jpg",))
     loader = SenecaLoader(ds, batch_size=4, cache=redis_url, split=(0.0, 1.0, 0.0))
     try:
         full = [max(int(x.max()) for x, _ in loader) for _ in range(2)]
         assert full[0] == full[1] > 100 and loader.stats()["storage_reads"] == 8
-        ds.loader = _loader_dividing_by(64)
+        if change == "function":
+            ds.loader = _loader_dividing_by(64)
+        else:
+            monkeypatch.setattr(sys.modules[__name__], "DIVISOR", 64)
         with pytest.warns(UserWarning, match="loader function"):
             assert max(int(x.max()) for x, _ in loader) == full[0] // 64
     finally:

@@ -12,7 +12,7 @@ from helpers.waiting import wait_for
 from ods.decision import Pick
 from ods.sampler import Decided
 from seneca import SenecaLoader
-from seneca.pipeline.fingerprint import runtime
+from seneca.pipeline.fingerprint import libraries
 from seneca_base.errors import ConfigError
 
 
@@ -316,11 +316,11 @@ def test_the_cache_names_a_dataset_by_its_files_and_decoder_and_a_view_by_its_tr
     random_head = ids(other_transform)
     try:
         monkeypatch.setattr(PIL, "__version__", PIL.__version__ + ".post9")
-        runtime.cache_clear()
+        libraries.cache_clear()
         elsewhere = ids(other_transform)
     finally:
         monkeypatch.undo()
-        runtime.cache_clear()
+        libraries.cache_clear()
     assert elsewhere.dataset != random_head.dataset and elsewhere.view != random_head.view
 
 

@@ -18,7 +18,7 @@ from torchvision import transforms as T
 from torchvision.transforms import v2
 
 from seneca.pipeline import codec
-from seneca.pipeline.fingerprint import describe, fingerprint, runtime
+from seneca.pipeline.fingerprint import describe, fingerprint, libraries, runtime
 from seneca.pipeline.transforms import split_transform
 
 AUG = textwrap.dedent(
@@ -86,21 +86,21 @@ def test_the_libraries_that_make_values_are_named(monkeypatch):
     before = runtime(), fingerprint(head)
     try:
         monkeypatch.setattr(torch, "__version__", torch.__version__.split("+")[0] + "+other")
-        runtime.cache_clear()
+        libraries.cache_clear()
         assert (runtime(), fingerprint(head)) == before
         monkeypatch.setattr(PIL, "__version__", PIL.__version__ + ".post9")
-        runtime.cache_clear()
+        libraries.cache_clear()
         assert runtime() != before[0] and fingerprint(head) != before[1]
         monkeypatch.delitem(PIL.features.modules, "avif", raising=False)  # an older Pillow's
-        runtime.cache_clear()
+        libraries.cache_clear()
         assert len(runtime()) == 6
         monkeypatch.undo()
         monkeypatch.setattr(codec, "FORMAT_VERSION", codec.FORMAT_VERSION + 1)  # another layout
-        runtime.cache_clear()
+        libraries.cache_clear()
         assert runtime() != before[0] and fingerprint(head) != before[1]
     finally:
         monkeypatch.undo()
-        runtime.cache_clear()
+        libraries.cache_clear()
     assert (runtime(), fingerprint(head)) == before
 
 
