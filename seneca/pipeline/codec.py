@@ -92,6 +92,12 @@ _DTYPES: tuple[torch.dtype, ...] = (
     torch.uint64,
 )
 _DTYPE_CODE = {dt: i for i, dt in enumerate(_DTYPES)}
+#: the numpy dtypes of the codes (numpy has no bfloat16), in this CPU's byte order
+_ARRAY_CODE = {
+    torch.empty(0, dtype=dt).numpy().dtype: i
+    for dt, i in _DTYPE_CODE.items()
+    if dt != torch.bfloat16
+}
 _IMAGE_MODES = {2: "L", 3: "RGB", 4: "RGBA"}  # key: ndim for L, channels for the others
 
 
@@ -130,13 +136,12 @@ def encode(obj: Any) -> bytearray:
         head = _header(Kind.IMAGE, 0, (*arr.shape, len(meta)))
         return _joined(head, memoryview(arr).cast("B"), meta)
     if isinstance(obj, np.ndarray):
-        try:
-            t = torch.from_numpy(np.ascontiguousarray(obj))
-        except TypeError:
-            raise CodecError(f"cannot encode arrays of dtype {obj.dtype}") from None
-        if t.dtype not in _DTYPE_CODE or t.dtype == torch.bfloat16:
+        code = _ARRAY_CODE.get(obj.dtype)  # (not another byte order than this CPU's)
+        if code is None:
             raise CodecError(f"cannot encode arrays of dtype {obj.dtype}")
-        return _joined(_header(Kind.ARRAY, _DTYPE_CODE[t.dtype], obj.shape), _tensor_bytes(t))
+        arr = np.ascontiguousarray(obj)
+        payload = memoryview(arr).cast("B") if arr.size else memoryview(b"")
+        return _joined(_header(Kind.ARRAY, code, obj.shape), payload)
     if isinstance(obj, torch.Tensor):
         if obj.dtype not in _DTYPE_CODE:
             raise CodecError(f"cannot encode tensors of dtype {obj.dtype}")

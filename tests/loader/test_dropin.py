@@ -395,3 +395,28 @@ def test_a_transform_is_given_the_image_dataloader_gives_it(tmp_path, redis_url)
         seen[:] = []
     assert loader.stats()["decoded"]["hits"] == 8
     loader.close()
+
+
+def _big_endian(path):
+    with open(path, "rb") as f:
+        return np.frombuffer(f.read(), dtype=">i4")
+
+
+def _native(a):
+    return a.astype(np.int32)
+
+
+def test_values_the_cache_keeps_no_faithful_copy_of_are_made_each_time(tmp_path, redis_url):
+    """A loader function's big-endian arrays (as read from a big-endian file format) are
+    given to the transform as DataLoader gives them, never cached."""
+    root = tmp_path / "numbers"
+    for k in range(8):
+        (root / f"c{k % 2}").mkdir(parents=True, exist_ok=True)
+        (root / f"c{k % 2}" / f"{k}.raw").write_bytes(np.arange(k, k + 3, dtype=">i4").tobytes())
+    ds = DatasetFolder(str(root), loader=_big_endian, extensions=(".raw",), transform=_native)
+    want = torch.cat([x for x, _ in DataLoader(ds, batch_size=4)])
+    loader = SenecaLoader(ds, batch_size=4, cache=redis_url, split=(0.0, 1.0, 0.0))
+    for _ in range(2):
+        assert torch.equal(torch.cat([x for x, _ in loader]), want)
+    assert loader.stats()["storage_reads"] == 16 and loader.stats()["decoded"]["admitted"] == 0
+    loader.close()
