@@ -1,11 +1,12 @@
 """SharedFile: memory shared by a job's processes, whatever their start method, with no name."""
 
-import contextlib
 import multiprocessing as mp
 import os
 import pickle
 import threading
 import time
+
+from helpers.shm import held, made_here
 
 from seneca_base.shared import SharedFile
 
@@ -22,20 +23,14 @@ def _child(shared, value, said):
 
 def _own_shm_names():
     """This process's open files and mappings whose name starts with seneca-."""
-    links = []
-    for fd in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(FileNotFoundError):  # the listing's own descriptor
-            links.append(os.readlink(f"/proc/self/fd/{fd}"))
-    with open("/proc/self/maps") as f:
-        maps = [line.split(None, 5)[-1].strip() for line in f]
-    return [n for n in links + maps if "/seneca-" in n]
+    return [n for n in held() if "/seneca-" in n]
 
 
 def test_every_process_sees_one_memory_with_no_name():
     before = set(os.listdir("/dev/shm"))
     shared = SharedFile("test", 16)
     assert shared.size == 16 and len(shared.memory) == 16
-    assert set(os.listdir("/dev/shm")) <= before  # nothing a killed job could leave behind
+    assert not made_here(before)  # nothing a killed job could leave behind
     assert _own_shm_names() and all(n.endswith("(deleted)") for n in _own_shm_names())
     answers = []
     # (not forkserver: this process's server would be started without what other tests preload)

@@ -2,13 +2,13 @@
 Lent while free, given back at once or once a copy's event completes, dropped with their file
 when a loop is cut short; a worker maps the file the desk names and makes its rows in it."""
 
-import contextlib
 import logging
 import multiprocessing
 import os
 
 import pytest
 import torch
+from helpers.shm import made_here
 
 from seneca.loader._rows import BatchRows
 from seneca.loader._slots import BatchSlots, Lent, SlotLayout, SlotMaps, released
@@ -89,25 +89,13 @@ def _worker(described, fd, index, n, out):
     out.put((tag, images.index if isinstance(images, InSlot) else None, targets, swaps))
 
 
-def _named_here(before):
-    """The files made in /dev/shm since ``before`` that this process maps or holds open (the
-    suite's other processes make theirs there meanwhile)."""
-    new = set(os.listdir("/dev/shm")) - before
-    with open("/proc/self/maps") as maps:
-        held = {line.split("/dev/shm/", 1)[1].split()[0] for line in maps if "/dev/shm/" in line}
-    for fd in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(OSError):  # the listing's own descriptor, closed since
-            held.add(os.readlink(f"/proc/self/fd/{fd}").removeprefix("/dev/shm/"))
-    return new & held
-
-
 def test_a_worker_makes_its_rows_in_the_slot_the_desk_named():
     before = set(os.listdir("/dev/shm"))
     slots = BatchSlots(3, rows=4)
     slots.fit(torch.uint8, (2, 3))
     slots.take()
     lent = slots.take()
-    assert not _named_here(before)  # no name: a killed job leaves nothing there
+    assert not made_here(before)  # no name: a killed job leaves nothing there
     lent.tensor.zero_()
     ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()
