@@ -11,7 +11,9 @@ How the split is found, for a ``Compose`` (torchvision v1 or v2):
 * otherwise the longest run of trailing steps of known deterministic types (``ToTensor``,
   ``PILToTensor``, ``ToImage``, ``ToDtype``, ``ConvertImageDtype``, ``Normalize``,
   ``ToPureTensor``) and of random steps on tensors (``RandomErasing``, :data:`RANDOM_TAIL`:
-  drawn again at every fetch, as DataLoader draws it) becomes the tail.
+  drawn again at every fetch, as DataLoader draws it) becomes the tail. A ``ToDtype`` given a
+  dtype per input type is not of them (``_UNLESS``): it converts by its input's type, and a
+  collated batch or a cached tensor read back is a plain tensor.
 
 Steps of other libraries that do what one of those torchvision steps does are known by an
 explicit list (:data:`ACTS_AS`): timm's ``MaybeToTensor`` is a ``ToTensor``, its
@@ -129,11 +131,24 @@ ACTS_AS: dict[tuple[str, str], tuple[str, Callable[[Any], bool]]] = {
 }
 
 
+def _per_type(step: Any) -> bool:
+    """A ``ToDtype`` given a dtype per input type (``{tv_tensors.Image: torch.float32,
+    "others": None}``) converts what it is given by its type: a collated batch, or a cached
+    tensor read back, is a plain tensor where the sample was a ``tv_tensors.Image``."""
+    return isinstance(getattr(step, "dtype", None), dict)
+
+
+#: torchvision steps that are not what their name says in the split under a condition: such
+#: a step is then unknown (it and the steps before it are the head, its output cached)
+_UNLESS: dict[str, Callable[[Any], bool]] = {"ToDtype": _per_type}
+
+
 def _acts_as(step: Any) -> str | None:
     """The torchvision step ``step`` is or does the work of (:data:`ACTS_AS`), else None."""
     cls = type(step)
     if cls.__module__.startswith("torchvision.transforms"):
-        return cls.__name__
+        unless = _UNLESS.get(cls.__name__)
+        return None if unless is not None and unless(step) else cls.__name__
     known = ACTS_AS.get((cls.__module__, cls.__name__))
     return known[0] if known is not None and known[1](step) else None
 

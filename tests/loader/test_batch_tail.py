@@ -98,6 +98,36 @@ def test_same_numbers_as_per_sample_on_misses_and_augmented_hits(tiny_dataset, r
         assert c.stats()["augmented"]["hits"] == len(ds)
 
 
+def test_a_dtype_per_input_type_converts_the_samples_as_dataloader_does(tiny_dataset, redis_proc):
+    """``ToDtype`` given a dtype per input type converts a ``tv_tensors.Image`` sample and
+    would leave a plain tensor (a collated batch, a cached tensor read back) as it is: it
+    stays in the head, its output cached, and the batches are DataLoader's."""
+    from torch.utils.data import DataLoader
+    from torchvision import tv_tensors
+
+    per_type = {tv_tensors.Image: torch.float32, "others": None}
+    tf = v2.Compose(
+        [
+            v2.ToImage(),
+            opaque.Resize((20, 28), antialias=True),
+            v2.ToDtype(per_type, scale=True),
+            v2.Normalize(MEAN, STD),
+        ]
+    )
+    split = split_transform(tf)
+    assert type(split.head_steps[-1]).__name__ == "ToDtype"
+    assert [type(s).__name__ for s in split.batch_tail.steps] == ["Normalize"]
+    ds = ImageFolder(str(tiny_dataset), transform=tf)
+    want = list(DataLoader(ds, batch_size=8))
+    opts = {"batch_size": 8, "cache": redis_proc.url, "split": (0, 0, 1)}
+    a, b = SenecaLoader(ds, job="a", **opts), SenecaLoader(ds, job="b", **opts)
+    next(iter(b))  # b is live, so a admits augmented values
+    for loader in (a, b):  # a makes every sample, b reads them from the cache
+        for (x, y), (wx, wy) in zip(loader, want, strict=True):
+            assert torch.equal(x, wx) and torch.equal(y, wy)
+    assert a.stats()["augmented"]["admitted"] == len(ds) == b.stats()["augmented"]["hits"]
+
+
 def test_batches_the_user_keeps_are_never_written_again(tiny_dataset, redis_url):
     """The tail's output tensors are reused only once dropped: a user who keeps every batch of
     an epoch (or a view of one) gets each one as it was made."""
