@@ -76,13 +76,18 @@ _PIL_MODULES = ("pil", "webp", "avif", "littlecms2")
 
 def runtime() -> str:
     """The short name of what makes a sample's values in this process besides the user's code:
-    the libraries (:func:`libraries`) and Pillow's settings that decide what a file decodes
-    to, as they are now: whether a truncated file decodes, with the missing rows grey, or
-    raises (``ImageFile.LOAD_TRUNCATED_IMAGES``), and the most pixels an image may have
-    before decoding it raises (``Image.MAX_IMAGE_PIXELS``)."""
+    the libraries (:func:`libraries`) and the settings that decide what they make, as they
+    are now: whether a truncated file decodes, with the missing rows grey, or raises
+    (``ImageFile.LOAD_TRUNCATED_IMAGES``), the most pixels an image may have before decoding
+    it raises (``Image.MAX_IMAGE_PIXELS``), and torch's default dtype, the dtype of
+    ``ToTensor``'s output (``torch.set_default_dtype``)."""
+    import torch
     from PIL import Image, ImageFile
 
-    made = f"{libraries()}|{ImageFile.LOAD_TRUNCATED_IMAGES}|{Image.MAX_IMAGE_PIXELS}"
+    made = (
+        f"{libraries()}|{ImageFile.LOAD_TRUNCATED_IMAGES}|{Image.MAX_IMAGE_PIXELS}"
+        f"|{torch.get_default_dtype()}"
+    )
     return hashlib.sha1(made.encode()).hexdigest()[:6]
 
 

@@ -81,7 +81,7 @@ def test_the_libraries_that_make_values_are_named(monkeypatch):
     """A Pillow-SIMD build resizes otherwise than Pillow of the same steps: a job with the one
     never reads what a job with the other cached. A build's local label (CUDA or CPU wheels of
     one torch) computes the same on a CPU and names nothing. Nor does a job of a Seneca that
-    lays values out otherwise read them."""
+    lays values out otherwise read them, or a job with another default dtype."""
     head = [v2.Resize(8)]
     before = runtime(), fingerprint(head)
     try:
@@ -98,6 +98,13 @@ def test_the_libraries_that_make_values_are_named(monkeypatch):
         monkeypatch.setattr(codec, "FORMAT_VERSION", codec.FORMAT_VERSION + 1)  # another layout
         libraries.cache_clear()
         assert runtime() != before[0] and fingerprint(head) != before[1]
+        monkeypatch.undo()
+        libraries.cache_clear()
+        torch.set_default_dtype(torch.float64)  # ToTensor's output then float64
+        try:
+            assert runtime() != before[0] and fingerprint(head) != before[1]
+        finally:
+            torch.set_default_dtype(torch.float32)
     finally:
         monkeypatch.undo()
         libraries.cache_clear()
