@@ -5,7 +5,8 @@ Layout (little endian)::
     magic  b"SNCA"            4 bytes
     version                   u8   (FORMAT_VERSION)
     kind                      u8   (RAW file bytes, TENSOR, IMAGE = PIL image as H x W [x C]
-                                    uint8, ARRAY = numpy array)
+                                    uint8, ARRAY = numpy array, TV_IMAGE / TV_VIDEO / TV_MASK =
+                                    a TENSOR of that ``torchvision.tv_tensors`` type)
     dtype                     u8   (index into _DTYPES)
     ndim                      u8
     shape                     ndim x u32 (an IMAGE's: H, W [, C], then its metadata's length)
@@ -33,6 +34,7 @@ CodecError (the loader then does not cache them). Pickle is never used.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import math
 import struct
@@ -72,9 +74,30 @@ class Kind(IntEnum):
     TENSOR = 1
     IMAGE = 2
     ARRAY = 3
+    # a TENSOR of torchvision's ``tv_tensors`` types that hold nothing but their pixels: the
+    # transform steps after the cache convert by type (``tv_tensors.Image`` as an image)
+    TV_IMAGE = 4
+    TV_VIDEO = 5
+    TV_MASK = 6
 
 
 _KIND_CODES = frozenset(k.value for k in Kind)
+#: the kinds laid out as a TENSOR is
+_TENSOR_KINDS = frozenset({Kind.TENSOR, Kind.TV_IMAGE, Kind.TV_VIDEO, Kind.TV_MASK})
+
+
+@functools.cache
+def _tv_kinds() -> dict[type, Kind]:
+    """The tensor types kept (torchvision's, imported when a tensor is first encoded)."""
+    from torchvision import tv_tensors
+
+    return {
+        torch.Tensor: Kind.TENSOR,
+        tv_tensors.Image: Kind.TV_IMAGE,
+        tv_tensors.Video: Kind.TV_VIDEO,
+        tv_tensors.Mask: Kind.TV_MASK,
+    }
+
 
 _DTYPES: tuple[torch.dtype, ...] = (
     torch.uint8,
@@ -143,10 +166,13 @@ def encode(obj: Any) -> bytearray:
         payload = memoryview(arr).cast("B") if arr.size else memoryview(b"")
         return _joined(_header(Kind.ARRAY, code, obj.shape), payload)
     if isinstance(obj, torch.Tensor):
+        kind = _tv_kinds().get(type(obj))
+        if kind is None:  # another subclass (tv_tensors.BoundingBoxes holds its format too)
+            raise CodecError(f"cannot encode tensors of type {type(obj).__name__}")
         if obj.dtype not in _DTYPE_CODE:
             raise CodecError(f"cannot encode tensors of dtype {obj.dtype}")
-        head = _header(Kind.TENSOR, _DTYPE_CODE[obj.dtype], tuple(obj.shape))
-        return _joined(head, _tensor_bytes(obj))
+        head = _header(kind, _DTYPE_CODE[obj.dtype], tuple(obj.shape))
+        return _joined(head, _tensor_bytes(obj.as_subclass(torch.Tensor)))
     raise CodecError(f"cannot encode a value of type {type(obj).__name__}")
 
 
@@ -250,13 +276,13 @@ def _parse(buf: bytes | memoryview) -> tuple[Kind, torch.dtype, tuple[int, ...],
 
 
 def tensor_header_size(fixed: bytes | bytearray | memoryview, offset: int = 0) -> int | None:
-    """The header size of a TENSOR value from its first :data:`FIXED_SIZE` bytes (at
-    ``offset`` in ``fixed``); None for any other value (another kind, version or a foreign one:
-    decode it whole to find out)."""
+    """The header size of a TENSOR value (or one laid out as it is: :data:`_TENSOR_KINDS`) from
+    its first :data:`FIXED_SIZE` bytes (at ``offset`` in ``fixed``); None for any other value
+    (another kind, version or a foreign one: decode it whole to find out)."""
     if len(fixed) - offset < FIXED_SIZE:
         return None
     magic, version, kind, dtype_code, ndim = _FIXED.unpack_from(fixed, offset)
-    if magic != MAGIC or version != FORMAT_VERSION or kind != Kind.TENSOR:
+    if magic != MAGIC or version != FORMAT_VERSION or kind not in _TENSOR_KINDS:
         return None
     if dtype_code >= len(_DTYPES):
         return None
@@ -286,7 +312,8 @@ def decode(
 ) -> memoryview | torch.Tensor | Image.Image:
     """Decode a value made by :func:`encode`.
 
-    RAW values come back as a memoryview, TENSOR values as a tensor and ARRAY values as a numpy
+    RAW values come back as a memoryview, TENSOR values as a tensor (TV_IMAGE, TV_VIDEO and
+    TV_MASK values as one of that ``tv_tensors`` type) and ARRAY values as a numpy
     array, all sharing memory with ``buf`` (zero-copy; a RAW or ARRAY value of an immutable
     ``bytes`` is read-only, and a tensor of one is made over a copy). IMAGE values come back as
     a PIL image with its ``info`` and ``format``, or with ``image_tensor`` as a zero-copy uint8
@@ -294,7 +321,7 @@ def decode(
     CodecError when the value is of another kind.
     """
     kind, dtype, shape, offset = _parse(buf)
-    tensor = kind is Kind.TENSOR or (kind is Kind.IMAGE and image_tensor)
+    tensor = kind in _TENSOR_KINDS or (kind is Kind.IMAGE and image_tensor)
     if tensor and _read_only(buf):
         buf = bytearray(buf)  # a tensor is always over writable memory (see the module's doc)
     if expect is not None and kind != expect:
@@ -315,5 +342,9 @@ def decode(
         np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
         return np.frombuffer(buf, dtype=np_dtype, count=count, offset=offset).reshape(shape)
     if count == 0:
-        return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(buf, dtype=dtype, count=count, offset=offset).view(shape)
+        out = torch.empty(shape, dtype=dtype)
+    else:
+        out = torch.frombuffer(buf, dtype=dtype, count=count, offset=offset).view(shape)
+    if kind is not Kind.TENSOR:  # a tv_tensors type's
+        out = out.as_subclass(next(t for t, k in _tv_kinds().items() if k is kind))
+    return out

@@ -128,6 +128,24 @@ def test_a_dtype_per_input_type_converts_the_samples_as_dataloader_does(tiny_dat
     assert a.stats()["augmented"]["admitted"] == len(ds) == b.stats()["augmented"]["hits"]
 
 
+def test_a_collate_fn_gets_the_samples_types_made_or_cached(tiny_dataset, redis_proc):
+    """A sample made by ``ToImage`` is a ``tv_tensors.Image``, as DataLoader gives it to the
+    user's collate_fn, made or read back from the cache."""
+    from torch.utils.data import DataLoader
+    from torchvision import tv_tensors
+
+    tf = v2.Compose([v2.ToImage(), opaque.Resize((20, 28), antialias=True)])
+    ds = ImageFolder(str(tiny_dataset), transform=tf)
+    types = {type(x) for batch in DataLoader(ds, batch_size=8, collate_fn=list) for x, _ in batch}
+    assert types == {tv_tensors.Image}
+    opts = {"batch_size": 8, "cache": redis_proc.url, "split": (0, 0, 1), "collate_fn": list}
+    a, b = SenecaLoader(ds, job="a", **opts), SenecaLoader(ds, job="b", **opts)
+    next(iter(b))  # b is live, so a admits augmented values
+    for loader in (a, b):  # a makes every sample, b reads them from the cache
+        assert {type(x) for batch in loader for x, _ in batch} == types
+    assert a.stats()["augmented"]["admitted"] == len(ds) == b.stats()["augmented"]["hits"]
+
+
 def test_batches_the_user_keeps_are_never_written_again(tiny_dataset, redis_url):
     """The tail's output tensors are reused only once dropped: a user who keeps every batch of
     an epoch (or a view of one) gets each one as it was made."""

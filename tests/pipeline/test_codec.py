@@ -72,6 +72,24 @@ def test_image_round_trip(mode):
     assert np.array_equal(np.asarray(back), np.asarray(img))
 
 
+def test_torchvisions_tensor_types_are_kept():
+    """A ``tv_tensors.Image`` (as ``ToImage`` makes), ``Video`` or ``Mask`` comes back as one,
+    laid out as a TENSOR (read into a batch's rows as one is); a type holding more than its
+    values (``BoundingBoxes``' format and canvas) is refused."""
+    from torchvision import tv_tensors
+
+    for cls in (tv_tensors.Image, tv_tensors.Video, tv_tensors.Mask, torch.Tensor):
+        t = torch.arange(24, dtype=torch.uint8).view(2, 3, 4).as_subclass(cls)
+        value = codec.encode(t)
+        back = codec.decode(value)
+        assert type(back) is cls and torch.equal(back.as_subclass(torch.Tensor), t)
+        header = value[: codec.tensor_header_size(value)]
+        assert codec.tensor_layout(header, len(value)) == (torch.uint8, (2, 3, 4))
+    boxes = tv_tensors.BoundingBoxes([[0, 0, 2, 2]], format="XYXY", canvas_size=(4, 4))
+    with pytest.raises(CodecError, match="BoundingBoxes"):
+        codec.encode(boxes)
+
+
 def test_an_image_keeps_its_info_and_format():
     """What a transform may read besides the pixels: EXIF and ICC bytes, the resolution (an
     ``IFDRational`` where it came from EXIF), a JPEG's Photoshop blocks (a dict of int keys);
