@@ -99,6 +99,11 @@ def _tv_kinds() -> dict[type, Kind]:
     }
 
 
+@functools.cache
+def _tv_type(kind: Kind) -> type:
+    return next(t for t, k in _tv_kinds().items() if k is kind)
+
+
 _DTYPES: tuple[torch.dtype, ...] = (
     torch.uint8,
     torch.int8,
@@ -217,9 +222,12 @@ def _with_meta(img: Image.Image, meta: bytes | memoryview) -> Image.Image:
     """``img`` given the ``format`` and ``info`` of :func:`_image_meta`'s ``meta``."""
     try:
         fmt, info = json.loads(bytes(meta))
-        img.info = _untagged(info)
+        info = _untagged(info)
     except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
         raise CodecError(f"mismatched value: unreadable image metadata ({e})") from None
+    if not isinstance(info, dict) or not isinstance(fmt, str | None):
+        raise CodecError("mismatched value: unreadable image metadata (not a format and info)")
+    img.info = info
     if fmt is not None:  # as the decoder's image says it (its class's format otherwise None)
         img.format = fmt
     return img
@@ -346,5 +354,5 @@ def decode(
     else:
         out = torch.frombuffer(buf, dtype=dtype, count=count, offset=offset).view(shape)
     if kind is not Kind.TENSOR:  # a tv_tensors type's
-        out = out.as_subclass(next(t for t, k in _tv_kinds().items() if k is kind))
+        out = out.as_subclass(_tv_type(kind))
     return out

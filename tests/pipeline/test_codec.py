@@ -131,6 +131,11 @@ def test_an_image_whose_info_cannot_be_kept_is_refused():
     value[-2:] = b"{]"  # its metadata damaged
     with pytest.raises(CodecError, match="metadata"):
         codec.decode(value)
+    value = bytearray(codec.encode(_random_image("L", 5)))
+    assert value.endswith(b'[null, {"d": []}]')
+    value[-17:] = b'[1234, {"d": []}]'  # JSON, but no format there
+    with pytest.raises(CodecError, match="metadata"):
+        codec.decode(value)
 
 
 @pytest.mark.parametrize("mode", ["L", "RGB", "RGBA"])
