@@ -21,6 +21,6 @@ def test_a_fourth_tier_by_the_recipe_is_served():
     assert "the recipe's code edits touch 5 files" in out.stdout
     assert "written E-D-R-A" in out.stdout
     assert "the second epoch read every sample from the new tier" in out.stdout
-    assert "whose values hold 3210 bytes each (a decoded image: 9216)" in out.stdout
+    assert "whose values hold 3202 bytes each (a decoded image: 9216)" in out.stdout
     assert "another transform's resized values are its own: {(3, 24, 24)}" in out.stdout
     assert "with ODS: [40, 40] samples per epoch" in out.stdout

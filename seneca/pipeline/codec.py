@@ -12,7 +12,7 @@ Layout (little endian)::
     shape                     ndim x u32 (an IMAGE's: H, W [, C], then its metadata's length)
     padding                   to a multiple of 8 bytes, so the payload is 8-byte aligned
     payload                   prod(shape) x itemsize bytes (an IMAGE's: its pixels)
-    metadata                  IMAGE values only: the image's ``format`` and ``info`` as JSON
+    metadata                  IMAGE values only: the image's ``info`` as JSON
 
 An image's ``info`` is what a transform may read besides its pixels (the EXIF orientation that
 ``ImageOps.exif_transpose`` applies, the ICC profile, the resolution), so a cached image keeps
@@ -26,8 +26,8 @@ and the cache's replies are read into ``bytearray`` (``seneca._cache.resp``), so
 always a view of writable memory; a read-only buffer (``bytes``) given to :func:`decode` is
 copied once before a tensor is made over it, as torch has no read-only tensors.
 
-A value decodes to the type it was made from (bytes, tensor, PIL image with its ``info`` and
-``format``, numpy array, with its dtype); other types, dtypes and image modes are refused with
+A value decodes to the type it was made from (bytes, tensor, PIL image with its ``info``,
+numpy array, with its dtype); other types, dtypes and image modes are refused with
 CodecError (the loader then does not cache them). Pickle is never used.
 """
 
@@ -182,9 +182,9 @@ def encode(obj: Any) -> bytearray:
 
 
 def _image_meta(img: Image.Image) -> bytes:
-    """``img``'s ``format`` and ``info`` as JSON, each value tagged with its type (the
-    module's docs); CodecError when the info holds a value of another type."""
-    return json.dumps([img.format, _tagged(img.info)]).encode()
+    """``img``'s ``info`` as JSON, each value tagged with its type (the module's docs);
+    CodecError when it holds a value of another type."""
+    return json.dumps(_tagged(img.info)).encode()
 
 
 def _tagged(value: Any) -> Any:
@@ -219,17 +219,15 @@ def _untagged(value: Any) -> Any:
 
 
 def _with_meta(img: Image.Image, meta: bytes | memoryview) -> Image.Image:
-    """``img`` given the ``format`` and ``info`` of :func:`_image_meta`'s ``meta``."""
+    """``img`` (made from an array: no ``info`` yet) given the ``info`` of
+    :func:`_image_meta`'s ``meta``."""
     try:
-        fmt, info = json.loads(bytes(meta))
-        info = _untagged(info)
+        info = _untagged(json.loads(bytes(meta)))
     except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
         raise CodecError(f"mismatched value: unreadable image metadata ({e})") from None
-    if not isinstance(info, dict) or not isinstance(fmt, str | None):
-        raise CodecError("mismatched value: unreadable image metadata (not a format and info)")
-    img.info = info
-    if fmt is not None:  # as the decoder's image says it (its class's format otherwise None)
-        img.format = fmt
+    if not isinstance(info, dict):
+        raise CodecError("mismatched value: unreadable image metadata (not an info dict)")
+    img.info.update(info)
     return img
 
 
@@ -324,7 +322,7 @@ def decode(
     TV_MASK values as one of that ``tv_tensors`` type) and ARRAY values as a numpy
     array, all sharing memory with ``buf`` (zero-copy; a RAW or ARRAY value of an immutable
     ``bytes`` is read-only, and a tensor of one is made over a copy). IMAGE values come back as
-    a PIL image with its ``info`` and ``format``, or with ``image_tensor`` as a zero-copy uint8
+    a PIL image with its ``info``, or with ``image_tensor`` as a zero-copy uint8
     tensor laid out as ``PILToTensor`` gives it (C x H x W, a permuted view). ``expect`` raises
     CodecError when the value is of another kind.
     """
