@@ -161,7 +161,8 @@ class CachedDataset(torch.utils.data.Dataset):
         if role.worker:
             guard_exit()  # once per worker: its exit waits for the results it is sending
             if self._looked.inherited:  # once per worker: its worker_init_fn may have
-                self.follow()  # changed the transform in place
+                self.follow()  # changed the transform in place, or how samples decode
+                self.work.look_at_decoding()
         if isinstance(batch, Tag):
             return self._part(batch, role)
         if isinstance(batch, Decided):

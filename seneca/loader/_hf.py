@@ -136,7 +136,8 @@ class HFImageSource(Source):
         return cached
 
     def _digest(self) -> str:
-        h = hashlib.sha1(f"{runtime()}|{self.feature!r}".encode())  # what decodes, how
+        self.__dict__["_decoded_by"] = made = runtime()
+        h = hashlib.sha1(f"{made}|{self.feature!r}".encode())  # what decodes, how
         files = hashlib.sha1()
         for name, column in self._columns(self.raw.column_names):
             if name == self.column:
@@ -171,6 +172,12 @@ class HFImageSource(Source):
             f"the files of the dataset's {self.column!r} column changed (size or modification "
             "time) since SenecaLoader was made"
         )
+
+    def decodes_otherwise(self) -> str | None:
+        before = self.__dict__.get("_decoded_by")
+        if before is None or runtime() == before:
+            return None
+        return "how the dataset's images decode changed (a setting of the libraries that decode)"
 
     def read(self, index: int) -> bytes:
         value = self.images[index][self.column]

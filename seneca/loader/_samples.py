@@ -127,7 +127,8 @@ class SampleWork:
         self.source, self.transform = self._folded(transform)
         #: (dataset, view) as the cache names this work's values (``CachedDataset.cache_ids``)
         self.ids = (self.source.id, self.transform.fingerprint)
-        #: what changed in the samples since the ids were made (None: nothing seen)
+        #: what changed in the samples, or in how this process decodes them, since the ids were
+        #: made (None: nothing seen)
         self.changed: str | None = None
 
     def _folded(self, transform: SplitTransform) -> tuple[Source, SplitTransform]:
@@ -147,13 +148,21 @@ class SampleWork:
             self.changed = self.base.changed()
         return self.changed is not None
 
+    def look_at_decoding(self) -> bool:
+        """Whether this process decodes a sample otherwise than the cached values were decoded
+        (``Source.decodes_otherwise``: a loader function or a library's setting changed,
+        perhaps by a ``worker_init_fn`` in a worker), seen now or before."""
+        if self.changed is None:
+            self.changed = self.base.decodes_otherwise()
+        return self.changed is not None
+
     @property
     def stale(self) -> str | None:
         """Why none of the cache's values are this work's (None: its encoded and decoded ones
         are): the samples changed, or the transform changed how a sample decodes (its
         deterministic head, folded into the source)."""
         if self.changed is not None:
-            return f"{self.changed}: its cached values are the old samples'"
+            return f"{self.changed}: its cached values are not the dataset's now"
         if self.source.id != self.ids[0]:
             return (
                 "the dataset's transform changed after SenecaLoader was made (or cannot be "

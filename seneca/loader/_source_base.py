@@ -47,6 +47,13 @@ class Source:
         loader asks when each epoch starts); None when nothing did, or the source cannot tell."""
         return None
 
+    def decodes_otherwise(self) -> str | None:
+        """Why this process would decode a sample otherwise than the values named by
+        :attr:`id` were decoded, in words for the user: the decoding function, or a setting of
+        the libraries that decode, changed since (a ``worker_init_fn`` may set one in the
+        workers only). None when it would not, or the source cannot tell. Reads no sample."""
+        return None
+
     def sample(self, image: Any, target: Any) -> Any:
         """The user's sample from the transformed ``image`` and ``target``: the pair, as a
         folder dataset gives it (a table's row, for a Hugging Face dataset)."""

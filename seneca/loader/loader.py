@@ -421,15 +421,18 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         make the loader read the dataset as DataLoader does from then on. Files made again at
         the same paths since the loader was made (a stat per file) are read from storage from
         then on, never served from the values the cache holds for the old ones (persistent
-        workers are made again to know it)."""
+        workers are made again to know it). So are all samples once they decode otherwise
+        than when the loader was made (a library's setting changed), where DataLoader's would
+        decode them anew."""
         assert self._cached is not None
         kept = self._iterated and self.num_workers > 0 and self.persistent_workers
+        work = self._cached.work
         if not kept:
             moved = self._cached.follow_samples()
             if moved is not None:
                 self._leave_cache(moved)
                 return
-        work = self._cached.work
+            work.look_at_decoding()  # as the workers that start now, or this process, decode
         if work.changed is None and work.look_at_samples() and kept:
             self._drop_iterator()
 

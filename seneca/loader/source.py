@@ -28,6 +28,7 @@ import functools
 import hashlib
 import io
 import os
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -93,15 +94,33 @@ def pil_decode(data: bytes | memoryview) -> Image.Image:
     return Image.open(io.BytesIO(data)).convert("RGB")
 
 
+#: torchvision's module of folder datasets and their loader functions
+_FOLDER = "torchvision.datasets.folder"
+
+
 def _decodes_bytes(loader: Callable | None) -> bool:
     """Whether ``loader(path)`` equals ``pil_decode(file bytes)``: torchvision's defaults, its
     ``default_loader`` only while torchvision's image backend is PIL (not accimage)."""
     if loader is None:
         return True
-    if getattr(loader, "__module__", "") != "torchvision.datasets.folder":
+    if getattr(loader, "__module__", "") != _FOLDER:
         return False
     name = getattr(loader, "__name__", "")
-    return name == "pil_loader" or (name == "default_loader" and get_image_backend() == "PIL")
+    if name == "pil_loader":
+        return True
+    # default_loader calls the module's pil_loader, which a script may have replaced
+    pil = getattr(sys.modules[_FOLDER], "pil_loader", None)
+    own = getattr(pil, "__module__", "") == _FOLDER and getattr(pil, "__name__", "") == "pil_loader"
+    return name == "default_loader" and get_image_backend() == "PIL" and own
+
+
+def _loader_parts(loader: Callable | None) -> tuple[Any, ...]:
+    """What ``loader`` decodes with: itself and, for torchvision's ``default_loader``, the
+    module's loader functions it calls as they are now (a script may have replaced one)."""
+    if getattr(loader, "__module__", "") != _FOLDER or loader.__name__ != "default_loader":
+        return (loader,)
+    folder = sys.modules[_FOLDER]
+    return (loader, getattr(folder, "pil_loader", None), getattr(folder, "accimage_loader", None))
 
 
 def _decoder_name(*made_by: Any) -> str:
@@ -125,9 +144,15 @@ class FolderSource(Source):
     ) -> None:
         root = getattr(dataset, "root", None) if samples is None else None
         self.storage = Storage(dataset.samples if samples is None else samples, root=root)
-        self.loader = getattr(dataset, "loader", None)
+        self.dataset = dataset
         self.encoded = _decodes_bytes(self.loader)
         self.version = version
+
+    @property
+    def loader(self) -> Callable | None:
+        """The dataset's loader function as it is now (a ``worker_init_fn`` may set another,
+        as it may for DataLoader's workers)."""
+        return getattr(self.dataset, "loader", None)
 
     @functools.cached_property
     def id(self) -> str:  # type: ignore[override]
@@ -145,10 +170,15 @@ class FolderSource(Source):
         loader function named by what it does (its code and what it is given), so that a
         loader changed between runs makes other decoded values than those cached; either
         with the libraries that decode and their settings (``fingerprint.runtime``)."""
-        if self.encoded:
+        if _decodes_bytes(self.loader):
             return f"pil{runtime()}"
         # (torchvision's default loader decodes with the image backend set, accimage's or PIL's)
-        return _decoder_name(get_image_backend(), self.loader)
+        return _decoder_name(get_image_backend(), *_loader_parts(self.loader))
+
+    def decodes_otherwise(self) -> str | None:
+        if "decoded_by" not in self.__dict__ or self.decoder() == self.decoded_by:
+            return None
+        return "how the dataset's files decode changed (its loader function, or a setting)"
 
     def __len__(self) -> int:
         return len(self.storage)
@@ -159,7 +189,7 @@ class FolderSource(Source):
     def decode(self, index: int, raw: bytes | memoryview | None) -> Any:
         path = self.storage.path(index)
         try:
-            if raw is None:
+            if raw is None or not _decodes_bytes(self.loader):  # (pil_loader replaced since)
                 return self.loader(path)
             return pil_decode(raw)
         except (UnidentifiedImageError, OSError, SyntaxError) as e:
@@ -228,6 +258,9 @@ class HeadedSource(Source):
     def changed(self) -> str | None:
         return self.inner.changed()
 
+    def decodes_otherwise(self) -> str | None:
+        return self.inner.decodes_otherwise()
+
 
 class ProtocolSource(Source):
     """A :class:`CacheableDataset`, known by its ``seneca_id()`` and, as a folder dataset's
@@ -259,12 +292,15 @@ class ProtocolSource(Source):
                 f"the dataset's seneca_id() is {now!r}, not {self.named!r} as when SenecaLoader "
                 "was made"
             )
-        if _decoder_name(self.dataset.seneca_decode) != self.decoder:
-            return (
-                "the dataset's seneca_decode changed (its code or a setting it reads) since "
-                "SenecaLoader was made"
-            )
         return None
+
+    def decodes_otherwise(self) -> str | None:
+        if _decoder_name(self.dataset.seneca_decode) == self.decoder:
+            return None
+        return (
+            "the dataset's seneca_decode changed (its code or a setting it reads) since "
+            "SenecaLoader was made"
+        )
 
 
 @dataclass
@@ -293,8 +329,9 @@ class Resolved:
         old, new = self.source.storage.samples, now.source.storage.samples
         if len(old) != len(new) or any(a[0] != b[0] for a, b in zip(old, new, strict=True)):
             return "the dataset's samples changed (files added, removed or moved in its list)"
-        if now.source.decoder() != self.source.decoded_by:
-            return "how the dataset's files decode changed (its loader function, or a setting)"
+        otherwise = self.source.decodes_otherwise()
+        if otherwise is not None:
+            return otherwise
         if old != new:  # the same files, other labels: the cached values are still theirs
             self.source.storage.samples = new
         return None

@@ -171,6 +171,27 @@ def test_a_file_rewritten_between_epochs_is_never_served_from_the_old_values(fol
     loader.close()
 
 
+def test_a_pillow_setting_changed_between_epochs_decodes_as_dataloader_decodes(
+    redis_url, monkeypatch
+):
+    """A limit on an image's pixels set after the images were cached: the next epoch raises
+    as DataLoader's does, never served the images decoded without the limit."""
+    table = in_memory(8)
+    table.set_transform(pixels)
+    loader = SenecaLoader(table, batch_size=8, cache=redis_url, cache_size="20MB")
+    try:
+        list(loader)
+        list(loader)
+        assert loader.stats()["storage_reads"] == 8  # the second epoch from the cache
+        monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 500)  # 40 x 30 is past twice that
+        with pytest.raises(Image.DecompressionBombError):
+            list(DataLoader(table, batch_size=8))
+        with pytest.raises(Image.DecompressionBombError):
+            list(loader)
+    finally:
+        loader.close()
+
+
 def test_a_format_set_between_epochs_is_read_as_dataloader_reads_it(folder, redis_url):
     folder.set_transform(pixels)
     loader = SenecaLoader(folder, batch_size=8, cache=redis_url, cache_size="20MB")

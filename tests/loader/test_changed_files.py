@@ -456,6 +456,41 @@ def test_a_truncated_file_decoded_under_pillows_setting_is_not_served_without_it
         second.close()
 
 
+def _decode_truncated_files(worker_id):
+    from PIL import ImageFile
+
+    ImageFile.LOAD_TRUNCATED_IMAGES = True
+
+
+def test_a_file_decoded_under_a_setting_a_worker_init_fn_set_is_not_served_without_it(
+    tmp_path, redis_url
+):
+    """A ``worker_init_fn`` that sets a Pillow setting in the workers only: their values are
+    not named by the loader process's settings, so a job without the setting raises as
+    DataLoader does, never served the image the workers decoded and cached."""
+    root = tmp_path / "data"
+    make_dataset(root, 6, 2, size=(64, 48), progress=False, workers=1)
+    cut = sorted(root.rglob("*.jpg"))[0]
+    cut.write_bytes(cut.read_bytes()[:-600])
+    ds = datasets.ImageFolder(str(root), transform=v2.PILToTensor())
+    kw = dict(batch_size=6, num_workers=1, worker_init_fn=_decode_truncated_files)
+    assert [len(y) for _, y in DataLoader(ds, **kw)] == [6]  # its workers decode the file
+    first = SenecaLoader(ds, cache=redis_url, split=(0.0, 1.0, 0.0), **kw)
+    try:
+        assert [len(y) for _ in range(2) for _, y in first] == [6, 6]
+        assert first.stats()["storage_reads"] == 12  # read around the cache, none cached
+    finally:
+        first.close()
+    with pytest.raises(OSError, match="truncated"):
+        next(iter(DataLoader(ds, batch_size=6)))
+    second = SenecaLoader(ds, batch_size=6, cache=redis_url, split=(0.0, 1.0, 0.0))
+    try:
+        with pytest.raises(OSError, match="truncated"):
+            next(iter(second))
+    finally:
+        second.close()
+
+
 def _targets_per_epoch(cls, ds, labels, **kw):
     """The targets of an epoch per labelling in ``labels`` (each a function of the index),
     set on ``ds`` before the epoch as a pseudo-labelling script sets them."""
@@ -555,3 +590,75 @@ def test_a_loader_function_set_between_epochs_is_used_as_dataloader_uses_it(
             assert max(int(x.max()) for x, _ in loader) == full[0] // 64
     finally:
         loader.close()
+
+
+def _loader_set_in_workers(worker_id):
+    get_worker_info().dataset.loader = _loader_dividing_by(64)
+
+
+def test_a_loader_function_a_worker_init_fn_sets_is_what_its_worker_decodes_with(
+    tmp_path, redis_url
+):
+    root = tmp_path / "data"
+    make_dataset(root, 8, 2, size=(16, 12), progress=False, workers=1)
+    ds = datasets.DatasetFolder(str(root), loader=_loader_dividing_by(1), extensions=(".jpg",))
+    kw = dict(batch_size=4, num_workers=1, worker_init_fn=_loader_set_in_workers)
+    theirs = torch.cat([x for x, _ in DataLoader(ds, **kw)])
+    assert int(theirs.max()) < 4
+    warm = SenecaLoader(ds, batch_size=4, cache=redis_url, split=(0.0, 1.0, 0.0))
+    try:
+        assert max(int(x.max()) for _ in range(2) for x, _ in warm) > 100  # cached, undivided
+        loader = SenecaLoader(ds, cache=redis_url, split=(0.0, 1.0, 0.0), **kw)
+        for _ in range(2):
+            assert torch.equal(torch.cat([x for x, _ in loader]), theirs)
+        loader.close()
+    finally:
+        warm.close()
+
+
+def _grey_loader(path):
+    with open(path, "rb") as f:
+        return Image.open(f).convert("L")
+
+
+def _grey_in_workers(worker_id):
+    from torchvision.datasets import folder
+
+    folder.pil_loader = _grey_loader
+
+
+def test_torchvisions_pil_loader_replaced_by_a_script_is_what_decodes(
+    tmp_path, redis_url, monkeypatch
+):
+    """A script that replaces ``torchvision.datasets.folder.pil_loader`` changes what an
+    ImageFolder's default loader makes (it calls the module's function): SenecaLoader gives
+    what DataLoader gives, and the values cached before, or by it, go to no job of the other."""
+    from torchvision.datasets import folder
+
+    root = tmp_path / "data"
+    make_dataset(root, 8, 2, size=(16, 12), progress=False, workers=1)
+    ds = datasets.ImageFolder(str(root), transform=v2.PILToTensor())
+
+    def channels():
+        loader = SenecaLoader(ds, batch_size=4, cache=redis_url, split=(0.0, 1.0, 0.0))
+        try:
+            return [{x.shape[1] for x, _ in loader} for _ in range(2)], loader.stats()
+        finally:
+            loader.close()
+
+    assert channels()[0] == [{3}, {3}]  # RGB images cached
+    monkeypatch.setattr(folder, "pil_loader", _grey_loader)
+    assert {x.shape[1] for x, _ in DataLoader(ds, batch_size=4)} == {1}
+    grey, stats = channels()
+    assert grey == [{1}, {1}] and stats["storage_reads"] == 8  # the grey ones cached
+    monkeypatch.undo()
+    rgb, stats = channels()
+    assert rgb == [{3}, {3}] and stats["storage_reads"] == 0
+    kw = dict(batch_size=4, num_workers=1, worker_init_fn=_grey_in_workers)
+    assert {x.shape[1] for x, _ in DataLoader(ds, **kw)} == {1}
+    loader = SenecaLoader(ds, cache=redis_url, split=(0.0, 1.0, 0.0), **kw)
+    try:  # in its workers only: they decode as the workers' DataLoader does
+        assert [{x.shape[1] for x, _ in loader} for _ in range(2)] == [{1}, {1}]
+    finally:
+        loader.close()
+    assert channels()[0] == [{3}, {3}]
