@@ -79,14 +79,22 @@ def runtime() -> str:
     the libraries (:func:`libraries`) and the settings that decide what they make, as they
     are now: whether a truncated file decodes, with the missing rows grey, or raises
     (``ImageFile.LOAD_TRUNCATED_IMAGES``), the most pixels an image may have before decoding
-    it raises (``Image.MAX_IMAGE_PIXELS``), and torch's default dtype, the dtype of
-    ``ToTensor``'s output (``torch.set_default_dtype``)."""
+    it raises (``Image.MAX_IMAGE_PIXELS``), torch's default dtype, the dtype of
+    ``ToTensor``'s output (``torch.set_default_dtype``), and the image formats registered
+    with Pillow by others than Pillow (``Image.register_open``: a plugin such as
+    ``pillow_heif``'s, without which such a file raises, or one that opens a format otherwise).
+    Pillow's own formats, which it registers as it needs them, are named by its version."""
     import torch
     from PIL import Image, ImageFile
 
+    plugins = [
+        f"{name}={describe(opener)}"
+        for name, (opener, _) in sorted(Image.OPEN.items())
+        if not getattr(opener, "__module__", "").startswith("PIL.")
+    ]
     made = (
         f"{libraries()}|{ImageFile.LOAD_TRUNCATED_IMAGES}|{Image.MAX_IMAGE_PIXELS}"
-        f"|{torch.get_default_dtype()}"
+        f"|{torch.get_default_dtype()}|{','.join(plugins)}"
     )
     return hashlib.sha1(made.encode()).hexdigest()[:6]
 

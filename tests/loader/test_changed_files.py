@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 from helpers.waiting import wait_for
-from PIL import Image
+from PIL import Image, ImageFile
 from torch.utils.data import DataLoader, get_worker_info
 from torchvision import datasets
 from torchvision.transforms import v2
@@ -451,6 +451,58 @@ def test_a_truncated_file_decoded_under_pillows_setting_is_not_served_without_it
     second = loader()
     try:
         with pytest.raises(OSError, match="truncated"):
+            next(iter(second))
+    finally:
+        second.close()
+
+
+class _SquareFile(ImageFile.ImageFile):
+    """A format of a Pillow plugin: "SQR1", width and height (2 bytes each), RGB rows."""
+
+    format = "SQR"
+    format_description = "a plugin's format"
+
+    def _open(self):
+        head = self.fp.read(8)
+        size = (int.from_bytes(head[4:6], "big"), int.from_bytes(head[6:8], "big"))
+        self._size, self._mode = size, "RGB"
+        self.tile = [("raw", (0, 0, *size), 8, ("RGB", 0, 1))]
+
+
+def test_files_a_plugin_decoded_are_not_served_to_a_job_without_it(
+    tmp_path, redis_url, monkeypatch
+):
+    """Files of a format a Pillow plugin registers (HEIF with ``pillow_heif``): a job without
+    the plugin raises as DataLoader does, never served the images a job with it cached."""
+    from PIL import UnidentifiedImageError
+
+    for i in range(4):
+        folder = tmp_path / "data" / f"c{i % 2}"
+        folder.mkdir(parents=True, exist_ok=True)
+        pixels = bytes(range(i, i + 48)) * 4
+        (folder / f"{i}.sqr").write_bytes(b"SQR1" + (8).to_bytes(2, "big") * 2 + pixels)
+    ds = datasets.ImageFolder(
+        str(tmp_path / "data"), transform=v2.PILToTensor(), is_valid_file=lambda p: True
+    )
+
+    def loader():
+        return SenecaLoader(ds, batch_size=4, cache=redis_url, split=(0.0, 1.0, 0.0))
+
+    monkeypatch.setattr(Image, "ID", list(Image.ID))
+    monkeypatch.setattr(Image, "OPEN", dict(Image.OPEN))
+    Image.register_open(_SquareFile.format, _SquareFile, lambda prefix: prefix[:4] == b"SQR1")
+    first = loader()
+    try:
+        assert [len(y) for _ in range(2) for _, y in first] == [4, 4]
+        assert first.stats()["decoded"]["hits"] == 4  # the second epoch from the cache
+    finally:
+        first.close()
+    monkeypatch.undo()
+    with pytest.raises(UnidentifiedImageError):
+        next(iter(DataLoader(ds, batch_size=4)))
+    second = loader()
+    try:
+        with pytest.raises(UnidentifiedImageError):
             next(iter(second))
     finally:
         second.close()

@@ -111,6 +111,25 @@ def test_the_libraries_that_make_values_are_named(monkeypatch):
     assert (runtime(), fingerprint(head)) == before
 
 
+class _Opener:  # a format registered with Pillow by a plugin (its accept never matches)
+    pass
+
+
+def test_image_formats_registered_by_plugins_are_named(monkeypatch):
+    """A plugin's format (``pillow_heif``'s HEIF) decodes files that raise without it, so it
+    names the values; Pillow's own formats, which it registers when it first needs them, do
+    not."""
+    from PIL import Image
+
+    monkeypatch.setattr(Image, "ID", list(Image.ID))
+    monkeypatch.setattr(Image, "OPEN", dict(Image.OPEN))
+    before = runtime()
+    Image.init()  # Pillow's formats all registered
+    assert runtime() == before
+    Image.register_open("TESTFORMAT", _Opener, lambda prefix: False)
+    assert runtime() != before
+
+
 def _flip(x):
     return x.flip(-1)
 
