@@ -80,7 +80,9 @@ def runtime() -> str:
     are now: whether a truncated file decodes, with the missing rows grey, or raises
     (``ImageFile.LOAD_TRUNCATED_IMAGES``), the most pixels an image may have before decoding
     it raises (``Image.MAX_IMAGE_PIXELS``), torch's default dtype, the dtype of
-    ``ToTensor``'s output (``torch.set_default_dtype``), and the image formats registered
+    ``ToTensor``'s output (``torch.set_default_dtype``), the CPU instructions torch's kernels
+    use (``torch.backends.cpu.get_cpu_capability``: its AVX2 and its generic resize round
+    otherwise), and the image formats registered
     with Pillow by others than Pillow (``Image.register_open``: a plugin such as
     ``pillow_heif``'s, without which such a file raises, or one that opens a format otherwise).
     Pillow's own formats, which it registers as it needs them, are named by its version."""
@@ -94,7 +96,8 @@ def runtime() -> str:
     ]
     made = (
         f"{libraries()}|{ImageFile.LOAD_TRUNCATED_IMAGES}|{Image.MAX_IMAGE_PIXELS}"
-        f"|{torch.get_default_dtype()}|{','.join(plugins)}"
+        f"|{torch.get_default_dtype()}|{torch.backends.cpu.get_cpu_capability()}"
+        f"|{','.join(plugins)}"
     )
     return hashlib.sha1(made.encode()).hexdigest()[:6]
 

@@ -6,12 +6,15 @@ import argparse
 import functools
 import hashlib
 import importlib
+import os
+import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import PIL
 import PIL.features
+import pytest
 import torch
 from helpers import warm
 from torchvision import transforms as T
@@ -109,6 +112,28 @@ def test_the_libraries_that_make_values_are_named(monkeypatch):
         monkeypatch.undo()
         libraries.cache_clear()
     assert (runtime(), fingerprint(head)) == before
+
+
+def _runtime_in_a_new_interpreter(**env):
+    code = "from seneca.pipeline.fingerprint import runtime; print(runtime())"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+def test_the_cpu_instructions_torchs_kernels_use_are_named():
+    """torch resizes a uint8 image otherwise with its AVX2 kernels than with its generic ones
+    (torch 2.14), so a job on a machine without them (or told not to use them) never reads
+    what one with them cached."""
+    if torch.backends.cpu.get_cpu_capability() == "DEFAULT":
+        pytest.skip("this machine's torch uses its generic kernels only")
+    assert _runtime_in_a_new_interpreter() == runtime()
+    assert _runtime_in_a_new_interpreter(ATEN_CPU_CAPABILITY="default") != runtime()
 
 
 class _Opener:  # a format registered with Pillow by a plugin (its accept never matches)
