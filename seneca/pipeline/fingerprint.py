@@ -15,7 +15,9 @@ other images: other parameters, or other code.
 * tensors and arrays by dtype, shape and a hash of their bytes.
 
 Every name also names the libraries that make the values (:func:`runtime`): torch,
-torchvision, Pillow and its codecs, whose versions may make other images of the same steps.
+torchvision, Pillow and its codecs, whose versions may make other images of the same steps; and
+a class or function of another package by that package's version too (timm's steps call timm's
+code that their source does not show).
 
 Nothing is named by where it sits in memory (the ``0x7f...`` of a default ``repr``), which would
 give every process a name of its own and no job anything to share.
@@ -32,6 +34,7 @@ import itertools
 import logging
 import os
 import re
+import sys
 import sysconfig
 import time
 import types
@@ -201,10 +204,23 @@ def _name(cls: type) -> str:
 
 
 def _module(name: str | None) -> str:
-    """A module's name as every process of a job knows it: the script a job runs is
-    ``__main__``, and ``__mp_main__`` in the workers multiprocessing spawns (or starts from a
-    fork server), where its classes and functions say so."""
-    return "__main__" if name == "__mp_main__" else name or ""
+    """A module's name as every process of a job knows it (the script a job runs is
+    ``__main__``, and ``__mp_main__`` in the workers multiprocessing spawns or starts from a
+    fork server, where its classes and functions say so), with the version of the package it
+    is of: an installed library's code calls code of its own that its source does not show,
+    which another release may change."""
+    if name == "__mp_main__":
+        name = "__main__"
+    return f"{name}{_release(name)}" if name else ""
+
+
+def _release(module: str) -> str:
+    """``@version`` of the package ``module`` is of, as it says (``__version__``, less a
+    build's local label such as ``+cu130``); "" when it says none (a script, the standard
+    library)."""
+    package = sys.modules.get(module.split(".")[0])
+    version = getattr(package, "__version__", None)
+    return f"@{version.split('+')[0]}" if isinstance(version, str) else ""
 
 
 #: the hash of each class's or function's source, read once per object (a class's source is

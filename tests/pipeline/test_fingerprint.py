@@ -313,6 +313,21 @@ def test_the_user_s_functions_are_named_by_the_settings_they_read(monkeypatch):
     assert "globals[" not in describe(np.asarray) + describe(textwrap.dedent)
 
 
+def test_a_librarys_steps_are_named_by_its_release(monkeypatch):
+    """A library's step calls code of the library that its source does not show (a helper, a
+    kernel), which another release may change: a job with another release of it (timm,
+    albumentations, numpy) never reads what a job with this one cached. A build's local label
+    names nothing."""
+    steps = [v2.Lambda(np.fliplr), np.flipud]
+    before = fingerprint(steps)
+    monkeypatch.setattr(np, "__version__", np.__version__ + "+local")
+    assert fingerprint(steps) == before
+    monkeypatch.setattr(np, "__version__", np.__version__.split("+")[0] + ".post1")
+    assert fingerprint(steps) != before
+    monkeypatch.undo()
+    assert fingerprint(steps) == before
+
+
 def test_the_scripts_own_steps_are_named_alike_where_it_runs_as_mp_main():
     """multiprocessing's spawned workers run the script as ``__mp_main__``, and its classes and
     functions say so there: they name what the script's ``__main__`` names."""
