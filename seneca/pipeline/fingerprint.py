@@ -6,7 +6,8 @@ other images: other parameters, or other code.
 
 * torchvision's own steps are named by their ``repr``, which lists their parameters;
 * any other step (a class of the user's, a ``Lambda``, a torchvision step holding one) by its
-  class, the source of that class and its attributes, described in turn;
+  class, the source of that class (the code of its methods where the source cannot be read:
+  a notebook cell's class) and its attributes, described in turn;
 * functions by their module, name, source (and bytecode: a lambda's source is the whole lines it
   is on; a function whose source cannot be read), default arguments and the values they close
   over; a function of the user's (not of the standard library or an installed package) also by
@@ -230,7 +231,10 @@ _SOURCES: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
 def _source(obj: Any) -> str:
-    """A hash of ``obj``'s source ("" where it cannot be read: a class made at run time)."""
+    """A hash of ``obj``'s source. Of a class whose source cannot be read (a notebook cell's,
+    a class made at run time), a hash of its methods' code (those of the user's code: the
+    same class run again with other code is named otherwise); "" for a function whose source
+    cannot be read (:func:`_function` names its code)."""
     try:
         return _SOURCES[obj]
     except (KeyError, TypeError):  # not read yet, or an object no weak reference can name
@@ -239,6 +243,9 @@ def _source(obj: Any) -> str:
         text = inspect.getsource(obj)
     except Exception:  # no file (a notebook's class, a class made at run time), or unreadable
         text = None
+    if text is None and isinstance(obj, type):
+        mine = [f for f in _methods(obj) if _users(f.__code__.co_filename)]
+        text = "code " + "".join(f"{f.__qualname__}{_code(f.__code__)}" for f in mine)
     named = "" if text is None else hashlib.sha1(text.encode()).hexdigest()[:10]
     with contextlib.suppress(TypeError):
         _SOURCES[obj] = named
@@ -364,8 +371,18 @@ def _methods(cls: type) -> list[Any]:
 
 def _code(code: types.CodeType) -> str:
     """A function's bytecode, constants (nested functions' code in turn) and names."""
-    consts = [_code(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts]
+    consts = [_const(c) for c in code.co_consts]
     return f"{code.co_code.hex()}{consts}{code.co_names}"
+
+
+def _const(const: Any) -> str:
+    """A constant of a function's code: nested code in turn, a set (``x in {"a", "b"}``) in
+    an order that is the same in every process (its own follows the strings' hashes)."""
+    if isinstance(const, types.CodeType):
+        return _code(const)
+    if isinstance(const, frozenset):
+        return f"frozenset{sorted(map(repr, const))}"
+    return repr(const)
 
 
 def _shown_by_repr(obj: Any, depth: int) -> bool:

@@ -328,6 +328,47 @@ def test_a_librarys_steps_are_named_by_its_release(monkeypatch):
     assert fingerprint(steps) == before
 
 
+def _cell_class(body):
+    """A transform class as a notebook cell makes it (its source cannot be read)."""
+    source = (
+        "class Jitter:\n    def __init__(self):\n        self.k = 2\n"
+        f"    def __call__(self, x):\n        return {body}\n"
+    )
+    namespace = {"__name__": "__main__"}
+    exec(compile(source, "<ipython-input-3-5c1b>", "exec"), namespace)
+    return namespace["Jitter"]
+
+
+def test_a_notebook_cells_class_is_named_by_its_code():
+    """A notebook's transform class, whose source cannot be read: the cell run again with
+    other code in the class makes other values, and is named otherwise; run again unchanged,
+    it is the same transform."""
+    times = fingerprint([_cell_class("x * self.k")()])
+    assert fingerprint([_cell_class("x * self.k")()]) == times
+    assert fingerprint([_cell_class("x + self.k")()]) != times
+    assert fingerprint([_cell_class("x + self.k")]) != fingerprint([_cell_class("x * self.k")])
+
+
+def test_code_with_a_set_in_it_is_named_alike_in_every_process():
+    """A set constant's order follows its strings' hashes, which differ between processes:
+    a lambda's name (its code) does not."""
+    code = (
+        "from seneca.pipeline.fingerprint import fingerprint; "
+        "print(fingerprint([lambda x: x in {'alpha', 'beta', 'gamma', 'delta', 'epsilon'}]))"
+    )
+    names = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in (1, 2, 3, 4)
+    }
+    assert len(names) == 1
+
+
 def test_the_scripts_own_steps_are_named_alike_where_it_runs_as_mp_main():
     """multiprocessing's spawned workers run the script as ``__mp_main__``, and its classes and
     functions say so there: they name what the script's ``__main__`` names."""
