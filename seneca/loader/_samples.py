@@ -232,13 +232,15 @@ class SampleWork:
             made: dict[str, Any] = {}
             for form in _AFTER[tier]:
                 if form == "augmented":
-                    obj, as_tensor = self._augmented(index, obj, count, offers, aug_ok)
-                else:
-                    obj = made[form] = self._made(form, index, obj, count)
-            if tier is None:  # one base copy: the most processed form that fits
+                    break
+                obj = made[form] = self._made(form, index, obj, count)
+            if tier is None:  # one base copy: the most processed form that fits, offered
+                # (encoded) before the transform runs: a step may change its input in place
                 for form in reversed(made):
                     if made[form] is not None and offers.offer(index, form, made[form]):
                         break
+            if "augmented" in _AFTER[tier]:
+                obj, as_tensor = self._augmented(index, obj, count, offers, aug_ok)
         tail = self.transform.sample_tail if self.defer_tail else self.transform.tail
         if as_tensor and self.transform.tensor_first:
             if self.defer_tail:

@@ -397,6 +397,44 @@ def test_a_transform_is_given_the_image_dataloader_gives_it(tmp_path, redis_url)
     loader.close()
 
 
+class _Stamp:
+    """An augmentation that draws on the image it is given (in place) and counts its stamps."""
+
+    def __call__(self, img):
+        from PIL import ImageDraw
+
+        ImageDraw.Draw(img).rectangle([0, 0, 2, 2], fill=(255, 0, 0))
+        img.info["stamps"] = img.info.get("stamps", 0) + 1
+        return img
+
+
+def _stamps(img):
+    return torch.tensor([img.info["stamps"]]), T.PILToTensor()(img)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_transform_that_changes_its_image_in_place_never_changes_the_cached_one(
+    tiny_dataset, redis_url, workers
+):
+    """The image a transform is given is the sample's own, as DataLoader's is: what a step
+    draws on it in place is not kept in the decoded copy that later epochs and jobs read."""
+    ds = ImageFolder(str(tiny_dataset), transform=T.Compose([_Stamp(), _stamps]))
+    want = [(s, x) for (s, x), _ in (ds[i] for i in range(len(ds)))]
+    assert {int(s) for s, _ in want} == {1}
+    loader = SenecaLoader(
+        ds, batch_size=8, num_workers=workers, cache=redis_url, split=(0.0, 1.0, 0.0)
+    )
+    try:
+        for _ in range(2):  # decoded from the files, then from the cache
+            batches = list(loader)
+            assert torch.cat([s for (s, _), _ in batches]).flatten().tolist() == [1] * len(ds)
+            images = torch.cat([x for (_, x), _ in batches])
+            assert torch.equal(images, torch.stack([x for _, x in want]))
+        assert loader.stats()["decoded"]["hits"] == len(ds)
+    finally:
+        loader.close()
+
+
 def _big_endian(path):
     with open(path, "rb") as f:
         return np.frombuffer(f.read(), dtype=">i4")
