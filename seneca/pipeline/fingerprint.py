@@ -86,10 +86,10 @@ def runtime() -> str:
     it raises (``Image.MAX_IMAGE_PIXELS``), torch's default dtype, the dtype of
     ``ToTensor``'s output (``torch.set_default_dtype``), the CPU instructions torch's kernels
     use (``torch.backends.cpu.get_cpu_capability``: its AVX2 and its generic resize round
-    otherwise), and the image formats registered
-    with Pillow by others than Pillow (``Image.register_open``: a plugin such as
-    ``pillow_heif``'s, without which such a file raises, or one that opens a format otherwise).
-    Pillow's own formats, which it registers as it needs them, are named by its version."""
+    otherwise), and the image formats registered with Pillow by others than Pillow
+    (``Image.register_open``: a plugin such as ``pillow_heif``'s, without which such a file
+    raises, or one that opens a format otherwise). Pillow's own formats, which it registers as
+    it needs them, are named by its version."""
     import torch
     from PIL import Image, ImageFile
 
