@@ -362,8 +362,9 @@ def _methods(cls: type) -> list[Any]:
         for attr in vars(klass).values():
             if isinstance(attr, staticmethod | classmethod):
                 attr = attr.__func__
-            if isinstance(attr, property):
-                out.extend(f for f in (attr.fget, attr.fset, attr.fdel) if f is not None)
+            if isinstance(attr, property):  # (its functions may be built in: no code)
+                parts = (attr.fget, attr.fset, attr.fdel)
+                out.extend(f for f in parts if isinstance(f, types.FunctionType))
             elif isinstance(attr, types.FunctionType):
                 out.append(attr)
     return out

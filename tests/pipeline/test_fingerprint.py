@@ -6,6 +6,7 @@ import argparse
 import functools
 import hashlib
 import importlib
+import operator
 import os
 import subprocess
 import sys
@@ -347,6 +348,25 @@ def test_a_notebook_cells_class_is_named_by_its_code():
     assert fingerprint([_cell_class("x * self.k")()]) == times
     assert fingerprint([_cell_class("x + self.k")()]) != times
     assert fingerprint([_cell_class("x + self.k")]) != fingerprint([_cell_class("x * self.k")])
+
+
+class _Sized:
+    size = property(operator.attrgetter("_size"))  # a property whose getter is built in
+
+    def __init__(self, size):
+        self._size = size
+
+    def __call__(self, x):
+        return x[..., : self.size]
+
+
+def test_a_class_with_a_built_in_property_is_named():
+    """A property whose getter is built in (``operator.attrgetter``) has no code to name: the
+    class is still named, by its other methods, as a step and as what a step holds."""
+    made = type("Made", (), {"size": property(operator.attrgetter("k")), "k": 2})
+    for steps in ([_Sized(3)], [v2.Lambda(_Sized)], [made()], [made]):
+        assert fingerprint(steps) == fingerprint(steps)  # not the name of what cannot be named
+    assert fingerprint([_Sized(3)]) != fingerprint([_Sized(4)])
 
 
 def test_code_with_a_set_in_it_is_named_alike_in_every_process():
