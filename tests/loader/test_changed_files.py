@@ -2,6 +2,7 @@
 encoded again, other images), a changed loader function, a transform set before an epoch. The
 loader uses what DataLoader would, and never serves what was cached for something else."""
 
+import io
 import logging
 import multiprocessing
 import os
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from helpers.waiting import wait_for
-from PIL import Image, ImageFile
+from PIL import Image
 from torch.utils.data import DataLoader, get_worker_info
 from torchvision import datasets
 from torchvision.transforms import v2
@@ -456,17 +457,11 @@ def test_a_truncated_file_decoded_under_pillows_setting_is_not_served_without_it
         second.close()
 
 
-class _SquareFile(ImageFile.ImageFile):
-    """A format of a Pillow plugin: "SQR1", width and height (2 bytes each), RGB rows."""
+def _open_square(fp, filename=None):
+    """A Pillow plugin's opener of its format: "SQR1", then a PPM image (opened as one)."""
+    from PIL import PpmImagePlugin
 
-    format = "SQR"
-    format_description = "a plugin's format"
-
-    def _open(self):
-        head = self.fp.read(8)
-        size = (int.from_bytes(head[4:6], "big"), int.from_bytes(head[6:8], "big"))
-        self._size, self._mode = size, "RGB"
-        self.tile = [("raw", (0, 0, *size), 8, ("RGB", 0, 1))]
+    return PpmImagePlugin.PpmImageFile(io.BytesIO(fp.read()[4:]))
 
 
 def test_files_a_plugin_decoded_are_not_served_to_a_job_without_it(
@@ -480,7 +475,7 @@ def test_files_a_plugin_decoded_are_not_served_to_a_job_without_it(
         folder = tmp_path / "data" / f"c{i % 2}"
         folder.mkdir(parents=True, exist_ok=True)
         pixels = bytes(range(i, i + 48)) * 4
-        (folder / f"{i}.sqr").write_bytes(b"SQR1" + (8).to_bytes(2, "big") * 2 + pixels)
+        (folder / f"{i}.sqr").write_bytes(b"SQR1P6\n8 8\n255\n" + pixels)
     ds = datasets.ImageFolder(
         str(tmp_path / "data"), transform=v2.PILToTensor(), is_valid_file=lambda p: True
     )
@@ -490,7 +485,7 @@ def test_files_a_plugin_decoded_are_not_served_to_a_job_without_it(
 
     monkeypatch.setattr(Image, "ID", list(Image.ID))
     monkeypatch.setattr(Image, "OPEN", dict(Image.OPEN))
-    Image.register_open(_SquareFile.format, _SquareFile, lambda prefix: prefix[:4] == b"SQR1")
+    Image.register_open("SQR", _open_square, lambda prefix: prefix[:4] == b"SQR1")
     first = loader()
     try:
         assert [len(y) for _ in range(2) for _, y in first] == [4, 4]

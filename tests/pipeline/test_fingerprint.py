@@ -115,8 +115,10 @@ def test_the_libraries_that_make_values_are_named(monkeypatch):
     assert (runtime(), fingerprint(head)) == before
 
 
-def _runtime_in_a_new_interpreter(**env):
-    code = "from seneca.pipeline.fingerprint import runtime; print(runtime())"
+def _named_in_a_new_interpreter(expression, **env):
+    """What ``expression`` (of ``seneca.pipeline.fingerprint``'s names) prints in a fresh
+    interpreter with ``env`` set."""
+    code = f"from seneca.pipeline.fingerprint import *; print({expression})"
     out = subprocess.run(
         [sys.executable, "-c", code],
         env={**os.environ, **env},
@@ -133,8 +135,8 @@ def test_the_cpu_instructions_torchs_kernels_use_are_named():
     what one with them cached."""
     if torch.backends.cpu.get_cpu_capability() == "DEFAULT":
         pytest.skip("this machine's torch uses its generic kernels only")
-    assert _runtime_in_a_new_interpreter() == runtime()
-    assert _runtime_in_a_new_interpreter(ATEN_CPU_CAPABILITY="default") != runtime()
+    assert _named_in_a_new_interpreter("runtime()") == runtime()
+    assert _named_in_a_new_interpreter("runtime()", ATEN_CPU_CAPABILITY="default") != runtime()
 
 
 class _Opener:  # a format registered with Pillow by a plugin (its accept never matches)
@@ -372,18 +374,9 @@ def test_a_class_with_a_built_in_property_is_named():
 def test_code_with_a_set_in_it_is_named_alike_in_every_process():
     """A set constant's order follows its strings' hashes, which differ between processes:
     a lambda's name (its code) does not."""
-    code = (
-        "from seneca.pipeline.fingerprint import fingerprint; "
-        "print(fingerprint([lambda x: x in {'alpha', 'beta', 'gamma', 'delta', 'epsilon'}]))"
-    )
+    step = "lambda x: x in {'alpha', 'beta', 'gamma', 'delta', 'epsilon'}"
     names = {
-        subprocess.run(
-            [sys.executable, "-c", code],
-            env={**os.environ, "PYTHONHASHSEED": str(seed)},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        _named_in_a_new_interpreter(f"fingerprint([{step}])", PYTHONHASHSEED=str(seed))
         for seed in (1, 2, 3, 4)
     }
     assert len(names) == 1
