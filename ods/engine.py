@@ -20,7 +20,7 @@ from typing import Any
 import redis
 
 from ods import defaults, routing
-from ods.functions import SOURCE, error_of, function_name
+from ods.functions import FUNCTIONS, SOURCE, error_of
 from ods.keys import Keys
 from ods.outbox import Outbox
 from seneca_base.errors import ForeignDataError, FunctionsMissingError, StaleJobsError
@@ -144,7 +144,7 @@ class Engine:
         argv = [now, job, self.pin_lease_ms, self.orphan_grace_ms, defaults.ORPHAN_COLLECT]
         argv += [int(self.values), self.forget_ms, len(declared), *declared, *args]
         self.commands[cmd] += 1
-        return ("FCALL", function_name(cmd), len(keys), *keys, *argv)
+        return ("FCALL", FUNCTIONS[cmd], len(keys), *keys, *argv)
 
     def load(self) -> None:
         """Load the engine's functions into the server (the library's name carries its source's

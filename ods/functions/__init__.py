@@ -30,7 +30,7 @@ from seneca_base.errors import (
 )
 from seneca_base.tiers import with_lua_tiers
 
-__all__ = ["COMMANDS", "NAME", "POLICIES", "SOURCE", "error_of", "function_name"]
+__all__ = ["COMMANDS", "FUNCTIONS", "NAME", "POLICIES", "SOURCE", "error_of"]
 
 #: The commands, one Lua file each.
 COMMANDS = (
@@ -96,9 +96,8 @@ def _assemble() -> tuple[str, str]:
 NAME, SOURCE = _assemble()
 
 
-def function_name(cmd: str) -> str:
-    """The name FCALL takes for command ``cmd``."""
-    return f"{NAME}_{cmd}"
+#: The name FCALL takes for each command.
+FUNCTIONS = {cmd: f"{NAME}_{cmd}" for cmd in COMMANDS}
 
 
 def error_of(err: Exception) -> Exception:

@@ -38,7 +38,7 @@ from seneca.loader.source import Resolved
 from seneca.pipeline.malloc import tune_malloc
 from seneca.pipeline.transforms import split_transform
 from seneca_base.errors import ConfigError
-from seneca_base.process import Made, Role
+from seneca_base.process import TRAINING, Made, Role
 from seneca_base.process import role as process_role
 
 __all__ = ["CachedDataset"]
@@ -63,8 +63,9 @@ class CachedDataset(torch.utils.data.Dataset):
         #: the source's index of each of the user's samples (None: the same)
         self.positions = resolved.positions
         self.counters = counters
-        #: the process that last looked at the transform (a worker looks once: :meth:`follow`)
-        self._looked = Made()
+        #: the process that made its first batch, and its role (:meth:`_first_batch`)
+        self._started: Made | None = None
+        self._role = TRAINING
         #: how a sample is made (``defer_tail``: the loader runs ``transform.batch_tail`` on
         #: collated batches, so samples end after ``transform.sample_tail``)
         self.work = SampleWork(
@@ -126,7 +127,6 @@ class CachedDataset(torch.utils.data.Dataset):
         and named again (``seneca.pipeline.fingerprint``), so one changed in place (a step's
         size set, a step added to its list) is seen too; values named otherwise than the
         cache's are never read from it (``SampleWork.stale``, ``SampleWork.old_view``)."""
-        self._looked.take()
         base = self.resolved.base
         self.work.target_transform = getattr(base, "target_transform", None)
         self.work.use_transform(split_transform(getattr(base, "transform", None)))
@@ -156,13 +156,8 @@ class CachedDataset(torch.utils.data.Dataset):
 
     def __getitems__(self, batch: Tag | Decided | Sequence[int]) -> list[tuple[Any, Any]]:
         """Batch ``batch``, of one of the three kinds the module docstring lists."""
-        tune_malloc()  # once per process (this may be a DataLoader worker)
-        role = process_role()
-        if role.worker:
-            guard_exit()  # once per worker: its exit waits for the results it is sending
-            if self._looked.inherited:  # once per worker: its worker_init_fn may have
-                self.follow()  # changed the transform in place, or how samples decode
-                self.work.look_at_decoding()
+        started = self._started
+        role = self._role if started is not None and not started.inherited else self._first_batch()
         if isinstance(batch, Tag):
             return self._part(batch, role)
         if isinstance(batch, Decided):
@@ -170,6 +165,21 @@ class CachedDataset(torch.utils.data.Dataset):
         where = self.positions
         wanted = [int(i) for i in batch] if where is None else [where[int(i)] for i in batch]
         return self.fetcher.fetch(self.link.lookup(wanted, role), evict=False, role=role)
+
+    def _first_batch(self) -> Role:
+        """What this process does once, at the first batch it makes (a DataLoader worker is
+        one, forked or spawned): its malloc tuned; in a worker, its exit made to wait for the
+        results it is sending, and the transform and the decoding looked at again (its
+        ``worker_init_fn`` may have changed them); its role, kept for the later batches."""
+        tune_malloc()
+        role = process_role()
+        if role.worker:
+            guard_exit()
+            self.follow()
+            self.work.look_at_decoding()
+        self._started = Made()
+        self._role = role
+        return role
 
     def _part(self, tag: Tag, role: Role) -> Tagged:
         """Batch ``tag``, made by this worker: its samples, decided now
