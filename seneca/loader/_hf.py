@@ -27,7 +27,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from seneca.loader._source_base import NotCacheable, Source
+from seneca.loader._source_base import NotCacheable, Source, refuse_overrides
 from seneca.pipeline.fingerprint import runtime
 from seneca.pipeline.transforms import ColumnTransform
 from seneca_base.errors import ConfigError
@@ -112,6 +112,9 @@ class HFImageSource(Source):
     rows = True
 
     def __init__(self, dataset: Any) -> None:
+        import datasets
+
+        refuse_overrides(dataset, datasets.Dataset)
         self.column = _image_column(dataset)
         _check_format(dataset)
         self.dataset = dataset

@@ -6,11 +6,28 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["NotCacheable", "Source"]
+__all__ = ["NotCacheable", "Source", "refuse_overrides"]
 
 
 class NotCacheable(Exception):
     """The dataset is read as DataLoader reads it; the message says why."""
+
+
+#: what DataLoader calls on a dataset to make and count its samples
+_SAMPLE_METHODS = ("__getitem__", "__getitems__", "__len__")
+
+
+def refuse_overrides(dataset: Any, known: type) -> None:
+    """NotCacheable when ``dataset``'s class makes or counts samples otherwise than ``known``
+    (the class Seneca reads it as) does: a subclass's own ``__getitem__``, ``__getitems__``
+    (which DataLoader calls for a batch when a dataset has it) or ``__len__``."""
+    kind = type(dataset)
+    for method in _SAMPLE_METHODS:
+        if getattr(kind, method, None) is not getattr(known, method, None):
+            raise NotCacheable(
+                f"{kind.__name__} overrides {method}, so Seneca cannot know what a sample is "
+                "made of (implement seneca.CacheableDataset to have it cached)"
+            )
 
 
 class Source:

@@ -10,7 +10,7 @@ It knows this for:
 
 * torchvision's ``DatasetFolder`` and ``ImageFolder`` (any ``loader``; with torchvision's
   default loader the file bytes are the encoded form, with another loader only the loader's
-  output is cached), unless a subclass overrides ``__getitem__``;
+  output is cached);
 * datasets that implement :class:`CacheableDataset`;
 * ``Subset`` (and so ``random_split``) of either, nested or not: the loader reads the subset's
   samples, and jobs over overlapping subsets share one cache;
@@ -19,7 +19,9 @@ It knows this for:
 * a Hugging Face ``datasets.Dataset`` with one ``Image()`` column, without a format or with a
   ``set_transform``/``with_transform`` function (``seneca.loader._hf``).
 
-Any other dataset is read exactly as DataLoader reads it (:func:`resolve` says why).
+Any other dataset is read exactly as DataLoader reads it (:func:`resolve` says why), and so is
+a subclass of one of these that makes or counts samples its own way (its own ``__getitem__``,
+``__getitems__`` or ``__len__``).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from torch.utils.data import ConcatDataset, IterableDataset, Subset
 from torchvision import get_image_backend
 from torchvision.datasets import DatasetFolder
 
-from seneca.loader._source_base import NotCacheable, Source
+from seneca.loader._source_base import NotCacheable, Source, refuse_overrides
 from seneca.pipeline.fingerprint import describe, fingerprint, runtime
 from seneca.pipeline.storage import Storage
 
@@ -337,10 +339,6 @@ class Resolved:
         return None
 
 
-def _overrides_getitem(dataset: Any) -> bool:
-    return type(dataset).__getitem__ is not DatasetFolder.__getitem__
-
-
 def resolve(dataset: Any, version: str | None = None) -> Resolved:
     """How to cache ``dataset``; NotCacheable says why it cannot be. ``version``: the folder
     dataset's version the user vouches for (:class:`FolderSource`)."""
@@ -348,20 +346,18 @@ def resolve(dataset: Any, version: str | None = None) -> Resolved:
     if isinstance(dataset, IterableDataset):
         raise NotCacheable(f"{name} is an IterableDataset (Seneca caches map-style datasets)")
     if isinstance(dataset, Subset):
+        refuse_overrides(dataset, Subset)
         inner = resolve(dataset.dataset, version)
         outer = inner.positions if inner.positions is not None else range(len(inner.source))
         positions = [outer[int(i)] for i in dataset.indices]  # IndexError as Subset's would
         return Resolved(inner.source, inner.base, positions)
     if isinstance(dataset, ConcatDataset):
+        refuse_overrides(dataset, ConcatDataset)
         return _concat(dataset, version)
     if isinstance(dataset, CacheableDataset):
         return Resolved(ProtocolSource(dataset), dataset, None)
     if isinstance(dataset, DatasetFolder):
-        if _overrides_getitem(dataset):
-            raise NotCacheable(
-                f"{name} overrides __getitem__, so Seneca cannot know what a sample is made "
-                "of (implement seneca.CacheableDataset to have it cached)"
-            )
+        refuse_overrides(dataset, DatasetFolder)
         return Resolved(FolderSource(dataset, version=version), dataset, None)
     from seneca.loader._hf import HFImageSource, hf_dataset
 

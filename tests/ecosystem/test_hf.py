@@ -213,6 +213,29 @@ def test_other_formats_are_read_as_dataloader_reads_them(folder, redis_url):
     loader.close()
 
 
+class Labelled(datasets.Dataset):
+    """A table whose rows carry a label of its own making."""
+
+    def __getitem__(self, key):
+        row = super().__getitem__(key)
+        return {**row, "label": 7} if isinstance(key, int) else row
+
+    def __getitems__(self, keys):
+        return [self[k] for k in keys]
+
+
+def test_a_table_subclass_that_makes_rows_its_own_way_gets_its_own_rows(redis_url):
+    rows = in_memory().to_dict()
+    ds = Labelled.from_dict(rows, features=in_memory().features)
+    assert type(ds) is Labelled
+    with pytest.warns(UserWarning, match="overrides __getitem__"):
+        loader = SenecaLoader(ds, batch_size=4, collate_fn=list, cache=redis_url)
+    for _ in range(2):
+        got = [row for batch in loader for row in batch]
+        assert [r["label"] for r in got] == [7] * 24
+    loader.close()
+
+
 def test_a_column_transform_with_a_fixed_head_is_cached_cropped(folder, redis_url):
     folder.set_transform(ColumnTransform(v2.Compose([v2.Resize(20), CROP])))
     loader = SenecaLoader(folder, batch_size=8, num_workers=1, cache=redis_url, cache_size="20MB")

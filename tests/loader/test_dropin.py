@@ -113,6 +113,61 @@ def test_a_getitem_override_is_honoured(tiny_dataset, redis_url):
     assert sorted(int(i) for b in batches for i in b[2]) == list(range(N))
 
 
+class StampedSubset(Subset):
+    """A split with its own transform, as scripts give a random_split's parts theirs."""
+
+    def __getitem__(self, i):
+        x, y = super().__getitem__(i)
+        return x * 0 + 7, y + 100
+
+    def __getitems__(self, indices):
+        return [self[i] for i in indices]
+
+
+class StampedConcat(ConcatDataset):
+    def __getitem__(self, i):
+        x, y = super().__getitem__(i)
+        return x * 0 + 9, y + 100
+
+
+class BatchedFolder(ImageFolder):
+    """Batches of its own: DataLoader calls ``__getitems__`` for a batch when a dataset has it."""
+
+    def __getitems__(self, indices):
+        return [(self[i][0] * 0 + 3, 5) for i in indices]
+
+
+class ShortFolder(ImageFolder):
+    def __len__(self):
+        return 10
+
+
+OVERRIDES = {
+    "Subset.__getitem__": lambda ds: StampedSubset(ds, range(20)),
+    "ConcatDataset.__getitem__": lambda ds: StampedConcat([Subset(ds, range(10)), ds]),
+    "ImageFolder.__getitems__": lambda ds: BatchedFolder(ds.root, transform=ds.transform),
+    "ImageFolder.__len__": lambda ds: ShortFolder(ds.root, transform=ds.transform),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(OVERRIDES))
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_subclass_that_makes_or_counts_samples_its_own_way_gets_its_own_values(
+    tiny_dataset, redis_url, kind, workers
+):
+    ds = OVERRIDES[kind](
+        ImageFolder(str(tiny_dataset), transform=T.Compose([T.Resize(8), T.ToTensor()]))
+    )
+    want = list(DataLoader(ds, batch_size=4, num_workers=workers))
+    with pytest.warns(UserWarning, match=f"overrides {kind.split('.')[1]}"):
+        loader = SenecaLoader(ds, batch_size=4, num_workers=workers, cache=redis_url)
+    for _ in range(2):
+        got = list(loader)
+        assert len(got) == len(want)
+        for (x, y), (wx, wy) in zip(got, want, strict=True):
+            assert torch.equal(x, wx) and torch.equal(y, wy)
+
+
 def test_subsets_are_cached_with_ods_over_their_samples(tiny_dataset, redis_url):
     ds = indexed(tiny_dataset)
     train, val = random_split(ds, [36, 12], generator=torch.Generator().manual_seed(0))
