@@ -334,8 +334,8 @@ class Resolved:
         otherwise = self.source.decodes_otherwise()
         if otherwise is not None:
             return otherwise
-        if old != new:  # the same files, other labels: the cached values are still theirs
-            self.source.storage.samples = new
+        # the same files, their labels as they are now: the cached values are still theirs
+        self.source.storage.samples = new
         return None
 
 

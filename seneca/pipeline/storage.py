@@ -48,10 +48,12 @@ def throttled(throttle: Any) -> Iterator[None]:
 class Storage:
     """Ordered ``(path, label)`` samples with reads of their encoded bytes."""
 
-    def __init__(self, samples: Sequence[tuple[str, int]], root: str | None = None) -> None:
+    def __init__(self, samples: Sequence[tuple[str, Any]], root: str | None = None) -> None:
         if len(samples) == 0:
             raise DatasetError(f"no samples in dataset{f' at {root}' if root else ''}")
-        self.samples = [(os.fspath(p), int(y)) for p, y in samples]
+        # a label is whatever the dataset's samples hold (a class index, a float to regress,
+        # a tuple, an array), as DatasetFolder hands it on
+        self.samples = [(os.fspath(p), y) for p, y in samples]
         self.root = root
         #: Class names when scanned with from_folder (index = label), else None.
         self.classes: list[str] | None = None
@@ -97,7 +99,7 @@ class Storage:
     def __len__(self) -> int:
         return len(self.samples)
 
-    def label(self, index: int) -> int:
+    def label(self, index: int) -> Any:
         return self.samples[index][1]
 
     def path(self, index: int) -> str:

@@ -168,6 +168,71 @@ def test_a_subclass_that_makes_or_counts_samples_its_own_way_gets_its_own_values
             assert torch.equal(x, wx) and torch.equal(y, wy)
 
 
+LABELS = {
+    "float": lambda i, y: y + 0.37,
+    "bool": lambda i, y: bool(y % 2),
+    "str": lambda i, y: f"class {y}",
+    "tuple": lambda i, y: (y, i),
+    "array": lambda i, y: np.array([y, 0.5], dtype=np.float32),
+    "tensor": lambda i, y: torch.tensor([y, i]),
+}
+
+
+def _same(a, b):
+    """Whether collated ``a`` and ``b`` are the same: types, dtypes and values."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, torch.Tensor):
+        return a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+def _labelled(root, kind):
+    """A folder dataset whose samples hold labels of another kind than a class index, as a
+    ``make_dataset`` of a regression or multi-label dataset makes them."""
+    ds = ImageFolder(str(root), transform=T.Compose([T.Resize((8, 8)), T.PILToTensor()]))
+    ds.samples = ds.imgs = [(p, LABELS[kind](i, y)) for i, (p, y) in enumerate(ds.samples)]
+    return ds
+
+
+@pytest.mark.parametrize("kind", sorted(LABELS))
+@pytest.mark.parametrize("workers", [0, 2])
+def test_labels_of_any_kind_are_the_datasets_own(tiny_dataset, redis_url, kind, workers):
+    ds = _labelled(tiny_dataset, kind)
+    want = list(DataLoader(ds, batch_size=8, num_workers=workers))
+    loader = SenecaLoader(ds, batch_size=8, num_workers=workers, cache=redis_url)
+    assert loader.store is not None
+    for _ in range(2):
+        got = list(loader)
+        assert len(got) == len(want)
+        for (x, y), (wx, wy) in zip(got, want, strict=True):
+            assert torch.equal(x, wx)
+            assert _same(y, wy)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_soft_labels_set_between_epochs_are_served_with_odss_batches(
+    tiny_dataset, redis_url, workers
+):
+    ds = _labelled(tiny_dataset, "float")
+    image = {ds[i][0].numpy().tobytes(): i for i in range(N)}
+    loader = SenecaLoader(ds, batch_size=8, shuffle=True, num_workers=workers, cache=redis_url)
+    assert loader.ods
+    for epoch in range(3):
+        ds.samples = ds.imgs = [
+            (p, np.array([i / 4, epoch])) for i, (p, _) in enumerate(ds.samples)
+        ]
+        served = []
+        for x, y in loader:
+            for xi, yi in zip(x, y, strict=True):
+                i = image[xi.numpy().tobytes()]
+                served.append(i)
+                assert yi.dtype == torch.float64 and yi.tolist() == [i / 4, epoch]
+        assert sorted(served) == list(range(N))
+
+
 def test_subsets_are_cached_with_ods_over_their_samples(tiny_dataset, redis_url):
     ds = indexed(tiny_dataset)
     train, val = random_split(ds, [36, 12], generator=torch.Generator().manual_seed(0))
