@@ -48,12 +48,14 @@ def throttled(throttle: Any) -> Iterator[None]:
 class Storage:
     """Ordered ``(path, label)`` samples with reads of their encoded bytes."""
 
-    def __init__(self, samples: Sequence[tuple[str, Any]], root: str | None = None) -> None:
+    def __init__(
+        self, samples: Sequence[tuple[str | os.PathLike, Any]], root: str | None = None
+    ) -> None:
         if len(samples) == 0:
             raise DatasetError(f"no samples in dataset{f' at {root}' if root else ''}")
-        # a label is whatever the dataset's samples hold (a class index, a float to regress,
-        # a tuple, an array), as DatasetFolder hands it on
-        self.samples = [(os.fspath(p), y) for p, y in samples]
+        # a path and a label are what the dataset's samples hold (a str or a Path; a class
+        # index, a float to regress, a tuple, an array), as DatasetFolder hands them on
+        self.samples = [(p, y) for p, y in samples]
         self.root = root
         #: Class names when scanned with from_folder (index = label), else None.
         self.classes: list[str] | None = None
@@ -102,7 +104,7 @@ class Storage:
     def label(self, index: int) -> Any:
         return self.samples[index][1]
 
-    def path(self, index: int) -> str:
+    def path(self, index: int) -> str | os.PathLike:
         return self.samples[index][0]
 
     def read(self, index: int) -> bytes:
@@ -128,7 +130,7 @@ class Storage:
         never serves what it held before. ``version``: the user vouches that copies with these
         paths, labels and sizes are the same dataset (copies whose times differ): the version
         stands for the times."""
-        paths = [p for p, _ in self.samples]
+        paths = [os.fspath(p) for p, _ in self.samples]
         # the folder every path is in: the least and the greatest path share what all share
         # (os.path.commonpath of them all splits every path: 1 s for 200,000 of them)
         base = os.path.commonpath([min(paths), max(paths)]) if len(paths) > 1 else ""
@@ -160,7 +162,7 @@ class Storage:
         return np.flatnonzero(differ).tolist()
 
 
-def _stat(path: str) -> tuple[int, int]:
+def _stat(path: str | os.PathLike) -> tuple[int, int]:
     """``path``'s size in bytes and modification time (ns); -1s when it cannot be read (reading
     the sample fails later and names the file, as DataLoader's would)."""
     try:
@@ -170,7 +172,7 @@ def _stat(path: str) -> tuple[int, int]:
     return st.st_size, st.st_mtime_ns
 
 
-def _stats(paths: Sequence[str]) -> list[tuple[int, int]]:
+def _stats(paths: Sequence[str | os.PathLike]) -> list[tuple[int, int]]:
     """:func:`_stat` of every file in ``paths``: one at a time where that is quick (a local
     disk, about a microsecond each), in threads where each takes a round trip (a network file
     system)."""

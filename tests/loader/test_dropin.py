@@ -3,11 +3,13 @@ user's objects where DataLoader shows them, DataLoader's errors first, reproduci
 
 import collections
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from helpers.indexed import indexed
+from PIL import Image
 from torch.utils.data import (
     ChainDataset,
     ConcatDataset,
@@ -210,6 +212,24 @@ def test_labels_of_any_kind_are_the_datasets_own(tiny_dataset, redis_url, kind, 
         for (x, y), (wx, wy) in zip(got, want, strict=True):
             assert torch.equal(x, wx)
             assert _same(y, wy)
+
+
+def _by_suffix(path):
+    """A loader that takes a Path, as a dataset whose samples hold Paths hands them on."""
+    mode = {".png": "L"}.get(path.suffix, "RGB")  # (a str has no suffix)
+    return Image.open(path).convert(mode)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_loader_function_is_given_the_path_the_samples_hold(tiny_dataset, redis_url, workers):
+    ds = ImageFolder(str(tiny_dataset), T.Compose([T.Resize((8, 8)), T.PILToTensor()]))
+    ds.loader = _by_suffix
+    ds.samples = ds.imgs = [(Path(p), y) for p, y in ds.samples]
+    want = list(DataLoader(ds, batch_size=8, num_workers=workers))
+    loader = SenecaLoader(ds, batch_size=8, num_workers=workers, cache=redis_url)
+    assert loader.store is not None
+    for _ in range(2):
+        assert all(_same(a, b) for a, b in zip(list(loader), want, strict=True))
 
 
 @pytest.mark.parametrize("workers", [0, 2])
