@@ -161,10 +161,11 @@ class CachedDataset(torch.utils.data.Dataset):
         if isinstance(batch, Tag):
             return self._part(batch, role)
         if isinstance(batch, Decided):
-            return self.fetcher.fetch(batch, evict=True, role=role)
+            return self.source.batch(self.fetcher.fetch(batch, evict=True, role=role))
         where = self.positions
         wanted = [int(i) for i in batch] if where is None else [where[int(i)] for i in batch]
-        return self.fetcher.fetch(self.link.lookup(wanted, role), evict=False, role=role)
+        fetched = self.fetcher.fetch(self.link.lookup(wanted, role), evict=False, role=role)
+        return self.source.batch(fetched)
 
     def _first_batch(self) -> Role:
         """What this process does once, at the first batch it makes (a DataLoader worker is
@@ -197,6 +198,6 @@ class CachedDataset(torch.utils.data.Dataset):
             part.rows = BatchRows.over(share.slot.tensor[: len(share.picks)])
         late = None if share.epoch is None else Swaps(share.epoch)
         fetched = self.fetcher.fetch(share.picks, evict=True, rows=part.rows, role=role, late=late)
-        part.extend(fetched)
+        part.extend(self.source.batch(fetched))
         part.swaps = late.made if late is not None else None
         return part

@@ -5,8 +5,9 @@ A table whose one decodable column is an ``Image()`` feature (``load_dataset("im
 dataset is: the image's stored bytes (encoded tier) and the image ``datasets`` decodes from
 them (decoded tier), decoded by the feature itself so that it is the same image. A row is made
 as ``datasets`` makes it: the row's values with the decoded image in its column, then the
-dataset's ``set_transform`` / ``with_transform`` function, if any, on a batch of that one row,
-with the format's ``columns`` and ``output_all_columns``. A ``seneca.ColumnTransform`` there
+dataset's ``set_transform`` / ``with_transform`` function, if any, on the rows of a batch
+together (as the table's ``__getitems__`` runs it for DataLoader), with the format's
+``columns`` and ``output_all_columns``. A ``seneca.ColumnTransform`` there
 is split as a folder dataset's transform is (its head cached, ``_Base`` shows it to the
 loader); any other function runs at every fetch, its output uncached. Other formats
 (``"torch"``, ``"numpy"``, ...) are read as DataLoader reads them.
@@ -211,7 +212,8 @@ class HFImageSource(Source):
 
     def sample(self, image: Any, target: Any) -> Any:
         """Row ``target`` with ``image`` in its column, as the dataset's format makes it now
-        (a transform set between epochs is used, as DataLoader would)."""
+        (a transform set between epochs is used, as DataLoader would), less the format's
+        function, which :meth:`batch` runs on the batch's rows."""
         fmt = self.dataset.format
         if fmt["type"] not in FORMATS:
             raise ConfigError(  # set after the loader was made: no row it could make is right
@@ -221,20 +223,40 @@ class HFImageSource(Source):
         row = {}
         for name in self.raw.column_names:  # the table's column order, as datasets gives it
             row[name] = image if name == self.column else target[name]
+        made = _column_transform(fmt, self.column)
+        if made is None and _format_transform(fmt) is not None:
+            return row  # made into the format's row by batch()
         columns = fmt["columns"]
         formatted = row if columns is None else {k: v for k, v in row.items() if k in columns}
-        made = _column_transform(fmt, self.column)
-        transform = _format_transform(fmt)
         if made is not None:  # the loader made the image with its transform already
-            out = {k: v for k, v in formatted.items() if k != self.column}
-            out[made.output] = image
-            formatted = out
-        elif transform is not None:
-            batch = transform({name: [value] for name, value in formatted.items()})
-            formatted = {name: values[0] for name, values in batch.items()}
-        if columns is not None and fmt["output_all_columns"]:  # the rest as python values
-            formatted.update((k, v) for k, v in row.items() if k not in columns)
-        return formatted
+            formatted = {k: v for k, v in formatted.items() if k != self.column}
+            formatted[made.output] = image
+        return _with_the_rest(fmt, formatted, row)
+
+    def batch(self, samples: list[Any]) -> list[Any]:
+        """The rows :meth:`sample` made, the format's function run on them together, as
+        ``datasets`` runs it on the rows DataLoader asks for at once (``__getitems__``): a
+        function may pad its batch to its largest image, as an image processor does."""
+        fmt = self.dataset.format
+        transform = _format_transform(fmt)
+        if not samples or transform is None or _column_transform(fmt, self.column) is not None:
+            return samples
+        columns = fmt["columns"]
+        names = [n for n in samples[0] if columns is None or n in columns]
+        made = transform({name: [row[name] for row in samples] for name in names})
+        rest = {name: [row[name] for row in samples] for name in samples[0]}
+        made = _with_the_rest(fmt, made, rest)
+        count = len(next(iter(made.values()))) if made else 0  # as datasets counts them
+        return [{name: values[i] for name, values in made.items()} for i in range(count)]
+
+
+def _with_the_rest(fmt: dict, formatted: dict, row: dict) -> dict:
+    """``formatted`` with the columns of ``row`` (a row, or a batch's columns) the format
+    leaves out, as python values, when its ``output_all_columns`` asks for them."""
+    columns = fmt["columns"]
+    if columns is not None and fmt["output_all_columns"]:
+        formatted.update((k, v) for k, v in row.items() if k not in columns)
+    return formatted
 
 
 def _image_ids(column: Any, h: Any, files: Any) -> None:

@@ -75,3 +75,9 @@ class Source:
         """The user's sample from the transformed ``image`` and ``target``: the pair, as a
         folder dataset gives it (a table's row, for a Hugging Face dataset)."""
         return image, target
+
+    def batch(self, samples: list[Any]) -> list[Any]:
+        """A batch's samples as the dataset makes them together, from :meth:`sample`'s of each
+        (a Hugging Face table's format function runs on the batch, as the table's
+        ``__getitems__`` runs it for DataLoader)."""
+        return samples

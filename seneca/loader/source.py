@@ -257,6 +257,9 @@ class HeadedSource(Source):
     def sample(self, image: Any, target: Any) -> Any:
         return self.inner.sample(image, target)
 
+    def batch(self, samples: list[Any]) -> list[Any]:
+        return self.inner.batch(samples)
+
     def changed(self) -> str | None:
         return self.inner.changed()
 

@@ -213,6 +213,60 @@ def test_other_formats_are_read_as_dataloader_reads_them(folder, redis_url):
     loader.close()
 
 
+def padded(batch):
+    """A set_transform that pads its batch's images to the largest of them, as an image
+    processor that pads does: what a row is depends on the rows it is made with."""
+    arrays = [
+        torch.from_numpy(np.array(im.convert("RGB"))).permute(2, 0, 1) for im in batch["image"]
+    ]
+    height = max(a.shape[1] for a in arrays)
+    width = max(a.shape[2] for a in arrays)
+    out = []
+    for a in arrays:
+        canvas = torch.zeros(3, height, width, dtype=torch.uint8)
+        canvas[:, : a.shape[1], : a.shape[2]] = a
+        out.append(canvas)
+    return {"pixel_values": out, "label": batch["label"]}
+
+
+def of_sizes(n=24):
+    """A table of images of several sizes."""
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.Value("int64")})
+    images = [{"bytes": jpeg(i, (10 + i % 7, 12 + i % 5)), "path": None} for i in range(n)]
+    return datasets.Dataset.from_dict({"image": images, "label": list(range(n))}, features=features)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("batch_size", [4, None])
+def test_a_transform_runs_on_the_batch_as_datasets_runs_it(redis_url, workers, batch_size):
+    ds = of_sizes()
+    ds.set_transform(padded)
+    want = list(DataLoader(ds, batch_size=batch_size, num_workers=workers))
+    loader = SenecaLoader(ds, batch_size=batch_size, num_workers=workers, cache=redis_url)
+    assert loader.not_cached is None
+    for _ in range(2):
+        assert_equal_batches(list(loader), want)
+    loader.close()
+
+
+def test_odss_batches_are_each_made_together(redis_url):
+    ds = of_sizes()
+    ds.set_transform(padded)
+    sizes = {i: Image.open(io.BytesIO(jpeg(i, (10 + i % 7, 12 + i % 5)))).size for i in range(24)}
+    loader = SenecaLoader(ds, batch_size=4, shuffle=True, cache=redis_url)
+    assert loader.ods
+    for _ in range(2):
+        served = []
+        for batch in loader:
+            labels = batch["label"].tolist()
+            served += labels
+            width = max(sizes[i][0] for i in labels)
+            height = max(sizes[i][1] for i in labels)
+            assert batch["pixel_values"].shape[2:] == (height, width)
+        assert sorted(served) == list(range(24))
+    loader.close()
+
+
 class Labelled(datasets.Dataset):
     """A table whose rows carry a label of its own making."""
 
