@@ -4,7 +4,8 @@ Jobs share augmented copies when their heads have the same name, so the name mus
 for the same steps in every process and on every machine, and differ whenever a step would make
 other images: other parameters, or other code.
 
-* torchvision's own steps are named by their ``repr``, which lists their parameters;
+* torchvision's own steps are named by their ``repr`` and their attributes (a repr may leave
+  some out: a v2 step's shows no dtype and no tensor);
 * any other step (a class of the user's, a ``Lambda``, a torchvision step holding one) by its
   class, the source of that class (the code of its methods where the source cannot be read:
   a notebook cell's class) and its attributes, described in turn;
@@ -163,7 +164,10 @@ def _describe(obj: Any, depth: int, path: frozenset[int]) -> str:
     if _is_array(obj):
         return _array(obj)
     if _shown_by_repr(obj, 0):
-        return repr(obj)
+        # with its attributes, which the repr may leave out (a v2 step's shows no dtype, no
+        # tensor, no None): ``ToDtype(torch.float16)`` is ``ToDtype(scale=False)`` to it
+        shown = _attributes(obj)
+        return f"{obj!r}{more(shown)}" if shown else repr(obj)
     state = getattr(obj, "__dict__", None)
     if state is None:  # no attributes to describe (a C type): its type and what repr shows
         return f"{_name(type(obj))}({_ADDRESS.sub('', repr(obj))})"
@@ -401,6 +405,20 @@ def _shown_by_repr(obj: Any, depth: int) -> bool:
     if type(obj).__module__.split(".")[0] not in _REPR_NAMES or _ADDRESS.search(repr(obj)):
         return False
     return _shown_by_repr(getattr(obj, "__dict__", {}), depth + 1)
+
+
+#: what a torch module holds besides its public attributes: its submodules (an
+#: ``nn.Sequential``'s steps), parameters and buffers
+_MODULE_PARTS = ("_modules", "_parameters", "_buffers")
+
+
+def _attributes(obj: Any) -> dict[str, Any]:
+    """The public attributes of ``obj``, a step its ``repr`` names, and what it holds as a
+    torch module."""
+    state = getattr(obj, "__dict__", {})
+    shown = {k: v for k, v in state.items() if not k.startswith("_")}
+    shown.update((k, state[k]) for k in _MODULE_PARTS if state.get(k))
+    return shown
 
 
 def _is_array(obj: Any) -> bool:

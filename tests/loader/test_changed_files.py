@@ -98,6 +98,26 @@ def test_a_sweep_over_a_setting_its_loader_function_reads_gets_each_setting_s_va
     assert reads == [8, 8, 0]
 
 
+def test_a_sweep_over_a_steps_dtype_gets_each_dtypes_values(tmp_path, redis_url):
+    """A fixed head whose ``ToDtype`` differs between runs (its repr shows no dtype)."""
+    root = tmp_path / "data"
+    make_dataset(root, 8, 2, size=(16, 12), progress=False, workers=1)
+    reads = []
+    for dtype in (torch.float32, torch.float16, torch.float32):  # the last from the cache
+        step = v2.Compose([v2.PILToTensor(), v2.ToDtype(dtype), v2.Resize((8, 8))])
+        ds = datasets.ImageFolder(str(root), transform=step)
+        loader = SenecaLoader(ds, batch_size=4, cache=redis_url, split=(0.0, 1.0, 0.0))
+        try:
+            theirs = torch.cat([x for x, _ in DataLoader(ds, batch_size=4)])
+            for _ in range(2):
+                ours = torch.cat([x for x, _ in loader])
+                assert ours.dtype == dtype and torch.equal(ours, theirs), dtype
+            reads.append(loader.stats()["storage_reads"])
+        finally:
+            loader.close()
+    assert reads == [8, 8, 0]
+
+
 def _shapes_per_epoch(cls, ds, sizes, **kw):
     loader = cls(ds, batch_size=4, shuffle=True, **kw)
     out = []
