@@ -14,7 +14,8 @@ other images: other parameters, or other code.
   over; a function of the user's (not of the standard library or an installed package) also by
   the module globals its code reads (a setting such as ``SIZE = int(sys.argv[1])``, a helper
   function), as are the methods of a user's class: a sweep that changes one makes other values;
-* tensors and arrays by dtype, shape and a hash of their bytes.
+* tensors and arrays by dtype, shape and a hash of their bytes; PIL images by mode, size, a
+  hash of their pixels, palette and ``info``.
 
 Every name also names the libraries that make the values (:func:`runtime`): torch,
 torchvision, Pillow and its codecs, whose versions may make other images of the same steps; and
@@ -163,12 +164,14 @@ def _describe(obj: Any, depth: int, path: frozenset[int]) -> str:
         return f"{_module(getattr(obj, '__module__', None))}.{_module(obj.__name__)}"
     if _is_array(obj):
         return _array(obj)
+    if _is_image(obj):
+        return _image(obj, more)
     if _shown_by_repr(obj, 0):
         # with its attributes, which the repr may leave out (a v2 step's shows no dtype, no
         # tensor, no None): ``ToDtype(torch.float16)`` is ``ToDtype(scale=False)`` to it
         shown = _attributes(obj)
         return f"{obj!r}{more(shown)}" if shown else repr(obj)
-    state = getattr(obj, "__dict__", None)
+    state = _state(obj)
     if state is None:  # no attributes to describe (a C type): its type and what repr shows
         return f"{_name(type(obj))}({_ADDRESS.sub('', repr(obj))})"
     read = _globals_read(_methods(type(obj)), more)
@@ -330,7 +333,7 @@ def _as_read(value: Any, names: set[str], keys: set[Any], more: Any) -> str:
     simple = isinstance(value, (*_PLAIN, enum.Enum, list, tuple, set, frozenset))
     if simple or callable(value) or _is_array(value):  # (a class is callable)
         return more(value)
-    state = getattr(value, "__dict__", None)
+    state = _state(value)
     if state is None:
         return more(value)
     attrs = {n: state[n] for n in sorted(names) if n in state}
@@ -405,6 +408,53 @@ def _shown_by_repr(obj: Any, depth: int) -> bool:
     if type(obj).__module__.split(".")[0] not in _REPR_NAMES or _ADDRESS.search(repr(obj)):
         return False
     return _shown_by_repr(getattr(obj, "__dict__", {}), depth + 1)
+
+
+def _state(obj: Any) -> dict[str, Any] | None:
+    """``obj``'s attributes: its ``__dict__`` and the values of the slots of the user's classes
+    (a class with ``__slots__``, a ``dataclass(slots=True)``; a library's slots may be caches
+    set lazily, as a ``pathlib.Path``'s are, which would name it otherwise in every process);
+    None when it has neither (a C type's)."""
+    own = getattr(obj, "__dict__", None)
+    state = dict(own) if own is not None else None
+    for cls in type(obj).__mro__:
+        slots = cls.__dict__.get("__slots__", ()) if _users_class(cls) else ()
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            if slot in ("__dict__", "__weakref__"):
+                continue
+            if slot.startswith("__") and not slot.endswith("__"):  # stored under its mangled name
+                slot = f"_{cls.__name__.lstrip('_')}{slot}"
+            state = {} if state is None else state
+            with contextlib.suppress(AttributeError):  # a slot never set
+                state.setdefault(slot, getattr(obj, slot))
+    return state
+
+
+def _users_class(cls: type) -> bool:
+    """Whether ``cls`` is of the user's code: its module's file, or its methods' code (a class
+    of a notebook cell, a dataclass's generated methods)."""
+    module = sys.modules.get(cls.__module__)
+    if _users(getattr(module, "__file__", None)):
+        return True
+    code = [getattr(f, "__code__", None) for f in vars(cls).values()]
+    return any(_users(c.co_filename) for c in code if c is not None)
+
+
+def _is_image(obj: Any) -> bool:
+    """Whether ``obj`` is a PIL image (whose pixels its attributes hold in a C object)."""
+    return type(obj).__module__.startswith("PIL.") and all(
+        hasattr(obj, name) for name in ("tobytes", "mode", "size", "getpalette")
+    )
+
+
+def _image(image: Any, more: Any) -> str:
+    """A PIL image a step holds (an overlay it pastes, a mask): its mode, size, a hash of its
+    pixels, its palette and its ``info``."""
+    pixels = hashlib.sha1(image.tobytes()).hexdigest()[:10]
+    palette = more(image.getpalette())
+    return (
+        f"{_name(type(image))}({image.mode}, {image.size}, {pixels}, {palette}, {more(image.info)})"
+    )
 
 
 #: what a torch module holds besides its public attributes: its submodules (an

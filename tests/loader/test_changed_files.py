@@ -118,6 +118,36 @@ def test_a_sweep_over_a_steps_dtype_gets_each_dtypes_values(tmp_path, redis_url)
     assert reads == [8, 8, 0]
 
 
+class Stamped:
+    """A loader function that pastes an image it holds (a watermark) on every file."""
+
+    def __init__(self, stamp):
+        self.stamp = stamp
+
+    def __call__(self, path):
+        image = Image.open(path).convert("RGB")
+        image.paste(self.stamp)
+        return image
+
+
+def test_a_sweep_over_an_image_a_loader_function_holds_gets_each_images_values(tmp_path, redis_url):
+    root = tmp_path / "data"
+    make_dataset(root, 8, 2, size=(16, 12), progress=False, workers=1)
+    reads = []
+    for colour in ("red", "blue", "red"):  # the last run's values from the cache
+        stamp = Stamped(Image.new("RGB", (4, 4), colour))
+        ds = datasets.ImageFolder(str(root), transform=v2.PILToTensor(), loader=stamp)
+        loader = SenecaLoader(ds, batch_size=4, cache=redis_url, split=(0.0, 1.0, 0.0))
+        try:
+            theirs = torch.cat([x for x, _ in DataLoader(ds, batch_size=4)])
+            for _ in range(2):
+                assert torch.equal(torch.cat([x for x, _ in loader]), theirs), colour
+            reads.append(loader.stats()["storage_reads"])
+        finally:
+            loader.close()
+    assert reads == [8, 8, 0]
+
+
 def _shapes_per_epoch(cls, ds, sizes, **kw):
     loader = cls(ds, batch_size=4, shuffle=True, **kw)
     out = []

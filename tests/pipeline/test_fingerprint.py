@@ -3,6 +3,7 @@ for the same steps (so jobs share augmented copies), another name for other para
 code (so no job is served copies another transform made)."""
 
 import argparse
+import dataclasses
 import functools
 import hashlib
 import importlib
@@ -11,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import PIL
@@ -18,6 +20,7 @@ import PIL.features
 import pytest
 import torch
 from helpers import warm
+from PIL import Image
 from torchvision import transforms as T
 from torchvision.transforms import v2
 
@@ -93,6 +96,58 @@ def test_torchvisions_steps_are_named_by_their_repr_and_attributes():
 def test_what_a_torchvision_steps_repr_leaves_out_names_it_too(make):
     assert repr(make(0)) == repr(make(1))  # v2 shows no dtype and no tensor
     assert fingerprint([make(0)]) == fingerprint([make(0)]) != fingerprint([make(1)])
+
+
+def test_an_image_a_step_holds_is_named_by_its_pixels():
+    def step(k, mode="L"):
+        stamp = Image.new(mode, (2, 2), 0 if mode == "P" else k)  # P: the palette differs
+        if mode == "P":
+            stamp.putpalette([k, 0, 0] * 256)
+        return v2.Lambda(functools.partial(Image.blend, stamp, alpha=0.5))
+
+    assert fingerprint([step(0)]) == fingerprint([step(0)]) != fingerprint([step(1)])
+    assert fingerprint([step(0, "P")]) != fingerprint([step(1, "P")])  # another palette
+
+
+class Slotted:
+    __slots__ = ("__private", "k")
+
+    def __init__(self, k, private=0):
+        self.k = k
+        self.__private = private
+
+    def __call__(self, x):
+        return x * self.k + self.__private
+
+
+@dataclasses.dataclass(slots=True)
+class SlottedData:
+    k: float
+
+    def __repr__(self):  # shows nothing of what it does
+        return "SlottedData()"
+
+    def __call__(self, x):
+        return x * self.k
+
+
+SETTINGS = Slotted(2)
+
+
+def scaled(x):
+    return x * SETTINGS.k
+
+
+def test_a_class_with_slots_is_named_by_their_values(monkeypatch):
+    for make in (Slotted, SlottedData, lambda k: Slotted(1, private=k)):
+        assert fingerprint([make(2)]) == fingerprint([make(2)]) != fingerprint([make(3)])
+    before = fingerprint([scaled])  # a global object with slots, read by a function
+    monkeypatch.setattr(SETTINGS, "k", 3)
+    assert fingerprint([scaled]) != before
+    path = Path("/data/masks")  # a library's slots (lazy caches) do not name it
+    named = describe(path)
+    str(path), hash(path)
+    assert describe(path) == named
 
 
 def test_the_libraries_that_make_values_are_named(monkeypatch):
