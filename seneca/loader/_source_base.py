@@ -20,10 +20,13 @@ _SAMPLE_METHODS = ("__getitem__", "__getitems__", "__len__")
 def refuse_overrides(dataset: Any, known: type) -> None:
     """NotCacheable when ``dataset``'s class makes or counts samples otherwise than ``known``
     (the class Seneca reads it as) does: a subclass's own ``__getitem__``, ``__getitems__``
-    (which DataLoader calls for a batch when a dataset has it) or ``__len__``."""
+    (which DataLoader calls for a batch when a dataset has it) or ``__len__``. A subclass of
+    the library's own (torchvision's ``EuroSAT`` has its own ``__len__``) keeps its meaning."""
+    library = known.__module__.split(".")[0]
     kind = type(dataset)
     for method in _SAMPLE_METHODS:
-        if getattr(kind, method, None) is not getattr(known, method, None):
+        owner = next((k for k in kind.__mro__ if method in vars(k)), None)
+        if owner is not None and owner.__module__.split(".")[0] != library:
             raise NotCacheable(
                 f"{kind.__name__} overrides {method}, so Seneca cannot know what a sample is "
                 "made of (implement seneca.CacheableDataset to have it cached)"

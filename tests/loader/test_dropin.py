@@ -2,6 +2,7 @@
 user's objects where DataLoader shows them, DataLoader's errors first, reproducible ODS."""
 
 import collections
+import shutil
 import warnings
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from torch.utils.data import (
     random_split,
 )
 from torchvision import transforms as T
-from torchvision.datasets import DatasetFolder, FakeData, ImageFolder
+from torchvision.datasets import DatasetFolder, EuroSAT, FakeData, ImageFolder
 
 from seneca import SenecaLoader
 from seneca.loader._options import collective_device
@@ -168,6 +169,16 @@ def test_a_subclass_that_makes_or_counts_samples_its_own_way_gets_its_own_values
         assert len(got) == len(want)
         for (x, y), (wx, wy) in zip(got, want, strict=True):
             assert torch.equal(x, wx) and torch.equal(y, wy)
+
+
+def test_a_torchvision_dataset_of_its_own_folder_class_is_cached(tiny_dataset, redis_url, tmp_path):
+    shutil.copytree(tiny_dataset, tmp_path / "eurosat" / "2750")  # where EuroSAT keeps its files
+    ds = EuroSAT(str(tmp_path), transform=T.Compose([T.Resize((8, 8)), T.PILToTensor()]))
+    want = list(DataLoader(ds, batch_size=8))
+    loader = SenecaLoader(ds, batch_size=8, cache=redis_url)
+    assert loader.not_cached is None and loader.store is not None
+    for _ in range(2):
+        assert all(_same(a, b) for a, b in zip(list(loader), want, strict=True))
 
 
 LABELS = {
