@@ -202,7 +202,7 @@ def _check(field: Field, value: Any, source: str) -> Any:
     elif isinstance(value, bool) or not isinstance(value, int | float):
         raise SpecError(f"{where}: expected a number, got {value!r}")
     if not math.isfinite(value) or value <= 0:
-        raise SpecError(f"{where}: must be positive, got {value!r}")
+        raise SpecError(f"{where}: must be positive and finite, got {value!r}")
     return field.kind(value)
 
 

@@ -65,6 +65,10 @@ def test_examples_load_with_the_paper_values():
         (changed("cache", "size_gb", 0), r"\[cache\] size_gb: must be positive"),
         (changed("dataset", "inflation", -5.12), r"\[dataset\] inflation: must be positive"),
         (changed("model", "batch_size", 0), r"\[model\] batch_size: must be positive"),
+        (
+            changed("cache", "size_gb", float("inf")),
+            r"size_gb: must be positive and finite, got inf",
+        ),
     ],
 )
 def test_bad_specs_name_the_file_and_key(tmp_path, data, message):
