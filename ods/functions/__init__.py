@@ -66,6 +66,11 @@ def _read(name: str) -> str:
     return (resources.files("ods.functions").joinpath(f"{name}.lua")).read_text()
 
 
+def _functions(library: str) -> dict[str, str]:
+    """The name each command's function has in ``library`` (what FCALL takes)."""
+    return {cmd: f"{library}_{cmd}" for cmd in COMMANDS}
+
+
 def _assemble() -> tuple[str, str]:
     parts = [
         _read("bits"),
@@ -85,9 +90,9 @@ def _assemble() -> tuple[str, str]:
     body = with_lua_tiers("\n".join(parts))
     name = "seneca_" + hashlib.sha1(body.encode()).hexdigest()[:12]
     register = "".join(
-        f"redis.register_function{{function_name='{name}_{cmd}', callback=run_{cmd}, "
+        f"redis.register_function{{function_name='{function}', callback=run_{cmd}, "
         "flags={'allow-oom'}}\n"
-        for cmd in COMMANDS
+        for cmd, function in _functions(name).items()
     )
     return name, f"#!lua name={name}\n{body}\n{register}"
 
@@ -97,7 +102,7 @@ NAME, SOURCE = _assemble()
 
 
 #: The name FCALL takes for each command.
-FUNCTIONS = {cmd: f"{NAME}_{cmd}" for cmd in COMMANDS}
+FUNCTIONS = _functions(NAME)
 
 
 def error_of(err: Exception) -> Exception:
