@@ -2,12 +2,12 @@
 
 import os
 import socket
-import subprocess
 import sys
 import threading
 
 import pytest
 import redis
+from helpers import warm
 
 from seneca._cache.client import CacheClient
 from seneca._cache.resp import execute
@@ -134,13 +134,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 50)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc")
 def test_malloc_tuning_reuses_big_buffers():
     def run(env):  # a fresh interpreter: a fork's heap is tuned by what its parent freed
-        out = subprocess.run(
-            [sys.executable, "-c", _FAULTS],
-            env={**os.environ, **env},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()
+        out = warm.fresh(_FAULTS, **env).split()
         return out[0] == "True", float(out[1])
 
     tuned, faults_tuned = run({})

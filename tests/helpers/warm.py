@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["popen", "run"]
+__all__ = ["fresh", "popen", "run"]
 
 _HEADER = struct.Struct("!I")
 _kept: list[object] = []
@@ -303,6 +303,20 @@ class WarmProcess:
                 with contextlib.suppress(BrokenPipeError):
                     stream.close()
         self.wait()
+
+
+def fresh(code: str, **env: str) -> str:
+    """What ``python -c code`` prints in a fresh interpreter (not a fork of the server), with
+    ``env`` added to its environment: for what a process sets up as it starts (torch's CPU
+    kernels, glibc's heap, the hash seed)."""
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout
 
 
 def popen(args: list[str], **kwargs: Any) -> WarmProcess | subprocess.Popen:

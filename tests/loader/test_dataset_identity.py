@@ -9,8 +9,8 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from helpers.dataloader import same_as_dataloader
 from PIL import Image, ImageOps
-from torch.utils.data import DataLoader
 from torchvision import datasets
 from torchvision.transforms import v2
 
@@ -31,22 +31,6 @@ def _folder(root):
     return datasets.ImageFolder(str(root), transform=v2.PILToTensor())
 
 
-def _same_as_dataloader(ds, url, **kw):
-    """SenecaLoader's batches of two epochs (the second from the cache) against DataLoader's,
-    bit for bit; the loader's storage reads."""
-    want = list(DataLoader(ds, batch_size=4))
-    loader = SenecaLoader(ds, batch_size=4, cache=url, split=(0.0, 1.0, 0.0), **kw)
-    try:
-        for _ in range(2):
-            got = list(loader)
-            assert len(got) == len(want)
-            for (gx, gy), (wx, wy) in zip(got, want, strict=True):
-                assert torch.equal(gx, wx) and torch.equal(gy, wy)
-        return loader.stats()["storage_reads"]
-    finally:
-        loader.close()
-
-
 def _load_npy(path):
     return torch.from_numpy(np.load(path))
 
@@ -60,13 +44,13 @@ def test_arrays_rewritten_in_place_at_their_size_are_read_again(tmp_path, redis_
     def ds():
         return datasets.DatasetFolder(str(root), loader=_load_npy, extensions=(".npy",))
 
-    assert _same_as_dataloader(ds(), redis_url) == N  # the second epoch from the cache
+    assert same_as_dataloader(ds(), redis_url) == N  # the second epoch from the cache
     for path in sorted(root.rglob("*.npy")):  # other values, the same size, a later time
         st = os.stat(path)
         np.save(path, np.load(path) + 100)
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
         assert os.path.getsize(path) == st.st_size
-    assert _same_as_dataloader(ds(), redis_url) == N  # read again, not the old values
+    assert same_as_dataloader(ds(), redis_url) == N  # read again, not the old values
 
 
 def _upright(img):
@@ -87,42 +71,42 @@ def test_a_photo_cached_decoded_is_turned_upright_by_its_exif_orientation(tmp_pa
         Image.fromarray(pixels).save(root / f"c{k % 2}" / f"{k}.jpg", exif=exif)
     ds = datasets.ImageFolder(str(root), transform=v2.Compose([_upright, v2.PILToTensor()]))
     assert ds[0][0].shape == (3, 16, 12)  # upright: the 16 x 12 image stands on its side
-    assert _same_as_dataloader(ds, redis_url) == N  # the second epoch's decoded images cached
+    assert same_as_dataloader(ds, redis_url) == N  # the second epoch's decoded images cached
 
 
 def test_files_added_removed_renamed_and_a_class_renamed(images, redis_url):
-    assert _same_as_dataloader(_folder(images), redis_url) == N
+    assert same_as_dataloader(_folder(images), redis_url) == N
     first = sorted((images / "class_000").iterdir())
     shutil.copy2(first[0], images / "class_001" / "added.jpg")  # added
-    assert _same_as_dataloader(_folder(images), redis_url) == N + 1
+    assert same_as_dataloader(_folder(images), redis_url) == N + 1
     first[1].unlink()  # removed
-    assert _same_as_dataloader(_folder(images), redis_url) == N
+    assert same_as_dataloader(_folder(images), redis_url) == N
     first[2].rename(first[2].with_name("renamed.jpg"))  # renamed
-    assert _same_as_dataloader(_folder(images), redis_url) == N
+    assert same_as_dataloader(_folder(images), redis_url) == N
     (images / "class_000").rename(images / "class_zzz")  # a class renamed: labels move
-    assert _same_as_dataloader(_folder(images), redis_url) == N
+    assert same_as_dataloader(_folder(images), redis_url) == N
 
 
 def test_the_same_folder_through_a_symlink_shares_its_values(images, tmp_path, redis_url):
-    assert _same_as_dataloader(_folder(images), redis_url) == N
+    assert same_as_dataloader(_folder(images), redis_url) == N
     link = tmp_path / "link"
     link.symlink_to(images, target_is_directory=True)
-    assert _same_as_dataloader(_folder(link), redis_url) == 0  # the same files, cached
+    assert same_as_dataloader(_folder(link), redis_url) == 0  # the same files, cached
 
 
 def test_a_copy_shares_only_with_its_times_or_a_version_both_give(images, tmp_path, redis_url):
-    assert _same_as_dataloader(_folder(images), redis_url) == N
+    assert same_as_dataloader(_folder(images), redis_url) == N
     kept = tmp_path / "kept"
     shutil.copytree(images, kept)  # copied with its times (cp -p, rsync -a)
-    assert _same_as_dataloader(_folder(kept), redis_url) == 0
+    assert same_as_dataloader(_folder(kept), redis_url) == 0
     bare = tmp_path / "bare"
     shutil.copytree(images, bare, copy_function=shutil.copy)  # times not kept: never inferred
-    assert _same_as_dataloader(_folder(bare), redis_url) == N
-    assert _same_as_dataloader(_folder(images), redis_url, dataset_version="v1") == N
-    assert _same_as_dataloader(_folder(bare), redis_url, dataset_version="v1") == 0  # vouched
+    assert same_as_dataloader(_folder(bare), redis_url) == N
+    assert same_as_dataloader(_folder(images), redis_url, dataset_version="v1") == N
+    assert same_as_dataloader(_folder(bare), redis_url, dataset_version="v1") == 0  # vouched
     other = tmp_path / "other"  # the same names, other images: a version does not hide sizes
     make_dataset(other, N, 2, size=(20, 14), progress=False, workers=1)
-    assert _same_as_dataloader(_folder(other), redis_url, dataset_version="v1") == N
+    assert same_as_dataloader(_folder(other), redis_url, dataset_version="v1") == N
 
 
 def test_a_bad_dataset_version_names_the_option(images, redis_url):

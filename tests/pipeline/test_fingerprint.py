@@ -8,8 +8,6 @@ import functools
 import hashlib
 import importlib
 import operator
-import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -188,14 +186,7 @@ def _named_in_a_new_interpreter(expression, **env):
     """What ``expression`` (of ``seneca.pipeline.fingerprint``'s names) prints in a fresh
     interpreter with ``env`` set."""
     code = f"from seneca.pipeline.fingerprint import *; print({expression})"
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.strip()
+    return warm.fresh(code, **env).strip()
 
 
 def test_the_cpu_instructions_torchs_kernels_use_are_named():
