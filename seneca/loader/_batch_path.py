@@ -27,7 +27,11 @@ the batch is made, a DataLoader worker (or the loader process, without workers);
 Then, per batch in the loader process, the stages of :meth:`BatchPath.stages`, each an
 iterator over the one before (:data:`Stage`):
 
-7. **worker error**: with workers, a worker's exception raised once the workers (unless
+7. **follow**: without workers, before each batch but an iteration's first, a transform the
+   script set on the dataset since taken (``CachedDataset.set_since``,
+   ``SampleWork.use_transform``), as DataLoader's loop without workers makes each batch with
+   the transform of the moment; then
+   **worker error**: with workers, a worker's exception raised once the workers (unless
    persistent) are told to stop, as at the end of an epoch, whoever keeps the exception
    (``_torch_internals.worker_errors``); then **merge**: the workers' batches in the decided
    order, their targets collated (``TicketSampler.merged``);
@@ -93,6 +97,9 @@ WORKER_STAGES: tuple[tuple[str, str], ...] = (
     ("collate", "seneca.loader._tickets:collate_part"),
 )
 
+#: what an exhausted iterator gives ``next`` (no batch is it)
+_END = object()
+
 #: A stage: the batches of the stage before, and what it makes of them.
 Stage = Callable[[Iterator[Any]], Iterator[Any]]
 
@@ -120,6 +127,9 @@ class BatchPath:
     tickets: TicketSampler | None = None
     budgets: Budgets | None = None
     every: float | None = None
+    #: without workers: takes a transform set on the dataset since the last batch (None: with
+    #: workers, whose transform is the one they started with)
+    follow: Callable[[], None] | None = None
     #: the batches' stage times (with the ticket sampler; None: not recorded)
     timeline: Timeline | None = None
     #: iterations started (an epoch each; named in the summaries of loaders without ODS)
@@ -133,6 +143,9 @@ class BatchPath:
         its start (for the summary); ``token``: the iteration's :class:`EpochProgress` token
         (with ODS); ``length``: its batches, when known (``len(loader)``)."""
         out: list[tuple[str, Stage]] = []
+        follow = self.follow
+        if self.cached and follow is not None:
+            out.append(("follow", lambda it: _followed(it, follow)))
         if self.ahead:
             out.append(("worker error", worker_errors))
         if self.cached and self.tickets is not None:
@@ -205,6 +218,17 @@ class BatchPath:
         return summarised(
             it, self.job, self.counters, self.sampler, before, self.every, iteration, length
         )
+
+
+def _followed(it: Iterator[Any], follow: Callable[[], None]) -> Iterator[Any]:
+    """The batches of ``it``, ``follow`` called before each but the first (the iteration's
+    start followed the transform already)."""
+    with closing(it):
+        batch = next(it, _END)
+        while batch is not _END:
+            yield batch
+            follow()  # the loop may have set the transform while it had the batch
+            batch = next(it, _END)
 
 
 def _ticked(it: Iterator[Any], budgets: Budgets) -> Iterator[Any]:

@@ -66,13 +66,12 @@ class CachedDataset(torch.utils.data.Dataset):
         #: the process that made its first batch, and its role (:meth:`_first_batch`)
         self._started: Made | None = None
         self._role = TRAINING
+        #: the dataset's transform and target transform as last taken (:meth:`set_since`)
+        self._taken = self._set_now()
         #: how a sample is made (``defer_tail``: the loader runs ``transform.batch_tail`` on
         #: collated batches, so samples end after ``transform.sample_tail``)
         self.work = SampleWork(
-            resolved.source,
-            split_transform(getattr(resolved.base, "transform", None)),
-            getattr(resolved.base, "target_transform", None),
-            defer_tail,
+            resolved.source, split_transform(self._taken[0]), self._taken[1], defer_tail
         )
         #: the cache this dataset is read through (none until ``link.attach``)
         self.link = CacheLink(counters)
@@ -127,9 +126,19 @@ class CachedDataset(torch.utils.data.Dataset):
         and named again (``seneca.pipeline.fingerprint``), so one changed in place (a step's
         size set, a step added to its list) is seen too; values named otherwise than the
         cache's are never read from it (``SampleWork.stale``, ``SampleWork.old_view``)."""
+        self._taken = transform, target_transform = self._set_now()
+        self.work.target_transform = target_transform
+        self.work.use_transform(split_transform(transform))
+
+    def set_since(self) -> bool:
+        """Whether the script set the dataset's transform or target transform to another
+        object since :meth:`follow` took them (a look by identity, cheap enough for every
+        batch; a change in place shows at the next :meth:`follow`)."""
+        return any(now is not was for now, was in zip(self._set_now(), self._taken, strict=True))
+
+    def _set_now(self) -> tuple[Any, Any]:
         base = self.resolved.base
-        self.work.target_transform = getattr(base, "target_transform", None)
-        self.work.use_transform(split_transform(getattr(base, "transform", None)))
+        return getattr(base, "transform", None), getattr(base, "target_transform", None)
 
     def follow_samples(self) -> str | None:
         """Take the labels of the user's dataset as they are now, and say what else changed in

@@ -351,6 +351,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             timeline=self._tickets.timeline if self._tickets is not None else None,
             budgets=self.budgets,
             every=self.progress_every,
+            follow=self._follow_set_transform if self.num_workers == 0 else None,
         )
         if self._tickets is not None:
             wrapped.desk = self._tickets.desk.client()
@@ -408,11 +409,20 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             self._batch_tail.steps = tail.steps
         elif self._cached.work.defer_tail and (self._batch_tail is None) != (tail is None):
             raise ConfigError(
-                "batch_tail: the dataset's transform changed between epochs to one that "
+                "batch_tail: the dataset's transform changed to one that "
                 f"{'ends' if tail is not None else 'no longer ends'} with ToDtype/Normalize, "
                 "which this loader runs on whole batches; make it with batch_tail=False to "
-                "change those steps between epochs"
+                "change those steps while it lives"
             )
+
+    def _follow_set_transform(self) -> None:
+        """Without workers, before each batch: a transform the script set on the dataset since
+        the last batch (a curriculum's next augmentation), used as DataLoader's loop uses it.
+        One changed in place is named again before the next epoch: naming a transform costs
+        what hashing the tensors it holds costs (a model's weights), too much for every batch."""
+        assert self._cached is not None
+        if self._cached.set_since():
+            self._follow_transform()
 
     def _look_at_samples(self) -> None:
         """The dataset's samples looked at before each iteration, as DataLoader would read

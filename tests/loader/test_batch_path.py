@@ -43,7 +43,7 @@ def _stages_run(caplog) -> list[str]:
 @pytest.mark.parametrize(
     ("options", "expected"),
     [
-        ({"num_workers": 0}, ["tail", "track", "budget tick", "stats"]),
+        ({"num_workers": 0}, ["follow", "tail", "track", "budget tick", "stats"]),
         (
             {"num_workers": 1, "split": (0, 0, 1)},
             [
@@ -58,10 +58,10 @@ def _stages_run(caplog) -> list[str]:
                 "stats",
             ],
         ),
-        ({"num_workers": 0, "shuffle": False}, ["tail", "budget tick", "stats"]),
+        ({"num_workers": 0, "shuffle": False}, ["follow", "tail", "budget tick", "stats"]),
         (
             {"num_workers": 0, "device": "cpu"},
-            ["device copy", "device hand-over", "track", "budget tick", "stats"],
+            ["follow", "device copy", "device hand-over", "track", "budget tick", "stats"],
         ),
     ],
 )

@@ -187,6 +187,60 @@ def test_a_transform_changed_in_place_between_epochs_is_used_where_dataloaders_w
     assert theirs == ([{(16, 16)}] * 4 if persistent else [{(16, 16)}] * 2 + [{(24, 24)}] * 2)
 
 
+def _curriculum(cls, ds, **kw):
+    """Two epochs' batches of a loop that sets the transform anew after each epoch's first
+    batch (a curriculum at a step count): another size and normalisation."""
+    loader = cls(ds, batch_size=4, **kw)
+    out = []
+    for size in (16, 24):
+        for i, batch in enumerate(loader):
+            out.append(batch)
+            if i == 0:
+                ds.transform = _sized(size + 8, [size / 100] * 3)
+        ds.transform = _sized(size + 8, [0.5] * 3)  # the next epoch's start
+    return out
+
+
+def _sized(size, mean):
+    return v2.Compose(
+        [
+            v2.Resize([size, size]),
+            v2.PILToTensor(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(mean, [0.25] * 3),
+        ]
+    )
+
+
+@pytest.mark.parametrize("shuffle", [False, True], ids=["in-order", "ods"])
+def test_a_transform_set_mid_epoch_without_workers_makes_the_next_batch(
+    tmp_path, redis_url, shuffle
+):
+    """Without workers, DataLoader makes each batch with the dataset's transform of the moment,
+    so a script that sets it within an epoch (a size, a normalisation) gets it from the next
+    batch on. So does SenecaLoader, the steps it runs on whole batches included: never the
+    values the epoch started with."""
+    root = tmp_path / "data"
+    make_dataset(root, 12, 2, size=(48, 36), progress=False, workers=1)
+    ds = datasets.ImageFolder(str(root), transform=_sized(16, [0.5] * 3))
+    theirs = _curriculum(DataLoader, ds, shuffle=shuffle)
+    ds.transform = _sized(16, [0.5] * 3)
+    ours = _curriculum(SenecaLoader, ds, shuffle=shuffle, cache=redis_url)
+    settings = [(16, 0.5), (24, 0.16), (24, 0.16), (24, 0.5), (32, 0.24), (32, 0.24)]
+    assert [x.shape[-1] for x, _ in theirs] == [size for size, _ in settings]
+    made = {}  # each setting's images, as DataLoader makes them
+    for size, mean in set(settings):
+        ds.transform = _sized(size, [mean] * 3)
+        made[size, mean] = {x.numpy().tobytes() for x, _ in ds}
+    for (x, _), setting in zip(ours, settings, strict=True):
+        assert {image.numpy().tobytes() for image in x} <= made[setting]
+    for epoch in (ours[:3], ours[3:]):  # (with ODS another order) each sample once an epoch
+        assert sorted(torch.cat([y for _, y in epoch]).tolist()) == [0] * 6 + [1] * 6
+    if not shuffle:
+        for (gx, gy), (wx, wy) in zip(ours, theirs, strict=True):
+            assert torch.equal(gx, wx) and torch.equal(gy, wy)
+
+
 def _cropped_to(root, size):
     return datasets.ImageFolder(
         str(root), transform=v2.Compose([v2.RandomResizedCrop(size), v2.PILToTensor()])
