@@ -27,10 +27,10 @@ the batch is made, a DataLoader worker (or the loader process, without workers);
 Then, per batch in the loader process, the stages of :meth:`BatchPath.stages`, each an
 iterator over the one before (:data:`Stage`):
 
-7. **follow**: without workers, before each batch but an iteration's first, a transform the
-   script set on the dataset since taken (``CachedDataset.set_since``,
-   ``SampleWork.use_transform``), as DataLoader's loop without workers makes each batch with
-   the transform of the moment; then
+7. **follow**: without workers, before each batch but an iteration's first, the dataset's
+   transform taken again where the script set or changed it since
+   (``CachedDataset.changed_since``, ``SampleWork.use_transform``), as DataLoader's loop
+   without workers makes each batch with the transform of the moment; then
    **worker error**: with workers, a worker's exception raised once the workers (unless
    persistent) are told to stop, as at the end of an epoch, whoever keeps the exception
    (``_torch_internals.worker_errors``); then **merge**: the workers' batches in the decided
@@ -127,8 +127,8 @@ class BatchPath:
     tickets: TicketSampler | None = None
     budgets: Budgets | None = None
     every: float | None = None
-    #: without workers: takes a transform set on the dataset since the last batch (None: with
-    #: workers, whose transform is the one they started with)
+    #: without workers: takes the dataset's transform where it changed since the last batch
+    #: (None: with workers, whose transform is the one they started with)
     follow: Callable[[], None] | None = None
     #: the batches' stage times (with the ticket sampler; None: not recorded)
     timeline: Timeline | None = None

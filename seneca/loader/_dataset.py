@@ -35,6 +35,7 @@ from seneca.loader._stats import Counters
 from seneca.loader._tickets import Tag, Tagged
 from seneca.loader._workers import guard_exit
 from seneca.loader.source import Resolved
+from seneca.pipeline.fingerprint import at_a_glance
 from seneca.pipeline.malloc import tune_malloc
 from seneca.pipeline.transforms import split_transform
 from seneca_base.errors import ConfigError
@@ -66,8 +67,10 @@ class CachedDataset(torch.utils.data.Dataset):
         #: the process that made its first batch, and its role (:meth:`_first_batch`)
         self._started: Made | None = None
         self._role = TRAINING
-        #: the dataset's transform and target transform as last taken (:meth:`set_since`)
+        #: the dataset's transform and target transform as last taken, and how they looked
+        #: (:meth:`changed_since`)
         self._taken = self._set_now()
+        self._glance = at_a_glance(self._taken)
         #: how a sample is made (``defer_tail``: the loader runs ``transform.batch_tail`` on
         #: collated batches, so samples end after ``transform.sample_tail``)
         self.work = SampleWork(
@@ -127,14 +130,19 @@ class CachedDataset(torch.utils.data.Dataset):
         size set, a step added to its list) is seen too; values named otherwise than the
         cache's are never read from it (``SampleWork.stale``, ``SampleWork.old_view``)."""
         self._taken = transform, target_transform = self._set_now()
+        self._glance = at_a_glance(self._taken)
         self.work.target_transform = target_transform
         self.work.use_transform(split_transform(transform))
 
-    def set_since(self) -> bool:
-        """Whether the script set the dataset's transform or target transform to another
-        object since :meth:`follow` took them (a look by identity, cheap enough for every
-        batch; a change in place shows at the next :meth:`follow`)."""
-        return any(now is not was for now, was in zip(self._set_now(), self._taken, strict=True))
+    def changed_since(self) -> bool:
+        """Whether the script set the dataset's transform or target transform since
+        :meth:`follow` took them, or changed a step in place (its size, a step added to its
+        list), as a look cheap enough for every batch tells (``fingerprint.at_a_glance``: the
+        values of an array a step holds, written in place, show at the next :meth:`follow`)."""
+        now = self._set_now()
+        if any(a is not b for a, b in zip(now, self._taken, strict=True)):
+            return True
+        return at_a_glance(now) != self._glance
 
     def _set_now(self) -> tuple[Any, Any]:
         base = self.resolved.base

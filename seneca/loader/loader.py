@@ -351,7 +351,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             timeline=self._tickets.timeline if self._tickets is not None else None,
             budgets=self.budgets,
             every=self.progress_every,
-            follow=self._follow_set_transform if self.num_workers == 0 else None,
+            follow=self._follow_changed_transform if self.num_workers == 0 else None,
         )
         if self._tickets is not None:
             wrapped.desk = self._tickets.desk.client()
@@ -415,13 +415,12 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
                 "change those steps while it lives"
             )
 
-    def _follow_set_transform(self) -> None:
-        """Without workers, before each batch: a transform the script set on the dataset since
-        the last batch (a curriculum's next augmentation), used as DataLoader's loop uses it.
-        One changed in place is named again before the next epoch: naming a transform costs
-        what hashing the tensors it holds costs (a model's weights), too much for every batch."""
+    def _follow_changed_transform(self) -> None:
+        """Without workers, before each batch: the dataset's transform, where the script set it
+        or changed a step in place since the last batch (a curriculum's next augmentation),
+        used as DataLoader's loop uses it."""
         assert self._cached is not None
-        if self._cached.set_since():
+        if self._cached.changed_since():
             self._follow_transform()
 
     def _look_at_samples(self) -> None:

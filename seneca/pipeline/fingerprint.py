@@ -29,6 +29,7 @@ give every process a name of its own and no job anything to share.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import enum
 import functools
 import hashlib
@@ -44,7 +45,7 @@ import types
 import weakref
 from typing import Any
 
-__all__ = ["describe", "fingerprint", "libraries", "runtime"]
+__all__ = ["at_a_glance", "describe", "fingerprint", "libraries", "runtime"]
 
 #: how deep attributes are followed, and how many items of a long list are described
 _DEPTH = 8
@@ -137,6 +138,26 @@ def libraries() -> str:
 def describe(obj: Any) -> str:
     """``obj`` as text that names what it does (module docs)."""
     return _describe(obj, 0, frozenset())
+
+
+#: set while :func:`at_a_glance` describes: tensors, arrays and images by what they are, not
+#: by their contents
+_GLANCING = contextvars.ContextVar("glancing", default=False)
+
+
+def at_a_glance(obj: Any) -> str:
+    """``obj`` described as :func:`describe` describes it, but each tensor, array and image by
+    the object it is, its shape and type, not by a hash of its contents: cheap enough to tell
+    before every batch whether a step was set, added or given other parameters in place (a
+    model's weights would cost their hashing), not whether an array's values were written in
+    place. A constant text where ``obj`` cannot be described."""
+    token = _GLANCING.set(True)
+    try:
+        return describe(obj)
+    except Exception:  # whatever a user's object raises: described again at its next naming
+        return "<not described>"
+    finally:
+        _GLANCING.reset(token)
 
 
 def _describe(obj: Any, depth: int, path: frozenset[int]) -> str:
@@ -450,6 +471,8 @@ def _is_image(obj: Any) -> bool:
 def _image(image: Any, more: Any) -> str:
     """A PIL image a step holds (an overlay it pastes, a mask): its mode, size, a hash of its
     pixels, its palette and its ``info``."""
+    if _GLANCING.get():
+        return f"image@{id(image)}({image.mode}, {image.size})"
     pixels = hashlib.sha1(image.tobytes()).hexdigest()[:10]
     palette = more(image.getpalette())
     return (
@@ -481,6 +504,8 @@ def _is_array(obj: Any) -> bool:
 
 def _array(obj: Any) -> str:
     """A tensor or numpy array: its dtype, shape and a hash of its bytes."""
+    if _GLANCING.get():
+        return f"array@{id(obj)}({obj.dtype}, {tuple(obj.shape)})"
     if hasattr(obj, "untyped_storage"):
         import torch
 

@@ -187,16 +187,19 @@ def test_a_transform_changed_in_place_between_epochs_is_used_where_dataloaders_w
     assert theirs == ([{(16, 16)}] * 4 if persistent else [{(16, 16)}] * 2 + [{(24, 24)}] * 2)
 
 
-def _curriculum(cls, ds, **kw):
-    """Two epochs' batches of a loop that sets the transform anew after each epoch's first
-    batch (a curriculum at a step count): another size and normalisation."""
+def _curriculum(cls, ds, change, **kw):
+    """Two epochs' batches of a loop that changes the transform after each epoch's first batch
+    (a curriculum at a step count): another size and normalisation, set anew or in place."""
     loader = cls(ds, batch_size=4, **kw)
     out = []
     for size in (16, 24):
         for i, batch in enumerate(loader):
             out.append(batch)
-            if i == 0:
+            if i == 0 and change == "set":
                 ds.transform = _sized(size + 8, [size / 100] * 3)
+            elif i == 0:
+                ds.transform.transforms[0].size = [size + 8, size + 8]
+                ds.transform.transforms[-1].mean = [size / 100] * 3
         ds.transform = _sized(size + 8, [0.5] * 3)  # the next epoch's start
     return out
 
@@ -213,19 +216,20 @@ def _sized(size, mean):
 
 
 @pytest.mark.parametrize("shuffle", [False, True], ids=["in-order", "ods"])
-def test_a_transform_set_mid_epoch_without_workers_makes_the_next_batch(
-    tmp_path, redis_url, shuffle
+@pytest.mark.parametrize("change", ["set", "in-place"])
+def test_a_transform_changed_mid_epoch_without_workers_makes_the_next_batch(
+    tmp_path, redis_url, change, shuffle
 ):
     """Without workers, DataLoader makes each batch with the dataset's transform of the moment,
-    so a script that sets it within an epoch (a size, a normalisation) gets it from the next
-    batch on. So does SenecaLoader, the steps it runs on whole batches included: never the
-    values the epoch started with."""
+    so a script that sets it or changes its steps within an epoch (a size, a normalisation)
+    gets it from the next batch on. So does SenecaLoader, the steps it runs on whole batches
+    included: never the values the epoch started with."""
     root = tmp_path / "data"
     make_dataset(root, 12, 2, size=(48, 36), progress=False, workers=1)
     ds = datasets.ImageFolder(str(root), transform=_sized(16, [0.5] * 3))
-    theirs = _curriculum(DataLoader, ds, shuffle=shuffle)
+    theirs = _curriculum(DataLoader, ds, change, shuffle=shuffle)
     ds.transform = _sized(16, [0.5] * 3)
-    ours = _curriculum(SenecaLoader, ds, shuffle=shuffle, cache=redis_url)
+    ours = _curriculum(SenecaLoader, ds, change, shuffle=shuffle, cache=redis_url)
     settings = [(16, 0.5), (24, 0.16), (24, 0.16), (24, 0.5), (32, 0.24), (32, 0.24)]
     assert [x.shape[-1] for x, _ in theirs] == [size for size, _ in settings]
     made = {}  # each setting's images, as DataLoader makes them

@@ -23,7 +23,7 @@ from torchvision import transforms as T
 from torchvision.transforms import v2
 
 from seneca.pipeline import codec
-from seneca.pipeline.fingerprint import describe, fingerprint, libraries, runtime
+from seneca.pipeline.fingerprint import at_a_glance, describe, fingerprint, libraries, runtime
 from seneca.pipeline.transforms import split_transform
 
 AUG = textwrap.dedent(
@@ -105,6 +105,30 @@ def test_an_image_a_step_holds_is_named_by_its_pixels():
 
     assert fingerprint([step(0)]) == fingerprint([step(0)]) != fingerprint([step(1)])
     assert fingerprint([step(0, "P")]) != fingerprint([step(1, "P")])  # another palette
+
+
+def test_a_glance_tells_a_step_set_or_changed_in_place_without_hashing_arrays():
+    """What the loader looks at before each batch without workers: the same for a transform
+    left alone; another where a step was set, added or given another parameter in place; and
+    the tensors a step holds by the object they are (not their contents, whose hashing a
+    model's weights would make too slow for every batch)."""
+    t = v2.Compose([v2.Resize(16), v2.PILToTensor(), v2.Normalize([0.5] * 3, [0.2] * 3)])
+    seen = at_a_glance(t)
+    assert at_a_glance(t) == seen
+    t.transforms[0].size = [24]
+    assert at_a_glance(t) != seen
+    seen = at_a_glance(t)
+    t.transforms[-1].mean = [0.4] * 3
+    assert at_a_glance(t) != seen
+    seen = at_a_glance(t)
+    t.transforms.append(v2.ToDtype(torch.float16))
+    assert at_a_glance(t) != seen
+    weights = torch.zeros(3, 3)
+    head = v2.LinearTransformation(weights, torch.zeros(3))
+    glance = at_a_glance(head)
+    head.transformation_matrix = torch.ones(3, 3)  # another tensor
+    assert at_a_glance(head) != glance
+    assert describe(head) != at_a_glance(head)  # describe hashes the contents
 
 
 class Slotted:
