@@ -48,6 +48,7 @@ from seneca.loader._stats import Counters, job_stats
 from seneca.loader._tickets import TicketSampler, collate_part
 from seneca.loader.source import NotCacheable, Resolved, resolve
 from seneca.loader.timeline import from_environment as timeline_from_environment
+from seneca.pipeline.batch_tail import BatchTail
 from seneca.pipeline.malloc import tune_malloc
 from seneca_base.errors import ConfigError
 from seneca_base.split import Split
@@ -262,7 +263,10 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
             batch_tail, args["collate_fn"], args["batch_size"], args["batch_sampler"]
         )
         wrapped = CachedDataset(dataset, resolved, self._counters, defer_tail=defer_tail)
-        self._batch_tail = wrapped.work.transform.batch_tail if defer_tail else None
+        # the steps run on whole batches, set anew as the transform changes: one that gains
+        # or loses its trailing ToDtype/Normalize has them run here, or none
+        tail = wrapped.work.transform.batch_tail
+        self._batch_tail = (tail if tail is not None else BatchTail([])) if defer_tail else None
         if defer_tail and args["collate_fn"] is None:  # default_collate, less the rows' copy
             args["collate_fn"] = collate_rows
         ids, samples, tiers = wrapped.cache_ids(), len(resolved.source), wrapped.work.tiers
@@ -404,16 +408,9 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         if self._iterated and self.num_workers > 0 and self.persistent_workers:
             return
         self._cached.follow()
-        tail = self._cached.work.transform.batch_tail
-        if self._batch_tail is not None and tail is not None:
-            self._batch_tail.steps = tail.steps
-        elif self._cached.work.defer_tail and (self._batch_tail is None) != (tail is None):
-            raise ConfigError(
-                "batch_tail: the dataset's transform changed to one that "
-                f"{'ends' if tail is not None else 'no longer ends'} with ToDtype/Normalize, "
-                "which this loader runs on whole batches; make it with batch_tail=False to "
-                "change those steps while it lives"
-            )
+        if self._batch_tail is not None:
+            tail = self._cached.work.transform.batch_tail
+            self._batch_tail.steps = tail.steps if tail is not None else []
 
     def _follow_changed_transform(self) -> None:
         """Without workers, before each batch: the dataset's transform, where the script set it

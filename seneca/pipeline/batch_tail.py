@@ -214,7 +214,8 @@ def finished_batches(it: Iterator[Any], tail: BatchTail, pin: bool) -> Iterator[
     """The batches of ``it`` with ``tail`` run on the images of each default-collated
     ``[images, targets]`` (then pinned, with its targets, when ``pin``)."""
     for batch in it:
-        if isinstance(batch, list) and batch and isinstance(batch[0], torch.Tensor):
+        # (a tail of no steps: the transform has none now; DataLoader pinned the batch)
+        if tail.steps and isinstance(batch, list) and batch and isinstance(batch[0], torch.Tensor):
             batch[0] = tail(batch[0])
             if pin:
                 batch[0] = batch[0].pin_memory()

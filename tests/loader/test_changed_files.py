@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader, get_worker_info
 from torchvision import datasets
 from torchvision.transforms import v2
 
-from seneca import ConfigError, SenecaLoader
+from seneca import SenecaLoader
 from seneca._bench.synthetic import make_dataset
 
 
@@ -331,7 +331,8 @@ def _normalized_loader(tmp_path, redis_url):
 
 def _epoch_as_dataloader_s(loader, ds):
     ours = torch.cat([x for x, _ in loader])
-    return torch.equal(ours, torch.cat([x for x, _ in DataLoader(ds, batch_size=4)]))
+    theirs = torch.cat([x for x, _ in DataLoader(ds, batch_size=4)])
+    return ours.dtype == theirs.dtype and torch.equal(ours, theirs)
 
 
 def test_the_batch_tail_follows_a_transform_set_between_epochs(tmp_path, redis_url):
@@ -341,9 +342,32 @@ def test_the_batch_tail_follows_a_transform_set_between_epochs(tmp_path, redis_u
             ds.transform = _normalized(mean)
             assert _epoch_as_dataloader_s(loader, ds), mean
         assert loader.stats()["storage_reads"] == 8  # the head did not change: still cached
-        ds.transform = v2.Compose([v2.Resize(16), v2.CenterCrop(16), v2.PILToTensor()])
-        with pytest.raises(ConfigError, match="batch_tail"):
-            next(iter(loader))
+        for transform in (_plain_crop(), _normalized(0.25), _plain_crop()):  # dropped, added
+            ds.transform = transform
+            assert _epoch_as_dataloader_s(loader, ds)
+    finally:
+        loader.close()
+
+
+def _plain_crop():
+    return v2.Compose([v2.Resize(16), v2.CenterCrop(16), v2.PILToTensor()])
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_loader_made_without_a_batch_tail_runs_one_its_transform_gains(
+    tmp_path, redis_url, workers
+):
+    """A transform that ends in ToDtype/Normalize only from the second epoch on (the script
+    sets it then) is DataLoader's from then on: the loader runs them on whole batches, and
+    drops them again with the transform."""
+    root = tmp_path / "data"
+    make_dataset(root, 8, 2, size=(32, 24), progress=False, workers=1)
+    ds = datasets.ImageFolder(str(root), transform=_plain_crop())
+    loader = SenecaLoader(ds, batch_size=4, num_workers=workers, cache=redis_url)
+    try:
+        for transform in (_plain_crop(), _normalized(0.5), _normalized(0.0), _plain_crop()):
+            ds.transform = transform
+            assert _epoch_as_dataloader_s(loader, ds)
     finally:
         loader.close()
 
