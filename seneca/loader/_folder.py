@@ -1,0 +1,156 @@
+"""A torchvision ``DatasetFolder``'s files as a cached dataset's source: read as the file's bytes
+and decoded as its loader function decodes them (torchvision's default ``pil_loader``: the bytes
+opened and converted to RGB), named by the files and by what decodes them."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from PIL import Image, UnidentifiedImageError
+from torchvision import get_image_backend
+
+from seneca.loader._source_base import Source
+from seneca.pipeline.fingerprint import describe, runtime
+from seneca.pipeline.storage import Storage
+
+__all__ = ["FolderSource", "decoder_name", "pil_decode"]
+
+
+def pil_decode(data: bytes | memoryview) -> Image.Image:
+    """Decode image bytes exactly as torchvision's default ``pil_loader`` decodes a file: the
+    file's image converted to RGB, a plain image with the file's ``info`` and no ``format``
+    (for an RGB file a copy, which the 0.1 ms it takes buys: a transform may read them)."""
+    return Image.open(io.BytesIO(data)).convert("RGB")
+
+
+#: torchvision's module of folder datasets and their loader functions
+_FOLDER = "torchvision.datasets.folder"
+
+
+def _decodes_bytes(loader: Callable | None) -> bool:
+    """Whether ``loader(path)`` equals ``pil_decode(file bytes)``: torchvision's defaults, its
+    ``default_loader`` only while torchvision's image backend is PIL (not accimage)."""
+    if loader is None:
+        return True
+    if getattr(loader, "__module__", "") != _FOLDER:
+        return False
+    name = getattr(loader, "__name__", "")
+    if name == "pil_loader":
+        return True
+    # default_loader calls the module's pil_loader, which a script may have replaced
+    pil = getattr(sys.modules[_FOLDER], "pil_loader", None)
+    own = getattr(pil, "__module__", "") == _FOLDER and getattr(pil, "__name__", "") == "pil_loader"
+    return name == "default_loader" and get_image_backend() == "PIL" and own
+
+
+def _loader_parts(loader: Callable | None) -> tuple[Any, ...]:
+    """What ``loader`` decodes with: itself and, for torchvision's ``default_loader``, the
+    module's loader functions it calls as they are now (a script may have replaced one)."""
+    if getattr(loader, "__module__", "") != _FOLDER or loader.__name__ != "default_loader":
+        return (loader,)
+    folder = sys.modules[_FOLDER]
+    return (loader, getattr(folder, "pil_loader", None), getattr(folder, "accimage_loader", None))
+
+
+def decoder_name(*made_by: Any) -> str:
+    """The short name of a function that decodes samples and what it decodes with
+    (``made_by``): by what they do (``describe``: code, what they are given, the settings they
+    read) and the libraries that decode (``runtime``)."""
+    made = "|".join([runtime(), *map(describe, made_by)])
+    return hashlib.sha1(made.encode()).hexdigest()[:8]
+
+
+class FolderSource(Source):
+    """A ``DatasetFolder``'s files (``samples``: another list of them); ``storage`` reads them
+    (and may be throttled). ``version``: the user's version of the files, in place of their
+    modification times in the id (``Storage.fingerprint``)."""
+
+    def __init__(
+        self,
+        dataset: Any,
+        samples: Sequence[tuple[str, Any]] | None = None,
+        version: str | None = None,
+    ) -> None:
+        root = getattr(dataset, "root", None) if samples is None else None
+        self.storage = Storage(dataset.samples if samples is None else samples, root=root)
+        self.dataset = dataset
+        self.encoded = _decodes_bytes(self.loader)
+        self.version = version
+
+    @property
+    def loader(self) -> Callable | None:
+        """The dataset's loader function as it is now (a ``worker_init_fn`` may set another,
+        as it may for DataLoader's workers)."""
+        return getattr(self.dataset, "loader", None)
+
+    @functools.cached_property
+    def id(self) -> str:  # type: ignore[override]
+        """The files' id (``Storage.fingerprint``: a stat per file) and the decoder's, made
+        when first asked (the parts of a ConcatDataset, merged into one source, never are)."""
+        return f"{self.storage.fingerprint(self.version)}.{self.decoded_by}"
+
+    @functools.cached_property
+    def decoded_by(self) -> str:
+        """:meth:`decoder` when the id was made (what the cached values are decoded by)."""
+        return self.decoder()
+
+    def decoder(self) -> str:
+        """The name of what decodes a file: ``pil`` (torchvision's default loader), else the
+        loader function named by what it does (its code and what it is given), so that a
+        loader changed between runs makes other decoded values than those cached; either
+        with the libraries that decode and their settings (``fingerprint.runtime``)."""
+        if _decodes_bytes(self.loader):
+            return f"pil{runtime()}"
+        # (torchvision's default loader decodes with the image backend set, accimage's or PIL's)
+        return decoder_name(get_image_backend(), *_loader_parts(self.loader))
+
+    def decodes_otherwise(self) -> str | None:
+        if "decoded_by" not in self.__dict__ or self.decoder() == self.decoded_by:
+            return None
+        return "how the dataset's files decode changed (its loader function, or a setting)"
+
+    def __len__(self) -> int:
+        return len(self.storage)
+
+    def read(self, index: int) -> bytes | None:
+        return self.storage.read(index) if self.encoded else None
+
+    def decode(self, index: int, raw: bytes | memoryview | None) -> Any:
+        path = self.storage.path(index)
+        try:
+            if raw is None or not _decodes_bytes(self.loader):  # (pil_loader replaced since)
+                return self.loader(path)
+            return pil_decode(raw)
+        except (UnidentifiedImageError, OSError, SyntaxError) as e:
+            # what DataLoader raises for this file (PIL's error), with the file named
+            e.add_note(f"seneca: cannot decode sample {index}: {path}")
+            raise
+
+    def target(self, index: int) -> Any:
+        return self.storage.label(index)
+
+    def changed(self) -> str | None:
+        """The files made again or rewritten since the id was made (a stat per file); not
+        looked at under a ``version``, which vouches for the files."""
+        if self.version is not None or "id" not in self.__dict__:
+            return None
+        files = self.storage.changed()
+        if not files:
+            return None
+        return (
+            f"{len(files)} of the dataset's {len(self.storage)} files changed (size or "
+            f"modification time) since SenecaLoader was made, {self.storage.path(files[0])} "
+            "the first"
+        )
+
+    def size(self, index: int) -> int:
+        try:
+            return os.path.getsize(self.storage.path(index))
+        except OSError:
+            return 0
