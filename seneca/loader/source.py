@@ -17,7 +17,8 @@ It knows this for:
 * ``ConcatDataset`` of folder datasets (or subsets of them) with one loader and equal
   transforms: their samples are read as one list;
 * a Hugging Face ``datasets.Dataset`` with one ``Image()`` column, without a format or with a
-  ``set_transform``/``with_transform`` function (``seneca.loader._hf``).
+  ``set_transform``/``with_transform`` function (``seneca.loader._hf``);
+* timm's ``ImageDataset`` over a folder (``seneca.loader._timm``).
 
 Any other dataset is read exactly as DataLoader reads it (:func:`resolve` says why), and so is
 a subclass of one of these that makes or counts samples its own way (its own ``__getitem__``,
@@ -223,21 +224,26 @@ def resolve(dataset: Any, version: str | None = None) -> Resolved:
         refuse_overrides(dataset, DatasetFolder)
         return Resolved(FolderSource(dataset, version=version), dataset, None)
     from seneca.loader._hf import HFImageSource, hf_dataset
+    from seneca.loader._timm import TimmFolderSource, timm_class
 
     if hf_dataset(dataset):
         source = HFImageSource(dataset)
         return Resolved(source, source.base, None)
+    timm = timm_class(dataset)
+    if timm is not None:
+        refuse_overrides(dataset, timm)
+        return Resolved(TimmFolderSource(dataset, version), dataset, None)
     raise NotCacheable(
         f"{name} is not a torchvision DatasetFolder/ImageFolder or a Subset of one, a Hugging "
-        "Face datasets.Dataset with an Image() column, and does not implement "
-        "seneca.CacheableDataset"
+        "Face datasets.Dataset with an Image() column or timm's ImageDataset of a folder, and "
+        "does not implement seneca.CacheableDataset"
     )
 
 
 def _concat(dataset: ConcatDataset, version: str | None) -> Resolved:
     """One folder source of the parts' samples, when they agree on how a sample is made."""
     parts = [resolve(d, version) for d in dataset.datasets]
-    if not parts or not all(isinstance(p.source, FolderSource) for p in parts):
+    if not parts or not all(type(p.source) is FolderSource for p in parts):
         raise NotCacheable("ConcatDataset: Seneca caches concatenated DatasetFolders only")
     first = parts[0].base
     # named by what they do (a repr may hide it; one that cannot be named differs)

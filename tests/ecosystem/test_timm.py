@@ -122,3 +122,82 @@ def test_a_timm_eval_loader_caches_the_cropped_image_and_equals_dataloader(
             # each cached value is the 32 x 32 crop, not the 64 x 48 decoded image
             assert 32 * 32 * 3 <= stats["bytes_cache"] / 48 < 64 * 48 * 3 / 2, stats
     loader.close()
+
+
+def _timm_folder(root, **kw):
+    """timm's dataset of a folder, as its training script makes it (``create_dataset``)."""
+    return timm.data.create_dataset("", root=str(root), **kw)
+
+
+@pytest.mark.parametrize(("mode", "workers"), [("RGB", 0), ("RGB", 2), ("L", 0)])
+def test_timms_own_dataset_of_a_folder_is_cached_and_equals_dataloader(
+    tiny_dataset, redis_url, mode, workers
+):
+    """timm's ``ImageDataset`` (``create_dataset`` of a folder): its files are cached, its
+    images converted to its ``input_img_mode`` as timm converts them, and every epoch is
+    DataLoader's, bit for bit; the second is read from the cache."""
+    steps = [T.Resize(32), T.CenterCrop(32), T.PILToTensor()]
+    ds = _timm_folder(tiny_dataset, input_img_mode=mode, transform=T.Compose(steps))
+    reference = list(DataLoader(ds, batch_size=8))
+    loader = SenecaLoader(ds, batch_size=8, num_workers=workers, cache=redis_url)
+    try:
+        assert loader.not_cached is None
+        for epoch in range(2):
+            loader.reset_stats()
+            got = list(loader)
+            for (x, y), (rx, ry) in zip(got, reference, strict=True):
+                assert x.shape[1] == len(mode) and torch.equal(x, rx) and torch.equal(y, ry)
+            assert loader.stats()["storage_reads"] == (0 if epoch else 48)
+    finally:
+        loader.close()
+
+
+class _OwnItems(timm.data.ImageDataset):
+    def __getitem__(self, index):
+        image, target = super().__getitem__(index)
+        return image, target + 100
+
+
+@pytest.mark.parametrize("kind", ["load_bytes", "no mode", "own __getitem__"])
+def test_a_timm_dataset_it_cannot_cache_is_read_as_dataloader_reads_it(
+    tiny_dataset, redis_url, kind
+):
+    """A timm dataset whose samples Seneca would not make as timm does (the file's bytes
+    handed to the transform, the file as opened, a subclass's own samples) is read as
+    DataLoader reads it, saying why."""
+    pixels = T.Compose([T.Resize(16), T.CenterCrop(16), T.PILToTensor()])
+    if kind == "load_bytes":
+        ds = _timm_folder(tiny_dataset, load_bytes=True, transform=lambda b: torch.tensor(len(b)))
+    elif kind == "no mode":
+        ds = _timm_folder(tiny_dataset, input_img_mode=None, transform=pixels)
+    else:
+        ds = _OwnItems(str(tiny_dataset), transform=pixels)
+    with pytest.warns(UserWarning, match="no cache"):
+        loader = SenecaLoader(ds, batch_size=8, cache=redis_url)
+    try:
+        assert {"load_bytes": "load_bytes", "no mode": "input_img_mode"}.get(
+            kind, "overrides __getitem__"
+        ) in loader.not_cached
+        for (x, y), (rx, ry) in zip(loader, DataLoader(ds, batch_size=8), strict=True):
+            assert torch.equal(x, rx) and torch.equal(y, ry)
+    finally:
+        loader.close()
+
+
+def test_a_file_timm_would_skip_is_named_in_the_error(tiny_dataset, tmp_path, redis_url):
+    """Where timm's dataset skips a file it cannot open (a warning, and the next sample in its
+    place), SenecaLoader raises what opening it raised, naming the file: no sample is lost
+    unseen."""
+    import shutil
+
+    root = shutil.copytree(tiny_dataset, tmp_path / "data")
+    broken = sorted(root.rglob("*.jpg"))[5]
+    broken.write_bytes(b"not a jpeg")
+    ds = _timm_folder(root, transform=T.PILToTensor())
+    loader = SenecaLoader(ds, batch_size=8, cache=redis_url)
+    try:
+        with pytest.raises(Image.UnidentifiedImageError) as err:
+            list(loader)
+        assert str(broken) in "".join(err.value.__notes__)
+    finally:
+        loader.close()
