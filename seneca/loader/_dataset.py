@@ -69,7 +69,7 @@ class CachedDataset(torch.utils.data.Dataset):
         self._role = TRAINING
         #: the dataset's transform and target transform as last taken, and how they looked
         #: (:meth:`changed_since`)
-        self._taken = self._set_now()
+        self._taken = self._transforms_now()
         self._glance = at_a_glance(self._taken)
         #: how a sample is made (``defer_tail``: the loader runs ``transform.batch_tail`` on
         #: collated batches, so samples end after ``transform.sample_tail``)
@@ -129,7 +129,8 @@ class CachedDataset(torch.utils.data.Dataset):
         and named again (``seneca.pipeline.fingerprint``), so one changed in place (a step's
         size set, a step added to its list) is seen too; values named otherwise than the
         cache's are never read from it (``SampleWork.stale``, ``SampleWork.old_view``)."""
-        self._taken = transform, target_transform = self._set_now()
+        self._taken = self._transforms_now()
+        transform, target_transform = self._taken
         self._glance = at_a_glance(self._taken)
         self.work.target_transform = target_transform
         self.work.use_transform(split_transform(transform))
@@ -139,12 +140,12 @@ class CachedDataset(torch.utils.data.Dataset):
         :meth:`follow` took them, or changed a step in place (its size, a step added to its
         list), as a look cheap enough for every batch tells (``fingerprint.at_a_glance``: the
         values of an array a step holds, written in place, show at the next :meth:`follow`)."""
-        now = self._set_now()
+        now = self._transforms_now()
         if any(a is not b for a, b in zip(now, self._taken, strict=True)):
             return True
         return at_a_glance(now) != self._glance
 
-    def _set_now(self) -> tuple[Any, Any]:
+    def _transforms_now(self) -> tuple[Any, Any]:
         base = self.resolved.base
         return getattr(base, "transform", None), getattr(base, "target_transform", None)
 

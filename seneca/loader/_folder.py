@@ -122,15 +122,19 @@ class FolderSource(Source):
         return self.storage.read(index) if self.encoded else None
 
     def decode(self, index: int, raw: bytes | memoryview | None) -> Any:
-        path = self.storage.path(index)
         try:
-            if raw is None or not _decodes_bytes(self.loader):  # (pil_loader replaced since)
-                return self.loader(path)
-            return pil_decode(raw)
+            return self.decode_file(index, raw)
         except (UnidentifiedImageError, OSError, SyntaxError) as e:
             # what DataLoader raises for this file (PIL's error), with the file named
-            e.add_note(f"seneca: cannot decode sample {index}: {path}")
+            e.add_note(f"seneca: cannot decode sample {index}: {self.storage.path(index)}")
             raise
+
+    def decode_file(self, index: int, raw: bytes | memoryview | None) -> Any:
+        """Sample ``index``'s file decoded as the dataset decodes it (from ``raw``, its bytes,
+        when read), raising what that raises."""
+        if raw is None or not _decodes_bytes(self.loader):  # (pil_loader replaced since)
+            return self.loader(self.storage.path(index))
+        return pil_decode(raw)
 
     def target(self, index: int) -> Any:
         return self.storage.label(index)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from seneca.loader._folder import FolderSource
 from seneca.loader._source_base import NotCacheable
@@ -54,14 +54,10 @@ class TimmFolderSource(FolderSource):
         """The mode each image is converted to, with the libraries that decode."""
         return f"timm-{self.dataset.input_img_mode}{runtime()}"
 
-    def decode(self, index: int, raw: bytes | memoryview | None) -> Any:
-        path = self.storage.path(index)
-        try:
-            data = raw if raw is not None else self.storage.read(index)
-            return Image.open(io.BytesIO(data)).convert(self.dataset.input_img_mode)
-        except (UnidentifiedImageError, OSError, SyntaxError) as e:
-            e.add_note(f"seneca: cannot decode sample {index}: {path}")
-            raise
+    def decode_file(self, index: int, raw: bytes | memoryview | None) -> Any:
+        """The file opened and converted to the dataset's ``input_img_mode``, as timm does."""
+        data = raw if raw is not None else self.storage.read(index)
+        return Image.open(io.BytesIO(data)).convert(self.dataset.input_img_mode)
 
 
 def _uncacheable(dataset: Any) -> str | None:
