@@ -63,7 +63,7 @@ SPEND_FIRST = True
 LOOKAHEAD = 4
 #: Times a call is made again after its functions were loaded or the live jobs refreshed.
 CALL_RETRIES = 3
-#: Deadlines of cache calls (``ods.deadlines``): a call whose server sends nothing for its
+#: Deadlines of cache calls (``ods.routing.deadline``): a call whose server sends nothing for its
 #: deadline is abandoned (its connection closed). The deadline is DEADLINE_FACTOR times the
 #: slowest recent wait of that kind of call in the process (each older wait counting
 #: DEADLINE_DECAY times less per call), within [DEADLINE_FLOOR, DEADLINE_CEILING]; a kind not

@@ -14,9 +14,13 @@ A write takes a connection kept by this module after every reply on it was read 
 pool and process), else one from the client's pool; commands are packed by hiredis directly
 where it takes their arguments.
 
-Every socket a call uses waits at most the call's deadline (``ods.deadlines``) for the server to
-take a write or send a byte of a reply; the wait of each node's replies is measured for the
-deadlines of later calls of that kind.
+Every socket a call uses waits at most the call's deadline (:func:`deadline`) for the server to
+take a write or send a byte of a reply, or the call fails with ``redis.TimeoutError`` and its
+connection is closed (its replies are never read). A frozen or partitioned server then costs
+one deadline, not a socket timeout of seconds. The deadline is measured per kind of call
+(:func:`kind_of`: its first command's name, a function call's function), from the waits of the
+calls of that kind while the cache is healthy (``ods.defaults.DEADLINE_*``): the wait of each
+node's replies is measured for the deadlines of later calls of that kind.
 
 Error replies come back in place as exceptions. A node that cannot be reached fails the batch on
 a single server (the exception is raised); on a cluster its commands get the exception in place,
@@ -41,7 +45,7 @@ import redis
 from redis.cluster import RedisCluster
 from redis.exceptions import ClusterDownError, ReadOnlyError, RedisClusterException, TryAgainError
 
-from ods import deadlines
+from ods import defaults
 from ods.redis_internals import connection_of, socket_of
 from seneca_base.errors import CacheError
 from seneca_base.process import current
@@ -53,8 +57,11 @@ __all__ = [
     "Sent",
     "abandon",
     "client_of",
+    "deadline",
     "is_cluster",
     "kept",
+    "kind_of",
+    "measured",
     "primaries",
     "receive",
     "run",
@@ -141,6 +148,33 @@ def routing_key(command: Sequence[Any]) -> Any:
     return command[1]
 
 
+_SLOW: dict[str, float] = {}  # kind -> the slowest recent wait (s), older ones decayed
+
+
+def kind_of(commands: Sequence[Sequence[Any]]) -> str:
+    """The kind of a call made of ``commands``: its first command's name (FCALL: the
+    function's name)."""
+    if not commands:
+        return ""
+    first = commands[0]
+    name = first[1] if str(first[0]).upper() in ("FCALL", "FCALL_RO") else first[0]
+    return name.decode() if isinstance(name, bytes | bytearray) else str(name)
+
+
+def deadline(of: str) -> float:
+    """Seconds a call of kind ``of`` may wait for the server without progress."""
+    slow = _SLOW.get(of)
+    if slow is None:
+        return defaults.DEADLINE_CEILING
+    wait = defaults.DEADLINE_FACTOR * slow
+    return min(max(wait, defaults.DEADLINE_FLOOR), defaults.DEADLINE_CEILING)
+
+
+def measured(of: str, seconds: float) -> None:
+    """A call of kind ``of`` got its replies after waiting ``seconds``."""
+    _SLOW[of] = max(seconds, _SLOW.get(of, 0.0) * defaults.DEADLINE_DECAY)
+
+
 @dataclass
 class Sent:
     """Commands written to their nodes; their replies not read yet."""
@@ -150,7 +184,7 @@ class Sent:
     spans: list[tuple[str, int, int]]  # per command asked: (name, first, count) in commands
     groups: list[tuple[Any, Any, list[int]]] = field(default_factory=list)  # pool, conn, where
     failed: dict[int, BaseException] = field(default_factory=dict)
-    kind: str = ""  # the call's kind (``ods.deadlines``) ...
+    kind: str = ""  # the call's kind (:func:`kind_of`) ...
     deadline: float = 0.0  # ... and how long its sockets may wait for the server (s)
 
 
@@ -182,8 +216,8 @@ def _node(client: Any, command: Sequence[Any]) -> redis.Redis:
 def send(client: Any, commands: Sequence[Sequence[Any]]) -> Sent:
     """Write ``commands`` to the nodes that serve them (all writes before any read)."""
     flat, spans = _expand(client, commands)
-    of = deadlines.kind(flat)
-    sent = Sent(client, flat, spans, kind=of, deadline=deadlines.deadline(of))
+    of = kind_of(flat)
+    sent = Sent(client, flat, spans, kind=of, deadline=deadline(of))
     try:
         if is_cluster(client):
             by_node: dict[int, tuple[redis.Redis, list[int]]] = {}
@@ -327,7 +361,7 @@ def _read_group(sent: Sent, groups: list, read: Read, out: list) -> None:
                 # a reply, kept without the frames it was read in: the list holding it is
                 # theirs, and the cycle would keep them (and their callers') until collected
                 out[k] = err.with_traceback(None)
-        deadlines.measured(sent.kind, time.monotonic() - start)
+        measured(sent.kind, time.monotonic() - start)
         socket_of(conn).settimeout(conn.socket_timeout)
     except CACHE_FAILURES as err:
         del groups[0]

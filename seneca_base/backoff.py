@@ -1,4 +1,6 @@
-"""The back-off of a failing cache, shared by every process of one job.
+"""When a job calls its cache: the back-off of a failing cache, shared by every process of one
+job (:class:`Backoff`), and how often a loader looks at what it shares with other jobs
+(:class:`Cadence`).
 
 After a call to the cache fails (an error, or no answer within its deadline), every reader of
 the cache in the job (its loader process and its DataLoader workers, whatever their start
@@ -11,6 +13,10 @@ starts and an info line when the cache answers again.
 The state is a :class:`seneca_base.shared.SharedFile`, mapped by each process: a copy pickled
 into a worker maps the same file. Reads are lock-free; a change of state holds the file's lock,
 so two processes that fail at once start one outage.
+
+A loader looks at what it shares with other jobs (the plan, its share of a node) at most once
+per interval between batches, unless forced (an epoch's end), and never during an outage of
+the cache (the fetches retry it): :class:`Cadence` says when a look is due.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import Any
 
 from seneca_base.shared import SharedFile
 
-__all__ = ["Backoff"]
+__all__ = ["Backoff", "Cadence"]
 
 _log = logging.getLogger("seneca")
 
@@ -114,4 +120,24 @@ class Backoff:
         if started == 0:  # another process ended it meanwhile
             return False
         _log.info("cache %s answers again after %.1fs; reading it again", self.cache, now - started)
+        return True
+
+
+class Cadence:
+    """Says when a look is due: at most once per ``every`` seconds unless forced, and not while
+    ``backoff`` (a job's ``seneca_base.backoff.Backoff``; None: none) is in an outage."""
+
+    def __init__(self, every: float, backoff: Any = None) -> None:
+        self.every = float(every)
+        self.backoff = backoff
+        self._next = 0.0
+
+    def due(self, force: bool = False) -> bool:
+        """Whether to look now (the next look is then ``every`` seconds away)."""
+        now = time.monotonic()
+        if not force and now < self._next:
+            return False
+        if self.backoff is not None and self.backoff.in_outage:
+            return False
+        self._next = now + self.every
         return True

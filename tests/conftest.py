@@ -197,11 +197,11 @@ def free_port() -> int:
 @pytest.fixture(autouse=True)
 def patient_deadlines(request, monkeypatch):
     """Calls to the tests' healthy servers wait as long as a busy machine makes them. The
-    deadlines that abandon a call to a frozen server (``ods.deadlines``, half a second at most
-    by default) are for frozen servers, which only the tests marked ``deadlines`` make; in any
-    other test a stall of the machine past the deadline (two busy processes beside the suite's
-    four) would fail the test for its timing, not its behaviour. Job scripts run in fresh
-    interpreters keep the defaults."""
+    deadlines that abandon a call to a frozen server (``ods.routing.deadline``, half a second
+    at most by default) are for frozen servers, which only the tests marked ``deadlines`` make;
+    in any other test a stall of the machine past the deadline (two busy processes beside the
+    suite's four) would fail the test for its timing, not its behaviour. Job scripts run in
+    fresh interpreters keep the defaults."""
     if request.node.get_closest_marker("deadlines") is None:
         monkeypatch.setattr(ods_defaults, "DEADLINE_FLOOR", 60.0)
         monkeypatch.setattr(ods_defaults, "DEADLINE_CEILING", 60.0)

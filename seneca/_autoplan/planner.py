@@ -48,7 +48,7 @@ from ods.routing import CACHE_FAILURES
 from seneca import defaults
 from seneca._autoplan.inputs import Setting, evidence, measured_inputs, source_of, spec_of
 from seneca._autoplan.record import PlanRecord
-from seneca_base.cadence import Cadence
+from seneca_base.backoff import Cadence
 from seneca_base.split import Split
 from seneca_base.tiers import SPLIT_ORDER, TIERS
 

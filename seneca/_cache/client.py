@@ -4,7 +4,7 @@ Clients are never created at import or construction time: a :class:`CacheClient`
 URL and makes its redis-py client lazily in the process that first uses it, so it pickles cleanly
 into fork or spawn DataLoader workers. Timeouts are short and redis-py's retries are off, so an
 unreachable cache costs well under a second per call instead of seconds of retries: a loader's
-calls wait their measured deadline (``ods.deadlines``), and its client's other waits (a new
+calls wait their measured deadline (``ods.routing.deadline``), and its client's other waits (a new
 connection's handshake) ``ods.defaults.DEADLINE_FLOOR``; operators' commands wait up to
 ``defaults.SOCKET_TIMEOUT``. A new connection sends nothing before the first command (no
 ``CLIENT SETINFO``), so connecting to a frozen server costs no extra wait.

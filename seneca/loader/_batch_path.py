@@ -20,7 +20,7 @@ the batch is made, a DataLoader worker (or the loader process, without workers);
    the cache is short of room swapped for copies cached since the decision, each swap a read
    again);
 5. **admit**: the new values offered to the cache (``_admit.Admitter``);
-6. **collate**: the samples collated (``_rows.collate_rows``, ``_tickets.collate_part``): with
+6. **collate**: the samples collated (``_rows.collate_part``): with
    a slot, in its rows, so that only the slot's number and the targets cross to the loader
    process.
 
@@ -94,7 +94,7 @@ WORKER_STAGES: tuple[tuple[str, str], ...] = (
     ("read", "seneca.loader._read:Reader.read"),
     ("make", "seneca.loader._make:Maker.samples"),
     ("admit", "seneca.loader._admit:Admitter.admit"),
-    ("collate", "seneca.loader._tickets:collate_part"),
+    ("collate", "seneca.loader._rows:collate_part"),
 )
 
 #: what an exhausted iterator gives ``next`` (no batch is it)

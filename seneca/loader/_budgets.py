@@ -23,7 +23,7 @@ from ods.routing import CACHE_FAILURES
 from ods.store_api import Store
 from seneca import defaults
 from seneca._cache.shares import NodeShares
-from seneca_base.cadence import Cadence
+from seneca_base.backoff import Cadence
 from seneca_base.process import TRAINING
 from seneca_base.split import Split
 from seneca_base.units import format_size

@@ -29,10 +29,10 @@ from ods.store_api import Store
 from seneca.loader._desk import DeskClient
 from seneca.loader._fetch import Fetcher, Swaps
 from seneca.loader._link import CacheLink
-from seneca.loader._rows import BatchRows
+from seneca.loader._rows import BatchRows, Tagged
 from seneca.loader._samples import SampleWork
 from seneca.loader._stats import Counters
-from seneca.loader._tickets import Tag, Tagged
+from seneca.loader._tickets import Tag
 from seneca.loader._workers import guard_exit
 from seneca.loader.source import Resolved
 from seneca.pipeline.fingerprint import at_a_glance

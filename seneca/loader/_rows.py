@@ -8,19 +8,29 @@ stacking copies: what ``default_collate`` would return, without the copy. A fetc
 every value of its batch into its row returns the samples as a :class:`RowBatch`, whose rows
 are taken without looking at each sample. Anything else (a sample of another shape, a custom
 structure) is collated by ``default_collate``.
+
+With tickets (``seneca.loader._tickets``), a worker's part of a batch is a :class:`Tagged`
+list: its samples, the batch's tag, and the slot whose rows its images were made in.
+:func:`collate_part`, the DataLoader's ``collate_fn`` then, makes what crosses to the loader
+process: the tag, the slot's number (:class:`InSlot`) instead of the images where every image
+is its row of the slot, the targets and the late swaps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.data import default_collate
 
 from seneca._torch_internals import shared_empty, view_base
 
-__all__ = ["BatchRows", "RowBatch", "collate_rows"]
+if TYPE_CHECKING:
+    from seneca.loader._slots import Lent
+
+__all__ = ["BatchRows", "InSlot", "RowBatch", "Tagged", "collate_part", "collate_rows"]
 
 _MARK = "_seneca_rows"
 
@@ -137,3 +147,57 @@ def collate_rows(batch: Sequence[Any]) -> Any:
         if rows is not None:
             return [rows, default_collate([s[1] for s in batch])]
     return default_collate(batch)
+
+
+class Tagged(list):
+    """A worker's samples of batch :attr:`tag` (what ``CachedDataset.__getitems__`` returns for
+    a ticket), and the rows their images were made in: the rows of the batch's slot
+    :attr:`slot` (None: no slot)."""
+
+    tag: int = -1
+    rows: BatchRows | None = None
+    slot: Lent | None = None
+    #: the misses swapped late for copies cached after the batch was decided: (position,
+    #: index served instead) each (``ods.store.OdsStore.swap``)
+    swaps: list[tuple[int, int]] | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class InSlot:
+    """What crosses for a worker's part whose images were made in its batch's slot: nothing but
+    the slot's number (a plain object: DataLoader's pin-memory thread leaves it as it is)."""
+
+    index: int
+
+
+def collate_part(data: Any) -> Any:
+    """The DataLoader's ``collate_fn`` with tickets: a ticket's batch becomes ``(tag, images,
+    targets, swaps)`` (images: :class:`InSlot` when made in the batch's slot; ``None, None,
+    None`` for a ticket with no batch; swaps: :attr:`Tagged.swaps`); anything else as
+    ``collate_rows``.
+    Targets that are plain numbers stay a list, collated in the loader process
+    (``TicketSampler.merged``): a tensor would cross to it in shared memory, and each shared
+    tensor costs a file descriptor handed over on a connection of its own, far more than
+    making the tensor there (measured: ``docs/benchmarks.md``, the hit path's small costs)."""
+    if isinstance(data, Tagged):
+        if not data:
+            return (data.tag, None, None, None)
+        numbers = all(
+            isinstance(s, tuple) and len(s) == 2 and type(s[1]) in (int, float) for s in data
+        )
+        rows = data.rows
+        if data.slot is not None and rows is not None and _all_in(rows, data):
+            targets = [s[1] for s in data] if numbers else default_collate([s[1] for s in data])
+            return (data.tag, InSlot(data.slot.index), targets, data.swaps)
+        images, targets = collate_rows(data)
+        if numbers:
+            targets = [s[1] for s in data]
+        return (data.tag, images, targets, data.swaps)
+    return collate_rows(data)
+
+
+def _all_in(rows: BatchRows, samples: Sequence[Any]) -> bool:
+    """Whether every sample's image is its row of ``rows``, in order."""
+    return all(
+        isinstance(s, tuple) and len(s) == 2 and rows.holds(k, s[0]) for k, s in enumerate(samples)
+    )

@@ -1,29 +1,28 @@
 """Tickets: with workers, a batch is decided when its worker starts it, and made in a slot.
 
-DataLoader hands a worker its batch ``prefetch_factor`` x ``num_workers`` batches before the
-loop takes it. :class:`TicketSampler`, the DataLoader's batch sampler, hands the workers a
-ticket per batch instead (a :class:`Tag` naming it); a worker that starts a ticket asks the
-loader process's desk for its samples (``seneca.loader._desk``), and the batch is decided then,
-as late as the pipeline allows: its misses can still become hits on copies other jobs made
-while the ticket waited. The desk lends the batch a slot (``seneca.loader._slots``), memory the
-loader process and its workers share, and the worker makes the whole batch in it
-(``Fetcher.fetch``: the augmented hits read from the cache straight into their rows by the
-zero-copy reader, pins released, the misses decoded and transformed into theirs, stats
-counted, a hit found gone read from storage). A decided hit is pinned in the cache until it is
-read, and the worker reads it when it starts the batch. What comes back to the loader process
-is the slot's number, the targets and the misses the worker swapped late for copies other jobs
-cached meanwhile (:func:`collate_part`; ``Fetcher._made_late``), which amend the sampler's record
-of the batch; :meth:`TicketSampler.merged`
-yields the batches in the order they were decided, ready for the batch tail, so the loader
-process neither reads hits nor copies rows. Each ticket gets the epoch's next batch when its
-worker asks, whatever its place among the tickets: a batch's hits are then pinned only while
-its worker reads them. (A ticket decided before its worker starts it, so that tickets are
-decided in their order, would keep its hits pinned for as long as the worker takes over the
-batch before: with 4 workers per job most of a small cache was such pins, which nothing can
-evict, and the jobs' new copies were refused.) Exactly-once, admissions and ``state_dict`` are
-as with decisions made when DataLoader hands out the batch: the epoch's batches are decided in
-the sampler's order, whichever ticket carries each, and reach the loop in that order; tags
-match parts to batches whatever order the workers finish in (``in_order=False``).
+DataLoader hands a worker its batch ``prefetch_factor`` x ``num_workers`` batches before the loop
+takes it. :class:`TicketSampler`, the DataLoader's batch sampler, hands the workers a ticket per
+batch instead (a :class:`Tag` naming it); a worker that starts a ticket asks the loader process's
+desk for its samples (``seneca.loader._desk``), and the batch is decided then, as late as the
+pipeline allows: its misses can still become hits on copies other jobs made while the ticket waited.
+The desk lends the batch a slot (``seneca.loader._slots``), memory the loader process and its
+workers share, and the worker makes the whole batch in it (``Fetcher.fetch``: the augmented hits
+read from the cache straight into their rows by the zero-copy reader, pins released, the misses
+decoded and transformed into theirs, stats counted, a hit found gone read from storage). A decided
+hit is pinned in the cache until it is read, and the worker reads it when it starts the batch. What
+comes back to the loader process is the slot's number, the targets and the misses the worker swapped
+late for copies other jobs cached meanwhile (``_rows.collate_part``; ``Fetcher._made_late``),
+which amend the sampler's record of the batch; :meth:`TicketSampler.merged` yields the batches in
+the order they were decided, ready for the batch tail, so the loader process neither reads hits nor
+copies rows. Each ticket gets the epoch's next batch when its worker asks, whatever its place among
+the tickets: a batch's hits are then pinned only while its worker reads them. (A ticket decided
+before its worker starts it, so that tickets are decided in their order, would keep its hits pinned
+for as long as the worker takes over the batch before: with 4 workers per job most of a small cache
+was such pins, which nothing can evict, and the jobs' new copies were refused.) Exactly-once,
+admissions and ``state_dict`` are as with decisions made when DataLoader hands out the batch: the
+epoch's batches are decided in the sampler's order, whichever ticket carries each, and reach the
+loop in that order; tags match parts to batches whatever order the workers finish in
+(``in_order=False``).
 
 Used with workers, ODS, and the default collate with the batch tail deferred (what lets a hit
 be a row of the batch tensor); otherwise every sample goes to the workers as DataLoader sends
@@ -35,7 +34,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,12 +43,12 @@ from torch.utils.data import default_collate
 
 from ods.decision import Pick
 from seneca.loader._desk import Desk, Share
-from seneca.loader._rows import BatchRows, collate_rows
+from seneca.loader._rows import InSlot
 from seneca.loader._slots import BatchSlots, Lent
 from seneca.loader.timeline import Timeline
 from seneca_base.errors import SenecaError
 
-__all__ = ["InSlot", "SlotBatch", "Tag", "Tagged", "TicketSampler", "collate_part"]
+__all__ = ["SlotBatch", "Tag", "TicketSampler"]
 
 
 @dataclass(frozen=True)
@@ -61,65 +60,11 @@ class Tag:
     iteration: int
 
 
-class Tagged(list):
-    """A worker's samples of batch :attr:`tag` (what ``CachedDataset.__getitems__`` returns for
-    a ticket), and the rows their images were made in: the rows of the batch's slot
-    :attr:`slot` (None: no slot)."""
-
-    tag: int = -1
-    rows: BatchRows | None = None
-    slot: Lent | None = None
-    #: the misses swapped late for copies cached after the batch was decided: (position,
-    #: index served instead) each (``ods.store.OdsStore.swap``)
-    swaps: list[tuple[int, int]] | None = None
-
-
-@dataclass(frozen=True, eq=False)
-class InSlot:
-    """What crosses for a worker's part whose images were made in its batch's slot: nothing but
-    the slot's number (a plain object: DataLoader's pin-memory thread leaves it as it is)."""
-
-    index: int
-
-
 class SlotBatch(list):
     """A merged ``[images, targets]`` whose images are the batch slot :attr:`slot`
     (``seneca.loader._slots.released`` frees it)."""
 
     slot: Lent | None = None
-
-
-def collate_part(data: Any) -> Any:
-    """The DataLoader's ``collate_fn`` with tickets: a ticket's batch becomes ``(tag, images,
-    targets, swaps)`` (images: :class:`InSlot` when made in the batch's slot; ``None, None,
-    None`` for a ticket with no batch; swaps: :attr:`Tagged.swaps`); anything else as
-    ``collate_rows``.
-    Targets that are plain numbers stay a list, collated in the loader process
-    (:meth:`TicketSampler.merged`): a tensor would cross to it in shared memory, and each shared
-    tensor costs a file descriptor handed over on a connection of its own, far more than
-    making the tensor there (measured: ``docs/benchmarks.md``, the hit path's small costs)."""
-    if isinstance(data, Tagged):
-        if not data:
-            return (data.tag, None, None, None)
-        numbers = all(
-            isinstance(s, tuple) and len(s) == 2 and type(s[1]) in (int, float) for s in data
-        )
-        rows = data.rows
-        if data.slot is not None and rows is not None and _all_in(rows, data):
-            targets = [s[1] for s in data] if numbers else default_collate([s[1] for s in data])
-            return (data.tag, InSlot(data.slot.index), targets, data.swaps)
-        images, targets = collate_rows(data)
-        if numbers:
-            targets = [s[1] for s in data]
-        return (data.tag, images, targets, data.swaps)
-    return collate_rows(data)
-
-
-def _all_in(rows: BatchRows, samples: Sequence[Any]) -> bool:
-    """Whether every sample's image is its row of ``rows``, in order."""
-    return all(
-        isinstance(s, tuple) and len(s) == 2 and rows.holds(k, s[0]) for k, s in enumerate(samples)
-    )
 
 
 def _unmarked(tag: int, stage: str) -> None:
@@ -277,7 +222,7 @@ class TicketSampler:
     def _merged(self, tag: int, images: Any, targets: Any, swaps: Any, mark: Any) -> list[Any]:
         """Batch ``tag`` from its worker's part (``swaps``: the misses its worker swapped late,
         (position, index served instead) each)."""
-        if isinstance(targets, list):  # numbers (see collate_part)
+        if isinstance(targets, list):  # numbers (see _rows.collate_part)
             targets = default_collate(targets)
         self._parts += images is not None
         self._in_slots += isinstance(images, InSlot)

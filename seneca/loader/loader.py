@@ -30,7 +30,7 @@ from seneca.loader._options import (
     resolve_progress,
     resolve_strict,
 )
-from seneca.loader._rows import collate_rows
+from seneca.loader._rows import collate_part, collate_rows
 from seneca.loader._setup import (
     auto_planner,
     budgets_for,
@@ -45,7 +45,7 @@ from seneca.loader._setup import (
 from seneca.loader._shown import shown_sampler
 from seneca.loader._slots import BatchSlots, slot_count
 from seneca.loader._stats import Counters, job_stats
-from seneca.loader._tickets import TicketSampler, collate_part
+from seneca.loader._tickets import TicketSampler
 from seneca.loader.source import NotCacheable, Resolved, resolve
 from seneca.loader.timeline import from_environment as timeline_from_environment
 from seneca.pipeline.batch_tail import BatchTail

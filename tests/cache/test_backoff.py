@@ -11,8 +11,8 @@ import pytest
 import redis
 from helpers.waiting import wait_for
 
-from ods import deadlines, routing
 from ods import defaults as ods_defaults
+from ods import routing
 from seneca._cache.client import CacheClient
 from seneca_base.backoff import Backoff
 
@@ -62,7 +62,7 @@ def test_a_call_to_a_frozen_server_is_abandoned_at_its_deadline(redis_proc):
     client = CacheClient(redis_proc.url, timeout=ods_defaults.DEADLINE_CEILING).redis
     for _ in range(20):  # healthy: the kind's deadline is measured down to the floor
         routing.run(client, [("GET", "k")])
-    assert deadlines.deadline("GET") == pytest.approx(ods_defaults.DEADLINE_FLOOR)
+    assert routing.deadline("GET") == pytest.approx(ods_defaults.DEADLINE_FLOOR)
     os.kill(redis_proc.proc.pid, signal.SIGSTOP)
     try:
         start = time.monotonic()
@@ -78,6 +78,6 @@ def test_a_call_to_a_frozen_server_is_abandoned_at_its_deadline(redis_proc):
 
 
 def test_a_calls_kind_is_its_first_command_or_function():
-    assert deadlines.kind([("MGET", "a", "b"), ("GET", "c")]) == "MGET"
-    assert deadlines.kind([("FCALL", "seneca_1_decide", 0)]) == "seneca_1_decide"
-    assert deadlines.kind([]) == ""
+    assert routing.kind_of([("MGET", "a", "b"), ("GET", "c")]) == "MGET"
+    assert routing.kind_of([("FCALL", "seneca_1_decide", 0)]) == "seneca_1_decide"
+    assert routing.kind_of([]) == ""

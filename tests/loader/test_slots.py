@@ -10,9 +10,9 @@ import pytest
 import torch
 from helpers.shm import made_here
 
-from seneca.loader._rows import BatchRows
+from seneca.loader._rows import BatchRows, InSlot, Tagged, collate_part
 from seneca.loader._slots import BatchSlots, Lent, SlotLayout, SlotMaps, released
-from seneca.loader._tickets import InSlot, SlotBatch, Tagged, collate_part
+from seneca.loader._tickets import SlotBatch
 
 
 class _Copy:
