@@ -80,6 +80,7 @@ class FolderSource(Source):
         root = getattr(dataset, "root", None) if samples is None else None
         self.storage = Storage(dataset.samples if samples is None else samples, root=root)
         self.dataset = dataset
+        self._merged = samples is not None
         self.encoded = _decodes_bytes(self.loader)
         self.version = version
 
@@ -136,8 +137,27 @@ class FolderSource(Source):
             return self.loader(self.storage.path(index))
         return pil_decode(raw)
 
+    def samples_now(self) -> Any:
+        """The list of ``(file, label)`` samples the user's dataset reads a sample from at each
+        fetch, as it is now (None: the source's list is its own, a ConcatDataset's parts'
+        merged)."""
+        return None if self._merged else getattr(self.dataset, "samples", None)
+
     def target(self, index: int) -> Any:
-        return self.storage.label(index)
+        """Sample ``index``'s label as this process's copy of the user's dataset holds it now:
+        DataLoader reads it at every fetch, so a label the script sets within an epoch is used
+        from the next sample made (a worker's copy is the one it started with). A sample that
+        names another file now keeps the label taken with its file, until the next iteration
+        looks at the samples (``Resolved.follow``)."""
+        path, label = self.storage.samples[index]
+        now = self.samples_now()
+        if now is None:
+            return label
+        try:
+            now_path, now_label = now[index]
+        except (IndexError, TypeError, ValueError):
+            return label
+        return now_label if now_path == path else label
 
     def changed(self) -> str | None:
         """The files made again or rewritten since the id was made (a stat per file); not

@@ -45,6 +45,10 @@ class TimmFolderSource(FolderSource):
             raise NotCacheable(f"{type(dataset).__name__} (timm): {why}")
         super().__init__(dataset, dataset.reader.samples, version)
 
+    def samples_now(self) -> Any:
+        """The reader's samples, which timm's dataset reads a sample from at each fetch."""
+        return getattr(getattr(self.dataset, "reader", None), "samples", None)
+
     @property
     def loader(self) -> None:
         """No loader function: the file's bytes are the encoded form."""

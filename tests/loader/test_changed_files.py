@@ -688,6 +688,53 @@ def test_labels_set_between_epochs_are_used_where_dataloaders_would(
         loader.close()
 
 
+def _relabelled_after_the_first_batch(cls, ds, change, **kw):
+    """Two epochs' targets, batch by batch, without workers; after the first batch the script
+    gives every sample a new label (``set``: a new list of samples; ``in-place``: each entry
+    of the dataset's list replaced)."""
+    loader = cls(ds, batch_size=4, **kw)
+    out = []
+    for _ in range(2):
+        for _, y in loader:
+            out.append([int(t) for t in y])
+            if len(out) == 1:
+                relabelled = [(path, 10 + label) for path, label in ds.samples]
+                if change == "set":
+                    ds.samples = relabelled
+                else:
+                    for i, sample in enumerate(relabelled):
+                        ds.samples[i] = sample
+    return out, loader
+
+
+@pytest.mark.parametrize("shuffle", [False, True], ids=["in-order", "ods"])
+@pytest.mark.parametrize("change", ["set", "in-place"])
+def test_labels_set_mid_epoch_without_workers_are_used_from_the_next_batch(
+    tmp_path, redis_url, change, shuffle
+):
+    """Without workers, DataLoader reads a sample's label from the dataset's samples at every
+    fetch, so labels a script sets within an epoch are used from the next batch on. So does
+    SenecaLoader, its images still read from the cache."""
+    root = tmp_path / "data"
+    make_dataset(root, 12, 2, size=(16, 12), progress=False, workers=1)
+    ds = datasets.ImageFolder(str(root), transform=v2.PILToTensor())
+    first = list(ds.samples)
+    theirs, _ = _relabelled_after_the_first_batch(DataLoader, ds, change, shuffle=shuffle)
+    ds.samples = first
+    ours, loader = _relabelled_after_the_first_batch(
+        SenecaLoader, ds, change, shuffle=shuffle, cache=redis_url
+    )
+    try:
+        assert all(y < 10 for y in ours[0]) and all(y >= 10 for b in ours[1:] for y in b)
+        for epoch in (ours[:3], ours[3:]):  # each sample once an epoch
+            assert sorted(y % 10 for b in epoch for y in b) == [0] * 6 + [1] * 6
+        if not shuffle:
+            assert ours == theirs
+        assert loader.stats()["storage_reads"] == 12  # the second epoch's images: cached
+    finally:
+        loader.close()
+
+
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_subset_whose_indices_change_between_epochs_is_read_as_dataloader_reads_it(
     tmp_path, redis_url, workers
