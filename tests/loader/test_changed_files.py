@@ -735,6 +735,30 @@ def test_labels_set_mid_epoch_without_workers_are_used_from_the_next_batch(
         loader.close()
 
 
+def _relabel_in_the_worker(_worker):
+    dataset = get_worker_info().dataset
+    dataset.samples = [(path, 10 + label) for path, label in dataset.samples]
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["per-epoch", "persistent"])
+def test_labels_a_worker_init_fn_sets_are_the_workers_labels(tmp_path, redis_url, persistent):
+    """A ``worker_init_fn`` that relabels the worker's copy of the dataset: DataLoader's
+    workers serve their labels, and so do SenecaLoader's, every epoch."""
+    root = tmp_path / "data"
+    make_dataset(root, 12, 2, size=(16, 12), progress=False, workers=1)
+    ds = datasets.ImageFolder(str(root), transform=v2.PILToTensor())
+    kw = dict(batch_size=4, num_workers=2, persistent_workers=persistent)
+    kw.update(worker_init_fn=_relabel_in_the_worker, multiprocessing_context="fork")
+    theirs = [sorted(int(y) for _, ys in DataLoader(ds, **kw) for y in ys)]
+    loader = SenecaLoader(ds, shuffle=True, cache=redis_url, **kw)
+    try:
+        ours = [sorted(int(y) for _, ys in loader for y in ys) for _ in range(2)]
+        assert ours == theirs * 2 == [[10] * 6 + [11] * 6] * 2
+        assert loader.stats()["storage_reads"] == 12  # the second epoch's images: cached
+    finally:
+        loader.close()
+
+
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_subset_whose_indices_change_between_epochs_is_read_as_dataloader_reads_it(
     tmp_path, redis_url, workers
