@@ -125,7 +125,7 @@ class Backoff:
 
 class Cadence:
     """Says when a look is due: at most once per ``every`` seconds unless forced, and not while
-    ``backoff`` (a job's ``seneca_base.backoff.Backoff``; None: none) is in an outage."""
+    ``backoff`` (a job's :class:`Backoff`; None: none) is in an outage."""
 
     def __init__(self, every: float, backoff: Any = None) -> None:
         self.every = float(every)
