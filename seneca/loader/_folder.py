@@ -9,7 +9,8 @@ import hashlib
 import io
 import os
 import sys
-from collections.abc import Callable, Sequence
+from array import array
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from PIL import Image, UnidentifiedImageError
@@ -19,7 +20,7 @@ from seneca.loader._source_base import Source
 from seneca.pipeline.fingerprint import describe, runtime
 from seneca.pipeline.storage import Storage
 
-__all__ = ["FolderSource", "decoder_name", "pil_decode"]
+__all__ = ["FolderSource", "MergedSamples", "decoder_name", "pil_decode"]
 
 
 def pil_decode(data: bytes | memoryview) -> Image.Image:
@@ -66,10 +67,51 @@ def decoder_name(*made_by: Any) -> str:
     return hashlib.sha1(made.encode()).hexdigest()[:8]
 
 
+class MergedSamples:
+    """The samples of several folder datasets as one list (a ``ConcatDataset``'s parts, or
+    subsets of them): sample ``i`` is entry ``at[i]`` of the ``samples`` list its dataset
+    ``holders[part[i]]`` holds now, as the ``ConcatDataset`` reads it at each fetch."""
+
+    def __init__(self, holders: list[Any], part: Sequence[int], at: Sequence[int]) -> None:
+        self.holders = holders
+        self.part, self.at = array("q", part), array("q", at)
+
+    @classmethod
+    def of(cls, lists: Sequence[tuple[Any, Sequence[int] | None]]) -> MergedSamples:
+        """The samples of ``lists``, in order: each a folder dataset's (its ``samples``, or
+        those at the given positions) or, as a :class:`MergedSamples`, the samples of merged
+        datasets (those at the given positions)."""
+        holders: list[Any] = []
+        part: list[int] = []
+        at: list[int] = []
+        for source, positions in lists:
+            if isinstance(source, MergedSamples):
+                taken = range(len(source)) if positions is None else positions
+                part += [len(holders) + source.part[i] for i in taken]
+                at += [source.at[i] for i in taken]
+                holders += source.holders
+            else:
+                taken = range(len(source.samples)) if positions is None else positions
+                part += [len(holders)] * len(taken)
+                at += taken
+                holders.append(source)
+        return cls(holders, part, at)
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+    def __getitem__(self, i: int) -> tuple[str, Any]:
+        return self.holders[self.part[i]].samples[self.at[i]]
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        return (self[i] for i in range(len(self)))
+
+
 class FolderSource(Source):
-    """A ``DatasetFolder``'s files (``samples``: another list of them); ``storage`` reads them
-    (and may be throttled). ``version``: the user's version of the files, in place of their
-    modification times in the id (``Storage.fingerprint``)."""
+    """A ``DatasetFolder``'s files (``samples``: another list of them, as a
+    :class:`MergedSamples` the files of several); ``storage`` reads them (and may be
+    throttled). ``version``: the user's version of the files, in place of their modification
+    times in the id (``Storage.fingerprint``)."""
 
     def __init__(
         self,
@@ -80,7 +122,8 @@ class FolderSource(Source):
         root = getattr(dataset, "root", None) if samples is None else None
         self.storage = Storage(dataset.samples if samples is None else samples, root=root)
         self.dataset = dataset
-        self._merged = samples is not None
+        #: the datasets whose files are merged into this source's (None: ``dataset``'s own)
+        self.merged = samples if isinstance(samples, MergedSamples) else None
         self.encoded = _decodes_bytes(self.loader)
         self.version = version
 
@@ -139,9 +182,8 @@ class FolderSource(Source):
 
     def samples_now(self) -> Any:
         """The list of ``(file, label)`` samples the user's dataset reads a sample from at each
-        fetch, as it is now (None: the source's list is its own, a ConcatDataset's parts'
-        merged)."""
-        return None if self._merged else getattr(self.dataset, "samples", None)
+        fetch, as it is now (for merged datasets, each from its own dataset's list)."""
+        return self.merged if self.merged is not None else getattr(self.dataset, "samples", None)
 
     def target(self, index: int) -> Any:
         """Sample ``index``'s label as this process's copy of the user's dataset holds it now:

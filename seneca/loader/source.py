@@ -14,8 +14,8 @@ It knows this for:
 * datasets that implement :class:`CacheableDataset`;
 * ``Subset`` (and so ``random_split``) of either, nested or not: the loader reads the subset's
   samples, and jobs over overlapping subsets share one cache;
-* ``ConcatDataset`` of folder datasets (or subsets of them) with one loader and equal
-  transforms: their samples are read as one list;
+* ``ConcatDataset`` of folder datasets (subsets of them, or ConcatDatasets of those) with one
+  loader and equal transforms: their samples are read as one list, each label from its part;
 * a Hugging Face ``datasets.Dataset`` with one ``Image()`` column, without a format or with a
   ``set_transform``/``with_transform`` function (``seneca.loader._hf``);
 * timm's ``ImageDataset`` over a folder (``seneca.loader._timm``).
@@ -35,7 +35,7 @@ from typing import Any, Protocol, runtime_checkable
 from torch.utils.data import ConcatDataset, IterableDataset, Subset
 from torchvision.datasets import DatasetFolder
 
-from seneca.loader._folder import FolderSource, decoder_name, pil_decode
+from seneca.loader._folder import FolderSource, MergedSamples, decoder_name, pil_decode
 from seneca.loader._source_base import NotCacheable, Source, refuse_overrides
 from seneca.pipeline.fingerprint import fingerprint
 
@@ -251,11 +251,11 @@ def _concat(dataset: ConcatDataset, version: str | None) -> Resolved:
     loaders = {getattr(p.base, "loader", None) for p in parts}
     if len(how) > 1 or len(loaders) > 1:
         raise NotCacheable("ConcatDataset: its parts differ in loader or transforms")
-    samples: list[tuple[str, Any]] = []
-    for p in parts:
-        own = p.base.samples
-        samples += own if p.positions is None else [own[i] for i in p.positions]
-    return Resolved(FolderSource(first, samples, version), first, None)
+    # each part's samples as its own source holds them (a ConcatDataset part's: all its parts')
+    sources = [p.source for p in parts if isinstance(p.source, FolderSource)]
+    held = [s.dataset if s.merged is None else s.merged for s in sources]
+    merged = MergedSamples.of([(h, p.positions) for h, p in zip(held, parts, strict=True)])
+    return Resolved(FolderSource(first, merged, version), first, None)
 
 
 def members(resolved: Resolved) -> Sequence[int] | None:

@@ -15,7 +15,7 @@ import torch
 from helpers.dataloader import same_as_dataloader
 from helpers.waiting import wait_for
 from PIL import Image
-from torch.utils.data import DataLoader, get_worker_info
+from torch.utils.data import ConcatDataset, DataLoader, Subset, get_worker_info
 from torchvision import datasets
 from torchvision.transforms import v2
 
@@ -728,6 +728,48 @@ def test_labels_set_mid_epoch_without_workers_are_used_from_the_next_batch(
         assert all(y < 10 for y in ours[0]) and all(y >= 10 for b in ours[1:] for y in b)
         for epoch in (ours[:3], ours[3:]):  # each sample once an epoch
             assert sorted(y % 10 for b in epoch for y in b) == [0] * 6 + [1] * 6
+        if not shuffle:
+            assert ours == theirs
+        assert loader.stats()["storage_reads"] == 12  # the second epoch's images: cached
+    finally:
+        loader.close()
+
+
+@pytest.mark.parametrize("shuffle", [False, True], ids=["in-order", "ods"])
+def test_a_concatenations_labels_set_mid_epoch_without_workers_are_used_from_the_next_batch(
+    tmp_path, redis_url, shuffle
+):
+    """A ConcatDataset reads each sample's label from its part's samples at every fetch: a
+    part relabelled within an epoch gives its new labels from the next batch on, with
+    DataLoader and with SenecaLoader."""
+    make_dataset(tmp_path / "a", 8, 2, size=(16, 12), progress=False, workers=1)
+    make_dataset(tmp_path / "b", 8, 2, size=(16, 12), progress=False, workers=1)
+    a = datasets.ImageFolder(str(tmp_path / "a"), transform=v2.PILToTensor())
+    b = datasets.ImageFolder(str(tmp_path / "b"), transform=v2.PILToTensor())
+    first = [(path, 2 + label) for path, label in b.samples]  # b's labels: 2 and 3
+    both = ConcatDataset([Subset(a, range(2, 6)), ConcatDataset([b])])
+
+    def batches(cls, **kw):
+        b.samples = first
+        loader = cls(both, batch_size=4, shuffle=shuffle, **kw)
+        out = []
+        for _ in range(2):
+            for _, y in loader:
+                out.append([int(t) for t in y])
+                if len(out) == 1:  # b relabelled: 12 and 13
+                    b.samples = [(path, 10 + label) for path, label in first]
+        return out, loader
+
+    theirs, _ = batches(DataLoader)
+    ours, loader = batches(SenecaLoader, cache=redis_url)
+    try:
+        assert not any(y in (2, 3) for batch in ours[1:] for y in batch)
+        for epoch in (ours[:3], ours[3:]):  # each sample once an epoch
+            assert (
+                sorted(y % 10 for batch in epoch for y in batch)
+                == [0] * 2 + [1] * 2 + [2] * 4 + [3] * 4
+            )
+        assert sorted(y for batch in ours[3:] for y in batch) == [0, 0, 1, 1] + [12] * 4 + [13] * 4
         if not shuffle:
             assert ours == theirs
         assert loader.stats()["storage_reads"] == 12  # the second epoch's images: cached

@@ -433,6 +433,28 @@ def test_concatenated_folders_are_cached_as_one_list(tiny_dataset, redis_url):
     assert mixed.not_cached and len(_targets(mixed)) == 2 * N
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_concatenation_of_concatenations_and_subsets_is_read_as_dataloader_reads_it(
+    tmp_path, redis_url, workers
+):
+    """A ConcatDataset whose parts are ConcatDatasets and Subsets of folder datasets: every
+    sample is the file DataLoader reads for its index, with its label, in order, the second
+    epoch from the cache."""
+    from helpers.dataloader import same_as_dataloader
+    from torch.utils.data import ConcatDataset
+
+    from seneca._bench.synthetic import make_dataset
+
+    parts = []
+    for name, classes in (("a", 2), ("b", 3), ("c", 2)):
+        make_dataset(tmp_path / name, 8, classes, size=(12, 10), progress=False, workers=1)
+        parts.append(ImageFolder(str(tmp_path / name), transform=T.PILToTensor()))
+    a, b, c = parts
+    both = ConcatDataset([ConcatDataset([a, Subset(b, [7, 1, 4])]), c, ConcatDataset([b])])
+    reads = same_as_dataloader(both, redis_url, num_workers=workers)
+    assert reads == len(both) == 8 + 3 + 8 + 8
+
+
 class _Scaled:
     """A step of the user's whose repr does not show what it does."""
 
