@@ -45,7 +45,9 @@ class DatasetError(SenecaError, OSError):
 
     A sample that cannot be read or decoded while training raises what DataLoader would raise
     for it (``FileNotFoundError``, PIL's ``UnidentifiedImageError``), with a note naming the
-    sample (PEP 678).
+    sample (PEP 678). A ``ConcatDataset`` whose parts were set within an epoch to make their
+    samples otherwise than each other raises this too: its samples cannot be served as one
+    dataset's.
     """
 
 

@@ -38,7 +38,7 @@ from seneca.loader.source import Resolved
 from seneca.pipeline.fingerprint import at_a_glance
 from seneca.pipeline.malloc import tune_malloc
 from seneca.pipeline.transforms import split_transform
-from seneca_base.errors import ConfigError
+from seneca_base.errors import ConfigError, DatasetError
 from seneca_base.process import TRAINING, Made, Role
 from seneca_base.process import role as process_role
 
@@ -70,7 +70,7 @@ class CachedDataset(torch.utils.data.Dataset):
         #: the dataset's transform and target transform as last taken, and how they looked
         #: (:meth:`changed_since`)
         self._taken = self._transforms_now()
-        self._glance = at_a_glance(self._taken)
+        self._glance = _glance(self._taken)
         #: how a sample is made (``defer_tail``: the loader runs ``transform.batch_tail`` on
         #: collated batches, so samples end after ``transform.sample_tail``)
         self.work = SampleWork(
@@ -130,8 +130,8 @@ class CachedDataset(torch.utils.data.Dataset):
         size set, a step added to its list) is seen too; values named otherwise than the
         cache's are never read from it (``SampleWork.stale``, ``SampleWork.old_view``)."""
         self._taken = self._transforms_now()
-        transform, target_transform = self._taken
-        self._glance = at_a_glance(self._taken)
+        transform, target_transform = self._taken[:2]
+        self._glance = _glance(self._taken)
         self.work.target_transform = target_transform
         self.work.use_transform(split_transform(transform))
 
@@ -143,11 +143,31 @@ class CachedDataset(torch.utils.data.Dataset):
         now = self._transforms_now()
         if any(a is not b for a, b in zip(now, self._taken, strict=True)):
             return True
-        return at_a_glance(now) != self._glance
+        return _glance(now) != self._glance
 
-    def _transforms_now(self) -> tuple[Any, Any]:
+    def check_alike(self) -> None:
+        """Raise DatasetError when the datasets whose samples the source holds together (a
+        ConcatDataset's parts) make them otherwise than each other now: one part's transform
+        or loader function set within an epoch, or by a ``worker_init_fn``. Their samples
+        cannot be made alike from then on, and none is served as another part's transform
+        would make it. (Set before an iteration, the loader reads the dataset uncached.)"""
+        unlike = self.resolved.made_otherwise() if self.resolved.others else None
+        if unlike is not None:
+            raise DatasetError(
+                f"SenecaLoader: {type(self.dataset).__name__}: {unlike} since the epoch began; "
+                "set every part's alike, or set them before an epoch (the loader then reads "
+                "the dataset as DataLoader does, uncached)"
+            )
+
+    def _transforms_now(self) -> tuple[Any, ...]:
+        """The transform and target transform of the dataset that makes the samples, and
+        those and the loader function of each dataset whose samples the source holds with it
+        (``Resolved.others``)."""
         base = self.resolved.base
-        return getattr(base, "transform", None), getattr(base, "target_transform", None)
+        now = (getattr(base, "transform", None), getattr(base, "target_transform", None))
+        for other in self.resolved.others:
+            now += (other.transform, other.target_transform, getattr(other, "loader", None))
+        return now
 
     def follow_samples(self) -> str | None:
         """Take the labels of the user's dataset as they are now, and say what else changed in
@@ -195,6 +215,7 @@ class CachedDataset(torch.utils.data.Dataset):
         if role.worker:
             guard_exit()
             self.follow()
+            self.check_alike()
             self.work.look_at_decoding()
         self._started = Made()
         self._role = role
@@ -219,3 +240,9 @@ class CachedDataset(torch.utils.data.Dataset):
         part.extend(self.source.batch(fetched))
         part.swaps = late.made if late is not None else None
         return part
+
+
+def _glance(taken: tuple[Any, ...]) -> str:
+    """``fingerprint.at_a_glance`` of the objects ``taken``, each once (a ConcatDataset's
+    parts share their transforms, as a rule)."""
+    return at_a_glance(tuple({id(obj): obj for obj in taken}.values()))

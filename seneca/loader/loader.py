@@ -418,6 +418,7 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         used as DataLoader's loop uses it."""
         assert self._cached is not None
         if self._cached.changed_since():
+            self._cached.check_alike()
             self._follow_transform()
 
     def _look_at_samples(self) -> None:

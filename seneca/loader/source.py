@@ -177,6 +177,15 @@ class Resolved:
     source: Source
     base: Any
     positions: list[int] | None
+    #: the other datasets whose samples the source holds (a ConcatDataset's later parts, its
+    #: parts' parts too): they make their samples as ``base`` does, with its transforms and
+    #: loader function, only while they agree (:meth:`made_otherwise`)
+    others: tuple[Any, ...] = ()
+
+    def made_otherwise(self) -> str | None:
+        """Why :attr:`others` make their samples otherwise than :attr:`base` now (their
+        transforms or loader function set otherwise since), in words; None while they agree."""
+        return _unlike([self.base, *self.others])
 
     def follow(self, dataset: Any) -> str | None:
         """Take the labels of ``dataset``'s samples as they are now (a script may set them
@@ -214,7 +223,7 @@ def resolve(dataset: Any, version: str | None = None) -> Resolved:
         inner = resolve(dataset.dataset, version)
         outer = inner.positions if inner.positions is not None else range(len(inner.source))
         positions = [outer[int(i)] for i in dataset.indices]  # IndexError as Subset's would
-        return Resolved(inner.source, inner.base, positions)
+        return Resolved(inner.source, inner.base, positions, inner.others)
     if isinstance(dataset, ConcatDataset):
         refuse_overrides(dataset, ConcatDataset)
         return _concat(dataset, version)
@@ -245,17 +254,33 @@ def _concat(dataset: ConcatDataset, version: str | None) -> Resolved:
     parts = [resolve(d, version) for d in dataset.datasets]
     if not parts or not all(type(p.source) is FolderSource for p in parts):
         raise NotCacheable("ConcatDataset: Seneca caches concatenated DatasetFolders only")
-    first = parts[0].base
-    # named by what they do (a repr may hide it; one that cannot be named differs)
-    how = {fingerprint([p.base.transform, p.base.target_transform]) for p in parts}
-    loaders = {getattr(p.base, "loader", None) for p in parts}
-    if len(how) > 1 or len(loaders) > 1:
-        raise NotCacheable("ConcatDataset: its parts differ in loader or transforms")
+    first, *others = [b for p in parts for b in (p.base, *p.others)]
+    unlike = _unlike([first, *others])
+    if unlike is not None:
+        raise NotCacheable(f"ConcatDataset: {unlike}")
     # each part's samples as its own source holds them (a ConcatDataset part's: all its parts')
     sources = [p.source for p in parts if isinstance(p.source, FolderSource)]
     held = [s.dataset if s.merged is None else s.merged for s in sources]
     merged = MergedSamples.of([(h, p.positions) for h, p in zip(held, parts, strict=True)])
-    return Resolved(FolderSource(first, merged, version), first, None)
+    return Resolved(FolderSource(first, merged, version), first, None, tuple(others))
+
+
+def _unlike(bases: Sequence[Any]) -> str | None:
+    """Why the datasets ``bases`` make their samples otherwise than each other (None: they
+    make them alike): other transforms, named by what they do (a repr may hide it; one that
+    cannot be named differs), or another loader function."""
+    if len(bases) < 2:
+        return None
+    first = bases[0]
+    same = all(
+        b.transform is first.transform and b.target_transform is first.target_transform
+        for b in bases
+    )
+    how = {fingerprint([b.transform, b.target_transform]) for b in bases} if not same else ()
+    loaders = {getattr(b, "loader", None) for b in bases}
+    if len(how) > 1 or len(loaders) > 1:
+        return "its parts differ in loader or transforms"
+    return None
 
 
 def members(resolved: Resolved) -> Sequence[int] | None:

@@ -19,7 +19,7 @@ from torch.utils.data import ConcatDataset, DataLoader, Subset, get_worker_info
 from torchvision import datasets
 from torchvision.transforms import v2
 
-from seneca import SenecaLoader
+from seneca import DatasetError, SenecaLoader
 from seneca._bench.synthetic import make_dataset
 
 
@@ -773,6 +773,92 @@ def test_a_concatenations_labels_set_mid_epoch_without_workers_are_used_from_the
         if not shuffle:
             assert ours == theirs
         assert loader.stats()["storage_reads"] == 12  # the second epoch's images: cached
+    finally:
+        loader.close()
+
+
+def _two_folders(tmp_path):
+    """A ConcatDataset of two folder datasets (8 samples each) made with one transform."""
+    parts = []
+    for name in ("a", "b"):
+        make_dataset(tmp_path / name, 8, 2, size=(16, 12), progress=False, workers=1)
+        parts.append(datasets.ImageFolder(str(tmp_path / name), transform=v2.PILToTensor()))
+    return ConcatDataset([parts[0], ConcatDataset([parts[1]])])
+
+
+_SMALL = v2.Compose([v2.PILToTensor(), v2.Resize((6, 8))])
+#: a transform that makes other images of the same size
+_FLIPPED = v2.Compose([v2.PILToTensor(), v2.RandomVerticalFlip(p=1.0)])
+
+
+def _images(loader):
+    """The images of an epoch, in an order that does not depend on the loader's."""
+    return sorted(x.numpy().tobytes() for xs, _ in loader for x in xs)
+
+
+def test_a_concatenations_parts_set_alike_mid_epoch_make_the_next_batch(tmp_path, redis_url):
+    """Without workers, every part of a ConcatDataset given one new transform after the first
+    batch: the next batches are made with it, as DataLoader's are."""
+    both = _two_folders(tmp_path)
+
+    def batches(cls, **kw):
+        for part in (both.datasets[0], both.datasets[1].datasets[0]):
+            part.transform = v2.PILToTensor()
+        out = []
+        for x, y in cls(both, batch_size=4, **kw):
+            out.append((x, y))
+            if len(out) == 1:
+                for part in (both.datasets[0], both.datasets[1].datasets[0]):
+                    part.transform = _SMALL
+        return out
+
+    theirs = batches(DataLoader)
+    ours = batches(SenecaLoader, cache=redis_url)
+    assert [tuple(x.shape) for x, _ in ours] == [(4, 3, 12, 16)] + [(4, 3, 6, 8)] * 3
+    for (ox, oy), (tx, ty) in zip(ours, theirs, strict=True):
+        assert torch.equal(ox, tx) and torch.equal(oy, ty)
+
+
+@pytest.mark.parametrize("shuffle", [False, True], ids=["in-order", "ods"])
+def test_a_concatenations_part_set_otherwise_mid_epoch_is_never_served_another_parts_transform(
+    tmp_path, redis_url, shuffle
+):
+    """Without workers, one part of a ConcatDataset given its own transform within an epoch
+    would make its samples otherwise than the others: the loader raises rather than serve a
+    sample made by the other part's transform. Set before an epoch, the loader reads the
+    dataset as DataLoader does."""
+    both = _two_folders(tmp_path)
+    loader = SenecaLoader(both, batch_size=4, shuffle=shuffle, cache=redis_url)
+    try:
+        it = iter(loader)
+        next(it)
+        both.datasets[1].datasets[0].transform = _FLIPPED
+        with pytest.raises(DatasetError, match="differ in loader or transforms since the epoch"):
+            next(it)
+        with pytest.warns(UserWarning, match="differ in loader or transforms"):
+            ours = _images(loader)
+        assert ours == _images(DataLoader(both, batch_size=4)) and loader.not_cached
+    finally:
+        loader.close()
+
+
+def _flip_the_second_part(_worker):
+    get_worker_info().dataset.datasets[1].datasets[0].transform = _FLIPPED
+
+
+def test_a_concatenations_part_a_worker_init_fn_sets_otherwise_raises_in_the_loop(
+    tmp_path, redis_url
+):
+    """A ``worker_init_fn`` that gives one part of a ConcatDataset its own transform: the
+    worker's samples of that part could not be made as DataLoader's worker makes them, so the
+    loop raises instead of serving them made by the first part's transform."""
+    both = _two_folders(tmp_path)
+    kw = dict(batch_size=4, num_workers=1, worker_init_fn=_flip_the_second_part)
+    assert _images(DataLoader(both, **kw)) != _images(DataLoader(both, batch_size=4))
+    loader = SenecaLoader(both, shuffle=True, cache=redis_url, **kw)
+    try:
+        with pytest.raises(DatasetError, match="differ in loader or transforms"):
+            list(loader)
     finally:
         loader.close()
 
