@@ -191,8 +191,8 @@ class Resolved:
         """Take the labels of ``dataset``'s samples as they are now (a script may set them
         between epochs, as pseudo-labelling does), and say what else changed since ``dataset``
         was resolved into this, which cached reads cannot follow (None: nothing did): samples
-        added, removed or moved, a Subset's other indices, another loader function, a dataset
-        no longer cacheable."""
+        added, removed or moved, a Subset's other indices, another dataset in a part's place,
+        another loader function, a dataset no longer cacheable."""
         try:
             now = resolve(dataset)
         except NotCacheable as why:
@@ -201,6 +201,10 @@ class Resolved:
             return "the dataset's samples changed (a Subset's indices)"
         if not isinstance(self.source, FolderSource) or not isinstance(now.source, FolderSource):
             return None if type(now.source) is type(self.source) else "the dataset changed"
+        parts, were = (now.base, *now.others), (self.base, *self.others)
+        if len(parts) != len(were) or any(a is not b for a, b in zip(parts, were, strict=True)):
+            # the source reads the samples, and takes the transforms, of those it was made of
+            return "the dataset's parts changed (another dataset in a part's place)"
         old, new = self.source.storage.samples, now.source.storage.samples
         if len(old) != len(new) or any(a[0] != b[0] for a, b in zip(old, new, strict=True)):
             return "the dataset's samples changed (files added, removed or moved in its list)"

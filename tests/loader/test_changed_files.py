@@ -863,6 +863,48 @@ def test_a_concatenations_part_a_worker_init_fn_sets_otherwise_raises_in_the_loo
         loader.close()
 
 
+def _grey(path):
+    with open(path, "rb") as f:
+        return Image.open(f).convert("L").convert("RGB")
+
+
+def _pairs(loader):
+    """An epoch's (image, label) pairs, in an order that does not depend on the loader's."""
+    return sorted(
+        (x.numpy().tobytes(), int(y)) for xs, ys in loader for x, y in zip(xs, ys, strict=True)
+    )
+
+
+@pytest.mark.parametrize("kind", ["concat-part", "subset-dataset"])
+def test_a_dataset_put_in_a_parts_place_between_epochs_is_read_as_dataloader_reads_it(
+    tmp_path, redis_url, kind
+):
+    """Between epochs the script puts another dataset of the same files in a part's place (a
+    ConcatDataset's part, relabelled; a Subset's dataset, decoding otherwise): the loader
+    reads the samples, labels and transforms of the dataset in that place, as DataLoader
+    does, never those of the one it replaced."""
+    for name in ("a", "b"):
+        make_dataset(tmp_path / name, 8, 2, size=(16, 12), progress=False, workers=1)
+    a = datasets.ImageFolder(str(tmp_path / "a"), transform=v2.PILToTensor())
+    b = datasets.ImageFolder(str(tmp_path / "b"), transform=v2.PILToTensor())
+    ds = ConcatDataset([a, b]) if kind == "concat-part" else Subset(a, range(1, 7))
+    loader = SenecaLoader(ds, batch_size=4, shuffle=True, cache=redis_url)
+    try:
+        assert _pairs(loader) == _pairs(DataLoader(ds, batch_size=4))
+        if kind == "concat-part":
+            other = datasets.ImageFolder(str(tmp_path / "b"), transform=v2.PILToTensor())
+            other.samples = [(path, 10 + label) for path, label in other.samples]
+            ds.datasets[1] = other
+        else:
+            other = datasets.ImageFolder(str(tmp_path / "a"), v2.PILToTensor(), loader=_grey)
+            ds.dataset = other
+        with pytest.warns(UserWarning, match="another dataset in a part's place"):
+            ours = _pairs(loader)
+        assert ours == _pairs(DataLoader(ds, batch_size=4)) and loader.not_cached
+    finally:
+        loader.close()
+
+
 def _relabel_in_the_worker(_worker):
     dataset = get_worker_info().dataset
     dataset.samples = [(path, 10 + label) for path, label in dataset.samples]
