@@ -38,6 +38,8 @@ class Source:
 
     #: the samples' id in cache keys
     id: str
+    #: the user's dataset the samples are read from (a ConcatDataset's first part)
+    dataset: Any
     #: :meth:`sample` makes a row (a mapping), not an ``(image, target)`` pair: no batch tail
     #: runs on its batches
     rows: bool = False

@@ -199,12 +199,12 @@ class Resolved:
             return str(why)
         if now.positions != self.positions:
             return "the dataset's samples changed (a Subset's indices)"
-        if not isinstance(self.source, FolderSource) or not isinstance(now.source, FolderSource):
-            return None if type(now.source) is type(self.source) else "the dataset changed"
-        parts, were = (now.base, *now.others), (self.base, *self.others)
+        parts, were = (now.source.dataset, *now.others), (self.source.dataset, *self.others)
         if len(parts) != len(were) or any(a is not b for a, b in zip(parts, were, strict=True)):
             # the source reads the samples, and takes the transforms, of those it was made of
             return "the dataset's parts changed (another dataset in a part's place)"
+        if not isinstance(self.source, FolderSource) or not isinstance(now.source, FolderSource):
+            return None if type(now.source) is type(self.source) else "the dataset changed"
         old, new = self.source.storage.samples, now.source.storage.samples
         if len(old) != len(new) or any(a[0] != b[0] for a, b in zip(old, new, strict=True)):
             return "the dataset's samples changed (files added, removed or moved in its list)"

@@ -875,19 +875,24 @@ def _pairs(loader):
     )
 
 
-@pytest.mark.parametrize("kind", ["concat-part", "subset-dataset"])
+@pytest.mark.parametrize("kind", ["concat-part", "subset-dataset", "subset-cacheable"])
 def test_a_dataset_put_in_a_parts_place_between_epochs_is_read_as_dataloader_reads_it(
     tmp_path, redis_url, kind
 ):
     """Between epochs the script puts another dataset of the same files in a part's place (a
-    ConcatDataset's part, relabelled; a Subset's dataset, decoding otherwise): the loader
+    ConcatDataset's part, relabelled; a Subset's dataset, decoding otherwise, a folder's or a
+    CacheableDataset of the same id): the loader
     reads the samples, labels and transforms of the dataset in that place, as DataLoader
     does, never those of the one it replaced."""
     for name in ("a", "b"):
         make_dataset(tmp_path / name, 8, 2, size=(16, 12), progress=False, workers=1)
     a = datasets.ImageFolder(str(tmp_path / "a"), transform=v2.PILToTensor())
     b = datasets.ImageFolder(str(tmp_path / "b"), transform=v2.PILToTensor())
-    ds = ConcatDataset([a, b]) if kind == "concat-part" else Subset(a, range(1, 7))
+    ds = {
+        "concat-part": lambda: ConcatDataset([a, b]),
+        "subset-dataset": lambda: Subset(a, range(1, 7)),
+        "subset-cacheable": lambda: Subset(_Numbered(0), range(1, 7)),
+    }[kind]()
     loader = SenecaLoader(ds, batch_size=4, shuffle=True, cache=redis_url)
     try:
         assert _pairs(loader) == _pairs(DataLoader(ds, batch_size=4))
@@ -895,9 +900,10 @@ def test_a_dataset_put_in_a_parts_place_between_epochs_is_read_as_dataloader_rea
             other = datasets.ImageFolder(str(tmp_path / "b"), transform=v2.PILToTensor())
             other.samples = [(path, 10 + label) for path, label in other.samples]
             ds.datasets[1] = other
-        else:
-            other = datasets.ImageFolder(str(tmp_path / "a"), v2.PILToTensor(), loader=_grey)
-            ds.dataset = other
+        elif kind == "subset-dataset":
+            ds.dataset = datasets.ImageFolder(str(tmp_path / "a"), v2.PILToTensor(), loader=_grey)
+        else:  # the same id, decoded otherwise
+            ds.dataset = _Numbered(0, scale=3)
         with pytest.warns(UserWarning, match="another dataset in a part's place"):
             ours = _pairs(loader)
         assert ours == _pairs(DataLoader(ds, batch_size=4)) and loader.not_cached
