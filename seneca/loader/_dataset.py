@@ -51,7 +51,8 @@ class CachedDataset(torch.utils.data.Dataset):
 
     Attribute reads and writes that this wrapper does not define (``classes``, a setting a
     ``worker_init_fn`` changes, ...) go to the user's dataset; setting ``transform`` or
-    ``target_transform`` sets the dataset's and is used from then on. The wrapper's own
+    ``target_transform`` sets the dataset's and is used from then on (a Subset's or
+    ConcatDataset's is its own, unused, as DataLoader leaves it). The wrapper's own
     attributes are those it sets while it is built: no list to keep in step.
     """
 
@@ -93,12 +94,22 @@ class CachedDataset(torch.utils.data.Dataset):
     @property
     def transform(self) -> Any:
         """The user's dataset's transform, as a ``worker_init_fn`` reads it from DataLoader's
-        dataset (``work.transform`` is it split at the cache boundary)."""
+        dataset (``work.transform`` is it split at the cache boundary). A Subset or
+        ConcatDataset has none, as for DataLoader."""
+        if not self._makes_samples():
+            return self.dataset.transform
         return getattr(self.resolved.base, "transform", None)
 
     @property
     def target_transform(self) -> Any:
+        if not self._makes_samples():
+            return self.dataset.target_transform
         return self.work.target_transform
+
+    def _makes_samples(self) -> bool:
+        """Whether the user's dataset is the one whose transforms make the samples (not a
+        Subset or ConcatDataset of it, whose ``transform``, if set, DataLoader never uses)."""
+        return self.dataset is self.resolved.source.dataset
 
     @property
     def store(self) -> Store | None:
@@ -175,7 +186,9 @@ class CachedDataset(torch.utils.data.Dataset):
         return self.resolved.follow(self.dataset)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name == "transform":
+        if name in ("transform", "target_transform") and not self._makes_samples():
+            setattr(self.dataset, name, value)  # a Subset's: DataLoader never uses it
+        elif name == "transform":
             setattr(self.resolved.base, name, value)
             self.work.use_transform(split_transform(value))
         elif name == "target_transform":

@@ -336,6 +336,33 @@ def test_the_loader_shows_the_users_objects(tiny_dataset, redis_url):
     assert SenecaLoader[torch.Tensor] is not None
 
 
+def _flip_the_subset(_worker):
+    subset = get_worker_info().dataset
+    assert not hasattr(subset, "transform")  # a Subset has none
+    subset.transform = T.Compose([T.RandomVerticalFlip(1.0), T.PILToTensor()])  # never used
+
+
+@pytest.mark.parametrize("kind", ["subset", "concat"])
+def test_a_transform_a_worker_init_fn_sets_on_a_subset_is_unused_as_dataloader_leaves_it(
+    tiny_dataset, redis_url, kind
+):
+    """A ``worker_init_fn`` that sets ``transform`` on a Subset or ConcatDataset: DataLoader's
+    samples are made by the datasets inside it, which keep theirs; so are SenecaLoader's."""
+    from torch.utils.data import ConcatDataset
+
+    ds = ImageFolder(str(tiny_dataset), transform=T.PILToTensor())
+    wrapped = Subset(ds, range(4, 20)) if kind == "subset" else ConcatDataset([ds, ds])
+    kw = dict(batch_size=4, num_workers=1, worker_init_fn=_flip_the_subset)
+    want = [x for x, _ in DataLoader(wrapped, **kw)]
+    loader = SenecaLoader(wrapped, cache=redis_url, **kw)
+    try:
+        for _ in range(2):
+            got = list(loader)
+            assert all(torch.equal(x, w) for (x, _), w in zip(got, want, strict=True))
+    finally:
+        loader.close()
+
+
 @pytest.mark.parametrize("batch_size, drop_last", [(1, False), (5, False), (5, True), (48, True)])
 def test_len_matches_dataloader(tiny_dataset, redis_url, batch_size, drop_last):
     ds = indexed(tiny_dataset)
