@@ -791,9 +791,19 @@ _SMALL = v2.Compose([v2.PILToTensor(), v2.Resize((6, 8))])
 _FLIPPED = v2.Compose([v2.PILToTensor(), v2.RandomVerticalFlip(p=1.0)])
 
 
-def _images(loader):
-    """The images of an epoch, in an order that does not depend on the loader's."""
-    return sorted(x.numpy().tobytes() for xs, _ in loader for x in xs)
+def _pairs(loader):
+    """An epoch's (image, label) pairs, in an order that does not depend on the loader's."""
+    return sorted(
+        (x.numpy().tobytes(), int(y)) for xs, ys in loader for x, y in zip(xs, ys, strict=True)
+    )
+
+
+def _read_as_dataloader_reads(loader, ds, why):
+    """The loader's next epoch is ``ds`` read as DataLoader reads it, uncached, with one
+    warning that says ``why``."""
+    with pytest.warns(UserWarning, match=why):
+        ours = _pairs(loader)
+    assert ours == _pairs(DataLoader(ds, batch_size=4)) and loader.not_cached
 
 
 def test_a_concatenations_parts_set_alike_mid_epoch_make_the_next_batch(tmp_path, redis_url):
@@ -835,9 +845,7 @@ def test_a_concatenations_part_set_otherwise_mid_epoch_is_never_served_another_p
         both.datasets[1].datasets[0].transform = _FLIPPED
         with pytest.raises(DatasetError, match="differ in loader or transforms since the epoch"):
             next(it)
-        with pytest.warns(UserWarning, match="differ in loader or transforms"):
-            ours = _images(loader)
-        assert ours == _images(DataLoader(both, batch_size=4)) and loader.not_cached
+        _read_as_dataloader_reads(loader, both, "differ in loader or transforms")
     finally:
         loader.close()
 
@@ -854,7 +862,7 @@ def test_a_concatenations_part_a_worker_init_fn_sets_otherwise_raises_in_the_loo
     loop raises instead of serving them made by the first part's transform."""
     both = _two_folders(tmp_path)
     kw = dict(batch_size=4, num_workers=1, worker_init_fn=_flip_the_second_part)
-    assert _images(DataLoader(both, **kw)) != _images(DataLoader(both, batch_size=4))
+    assert _pairs(DataLoader(both, **kw)) != _pairs(DataLoader(both, batch_size=4))
     loader = SenecaLoader(both, shuffle=True, cache=redis_url, **kw)
     try:
         with pytest.raises(DatasetError, match="differ in loader or transforms"):
@@ -866,13 +874,6 @@ def test_a_concatenations_part_a_worker_init_fn_sets_otherwise_raises_in_the_loo
 def _grey(path):
     with open(path, "rb") as f:
         return Image.open(f).convert("L").convert("RGB")
-
-
-def _pairs(loader):
-    """An epoch's (image, label) pairs, in an order that does not depend on the loader's."""
-    return sorted(
-        (x.numpy().tobytes(), int(y)) for xs, ys in loader for x, y in zip(xs, ys, strict=True)
-    )
 
 
 @pytest.mark.parametrize("kind", ["concat-part", "subset-dataset", "subset-cacheable"])
@@ -904,9 +905,7 @@ def test_a_dataset_put_in_a_parts_place_between_epochs_is_read_as_dataloader_rea
             ds.dataset = datasets.ImageFolder(str(tmp_path / "a"), v2.PILToTensor(), loader=_grey)
         else:  # the same id, decoded otherwise
             ds.dataset = _Numbered(0, scale=3)
-        with pytest.warns(UserWarning, match="another dataset in a part's place"):
-            ours = _pairs(loader)
-        assert ours == _pairs(DataLoader(ds, batch_size=4)) and loader.not_cached
+        _read_as_dataloader_reads(loader, ds, "another dataset in a part's place")
     finally:
         loader.close()
 
