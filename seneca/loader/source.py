@@ -177,10 +177,16 @@ class Resolved:
     source: Source
     base: Any
     positions: list[int] | None
-    #: the other datasets whose samples the source holds (a ConcatDataset's later parts, its
-    #: parts' parts too): they make their samples as ``base`` does, with its transforms and
-    #: loader function, only while they agree (:meth:`made_otherwise`)
-    others: tuple[Any, ...] = ()
+
+    @property
+    def others(self) -> tuple[Any, ...]:
+        """The other datasets whose samples the source holds (a ConcatDataset's later parts,
+        its parts' parts too): they make their samples as :attr:`base` does, with its
+        transforms and loader function, only while they agree (:meth:`made_otherwise`)."""
+        source = self.source
+        if not isinstance(source, FolderSource) or source.merged is None:
+            return ()
+        return tuple(source.merged.holders[1:])
 
     def made_otherwise(self) -> str | None:
         """Why :attr:`others` make their samples otherwise than :attr:`base` now (their
@@ -227,7 +233,7 @@ def resolve(dataset: Any, version: str | None = None) -> Resolved:
         inner = resolve(dataset.dataset, version)
         outer = inner.positions if inner.positions is not None else range(len(inner.source))
         positions = [outer[int(i)] for i in dataset.indices]  # IndexError as Subset's would
-        return Resolved(inner.source, inner.base, positions, inner.others)
+        return Resolved(inner.source, inner.base, positions)
     if isinstance(dataset, ConcatDataset):
         refuse_overrides(dataset, ConcatDataset)
         return _concat(dataset, version)
@@ -258,15 +264,15 @@ def _concat(dataset: ConcatDataset, version: str | None) -> Resolved:
     parts = [resolve(d, version) for d in dataset.datasets]
     if not parts or not all(type(p.source) is FolderSource for p in parts):
         raise NotCacheable("ConcatDataset: Seneca caches concatenated DatasetFolders only")
-    first, *others = [b for p in parts for b in (p.base, *p.others)]
-    unlike = _unlike([first, *others])
-    if unlike is not None:
-        raise NotCacheable(f"ConcatDataset: {unlike}")
     # each part's samples as its own source holds them (a ConcatDataset part's: all its parts')
     sources = [p.source for p in parts if isinstance(p.source, FolderSource)]
     held = [s.dataset if s.merged is None else s.merged for s in sources]
     merged = MergedSamples.of([(h, p.positions) for h, p in zip(held, parts, strict=True)])
-    return Resolved(FolderSource(first, merged, version), first, None, tuple(others))
+    unlike = _unlike(merged.holders)
+    if unlike is not None:
+        raise NotCacheable(f"ConcatDataset: {unlike}")
+    first = merged.holders[0]
+    return Resolved(FolderSource(first, merged, version), first, None)
 
 
 def _unlike(bases: Sequence[Any]) -> str | None:
