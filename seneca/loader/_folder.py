@@ -5,7 +5,6 @@ opened and converted to RGB), named by the files and by what decodes them."""
 from __future__ import annotations
 
 import functools
-import hashlib
 import io
 import os
 import sys
@@ -17,7 +16,7 @@ from PIL import Image, UnidentifiedImageError
 from torchvision import get_image_backend
 
 from seneca.loader._source_base import Source
-from seneca.pipeline.fingerprint import describe, runtime
+from seneca.pipeline.fingerprint import fingerprint, runtime
 from seneca.pipeline.storage import Storage
 
 __all__ = ["FolderSource", "MergedSamples", "decoder_name", "pil_decode"]
@@ -62,9 +61,9 @@ def _loader_parts(loader: Callable | None) -> tuple[Any, ...]:
 def decoder_name(*made_by: Any) -> str:
     """The short name of a function that decodes samples and what it decodes with
     (``made_by``): by what they do (``describe``: code, what they are given, the settings they
-    read) and the libraries that decode (``runtime``)."""
-    made = "|".join([runtime(), *map(describe, made_by)])
-    return hashlib.sha1(made.encode()).hexdigest()[:8]
+    read) and the libraries that decode (``runtime``); a name of its own each time when they
+    cannot be named (``fingerprint``)."""
+    return fingerprint(list(made_by), about="the dataset's loader function")[:8]
 
 
 class MergedSamples:
@@ -157,7 +156,10 @@ class FolderSource(Source):
     def decodes_otherwise(self) -> str | None:
         if "decoded_by" not in self.__dict__ or self.decoder() == self.decoded_by:
             return None
-        return "how the dataset's files decode changed (its loader function, or a setting)"
+        return (
+            "how the dataset's files decode changed (its loader function, or a setting), or "
+            "cannot be named"
+        )
 
     def __len__(self) -> int:
         return len(self.storage)

@@ -165,7 +165,7 @@ class ProtocolSource(Source):
             return None
         return (
             "the dataset's seneca_decode changed (its code or a setting it reads) since "
-            "SenecaLoader was made"
+            "SenecaLoader was made, or cannot be named"
         )
 
 

@@ -15,7 +15,13 @@ other images: other parameters, or other code.
   the module globals its code reads (a setting such as ``SIZE = int(sys.argv[1])``, a helper
   function), as are the methods of a user's class: a sweep that changes one makes other values;
 * tensors and arrays by dtype, shape and a hash of their bytes; PIL images by mode, size, a
-  hash of their pixels, palette and ``info``.
+  hash of their pixels, palette and ``info``;
+* lists, dicts and sets by every item (a long one's first items, its length and a hash of
+  all).
+
+What cannot be named whole (objects nested deeper than ``_DEPTH``, a collection of more than
+``_WHOLE`` items that are not plain data) is never named by a part of it: :func:`fingerprint`
+gives it a name of its own each time, as a step whose ``repr`` raises.
 
 Every name also names the libraries that make the values (:func:`runtime`): torch,
 torchvision, Pillow and its codecs, whose versions may make other images of the same steps; and
@@ -47,9 +53,12 @@ from typing import Any
 
 __all__ = ["at_a_glance", "describe", "fingerprint", "libraries", "runtime"]
 
-#: how deep attributes are followed, and how many items of a long list are described
-_DEPTH = 8
+#: how deep attributes are followed (an object deeper than that cannot be named), how many
+#: items of a long list are described in its name, and of how many items that are not plain
+#: data at most a list is named whole (a longer one cannot be named)
+_DEPTH = 16
 _ITEMS = 64
+_WHOLE = 4096
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _PLAIN = (type(None), bool, int, float, complex, str, bytes)
 log = logging.getLogger("seneca")
@@ -57,20 +66,27 @@ log = logging.getLogger("seneca")
 _REPR_NAMES = ("torchvision", "torch")
 
 
-def fingerprint(steps: list[Any]) -> str:
-    """The short name of the head ``steps`` in cache keys ("none" for no head). A head that
-    cannot be described (a step whose ``repr`` raises, say) gets a name of its own each time:
-    its copies are shared with no other job, and none is taken from one."""
+#: what :func:`fingerprint` names, unless told otherwise (in the log)
+_HEAD = "the transform's steps before the cache boundary"
+
+
+def fingerprint(steps: list[Any], about: str = _HEAD) -> str:
+    """The short name of ``steps`` in cache keys, with the libraries that run them
+    (:func:`runtime`): a transform's head ("none" for no head), or what decodes a dataset's
+    files. Steps that cannot be named in full (a step whose ``repr`` raises, a list too long or
+    nested too deep to name whole) get a name of their own each time (``about`` says what they
+    are, in the log): the values they make are shared with no other job, and none is taken
+    from one."""
     if not steps:
         return "none"
     try:
         text = "|".join([runtime(), *(describe(s) for s in steps)])
     except Exception as err:  # whatever a user's object raises
         log.info(
-            "the transform's steps before the cache boundary cannot be named (%r): what the "
-            "cache holds for them is shared with no other job, and not read once the loader "
-            "names them again (each epoch, and in each worker): it cannot tell that they did "
-            "not change",
+            "%s cannot be named (%r): what the cache holds for them is shared with no other "
+            "job, and not read once the loader names them again (each epoch, and in each "
+            "worker): it cannot tell that they did not change",
+            about,
             err,
         )
         text = f"{os.getpid()}.{id(steps)}.{time.time_ns()}"
@@ -166,7 +182,9 @@ def _describe(obj: Any, depth: int, path: frozenset[int]) -> str:
     if isinstance(obj, enum.Enum):
         return f"{_name(type(obj))}.{obj.name}"
     if depth > _DEPTH:
-        return _name(type(obj))
+        if _GLANCING.get():
+            return _name(type(obj))
+        raise _Unnamed(f"a {_name(type(obj))} nested deeper than {_DEPTH} attributes")
     if id(obj) in path:
         return "<cycle>"
     path = path | {id(obj)}
@@ -201,10 +219,10 @@ def _describe(obj: Any, depth: int, path: frozenset[int]) -> str:
 
 def _collection(obj: Any, more: Any) -> str:
     """A list, tuple, dict or set: its items in turn. Of a long one, the first ``_ITEMS``, how
-    many it holds and, when all are plain values (a lookup table), a hash of them all; the
-    whole of a long list of other things (a dataset's samples) would cost too much."""
+    many it holds and a hash of them all (:func:`_whole`): the whole description of a long list
+    (a dataset's samples) would be too long to keep."""
     kind = type(obj).__name__
-    whole = _plain_hash(obj) if len(obj) > _ITEMS else ""
+    whole = _whole(obj, more) if len(obj) > _ITEMS else ""
     if len(obj) > _ITEMS and isinstance(obj, set | frozenset):
         return f"{kind}({len(obj)} items{whole})"  # no order to pick the first ones by
     if isinstance(obj, dict):
@@ -216,16 +234,31 @@ def _collection(obj: Any, more: Any) -> str:
     return f"{kind}[{', '.join(parts)}]({len(obj)}{whole})"
 
 
-def _plain_hash(obj: Any) -> str:
-    """A hash of every item of ``obj`` (a dict's keys and values), in order (a set's sorted),
-    when all are plain values; "" otherwise."""
+def _whole(obj: Any, more: Any) -> str:
+    """A hash of every item of the long collection ``obj`` (a dict's keys and values), in order
+    (a set's sorted): items that are plain data (a lookup table, a palette of tuples, a
+    dataset's samples) by their ``repr``, others as described, so that two lists that differ
+    in any item are named otherwise. At a glance, only a list of plain values is hashed (the
+    look before each batch tells a list set or grown, not its items replaced in place).
+    Raises :class:`_Unnamed` for more than ``_WHOLE`` items that are not plain data."""
     items = list(itertools.chain.from_iterable(obj.items()) if isinstance(obj, dict) else obj)
-    if not all(isinstance(x, _PLAIN) for x in items):
+    glancing = _GLANCING.get()
+    if glancing and not all(isinstance(x, _PLAIN) for x in items):
         return ""
-    texts = [repr(x) for x in items]
+    texts = [repr(x) if glancing or _table(x, 1) else None for x in items]
+    others = [i for i, text in enumerate(texts) if text is None]
+    if len(others) > _WHOLE:
+        raise _Unnamed(f"a {type(obj).__name__} of {len(others)} items that are not plain data")
+    for i in others:
+        texts[i] = more(items[i])
     if isinstance(obj, set | frozenset):
         texts.sort()
     return " " + hashlib.sha1("\0".join(texts).encode()).hexdigest()[:10]
+
+
+class _Unnamed(ValueError):
+    """What cannot be named in full (too deep, too long): named as a step that cannot be
+    described, never by a part of it."""
 
 
 def _name(cls: type) -> str:

@@ -128,6 +128,78 @@ def test_a_sweep_over_an_image_a_loader_function_holds_gets_each_images_values(t
     assert reads == [8, 8, 0]
 
 
+class Levels:
+    """A step that maps each grey level through a table it holds (a lookup table, a palette: a
+    long list of tuples, whose 201st entry only the last level reads), of an image or of a
+    file (as a loader function)."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def __call__(self, image):
+        if isinstance(image, str):
+            with Image.open(image) as im:
+                return self(im)
+        grey = np.asarray(image.convert("L"))
+        lut = np.array([entry[0] for entry in self.table], dtype=np.uint8)
+        return torch.from_numpy(lut[np.minimum(grey, 200)])
+
+
+def _table(last):
+    return [(level, level) for level in range(200)] + [(last, last)]
+
+
+def test_a_sweep_over_an_entry_of_a_long_table_a_loader_function_holds_gets_its_values(
+    tmp_path, redis_url
+):
+    """Two tables that differ only after their 64th entry make other values: the decoded tier
+    serves each run its own."""
+    root = tmp_path / "data"
+    make_dataset(root, 8, 2, size=(16, 12), progress=False, workers=1)
+    reads = []
+    for last in (250, 7, 250):  # the last run's values from the cache
+        ds = datasets.DatasetFolder(str(root), loader=Levels(_table(last)), extensions=(".jpg",))
+        reads.append(same_as_dataloader(ds, redis_url))
+    assert reads == [8, 8, 0]
+
+
+def test_a_loader_function_that_cannot_be_named_is_read_as_dataloader_reads_it(tmp_path, redis_url):
+    """A loader function holding more than can be named whole (5,000 arrays) is never taken
+    for another one: the loader reads the dataset as DataLoader does, uncached, and says why."""
+    root = tmp_path / "data"
+    make_dataset(root, 8, 2, size=(16, 12), progress=False, workers=1)
+    table = [np.full(2, level % 256, dtype=np.uint8) for level in range(5000)]
+    ds = datasets.DatasetFolder(str(root), loader=Levels(table), extensions=(".jpg",))
+    with pytest.warns(UserWarning, match="cannot be named"):
+        same_as_dataloader(ds, redis_url)
+
+
+def test_jobs_whose_transforms_hold_tables_that_differ_late_share_no_copies(tmp_path, redis_url):
+    """The augmented tier: live jobs whose transforms hold tables that differ only after their
+    64th entry are each served only what their own transform makes (the twin jobs of one
+    table share their copies)."""
+    root = tmp_path / "data"
+    make_dataset(root, 8, 2, size=(16, 12), progress=False, workers=1)
+    common = dict(batch_size=4, shuffle=True, cache=redis_url, split=(0, 0, 1), cache_size="20MB")
+    made, loaders = {}, {}
+    for job, last in (("a", 250), ("twin", 250), ("b", 7)):
+        ds = datasets.ImageFolder(str(root), transform=Levels(_table(last)))
+        made[job] = {bytes(ds[i][0].numpy()) for i in range(len(ds))}
+        loaders[job] = SenecaLoader(ds, job=job, **common)
+    try:
+        for _ in range(3):
+            got = {job: [] for job in loaders}
+            for batches in zip(*loaders.values(), strict=True):  # all live, batch by batch
+                for job, (x, _) in zip(loaders, batches, strict=True):
+                    got[job] += [bytes(v.numpy()) for v in x]
+            for job, values in got.items():
+                assert len(values) == 8 and set(values) <= made[job]
+        assert loaders["twin"].stats()["augmented"]["hits"] > 0
+    finally:
+        for loader in loaders.values():
+            loader.close()
+
+
 def _shapes_per_epoch(cls, ds, sizes, **kw):
     loader = cls(ds, batch_size=4, shuffle=True, **kw)
     out = []

@@ -288,6 +288,50 @@ def test_arrays_by_content_and_no_walk_without_end():
     assert fingerprint([_Table(set(table))]) == fingerprint([_Table(set(reversed(table)))])
 
 
+def test_a_long_collection_is_named_by_every_item():
+    """A palette of tuples, a dict of them, a set, a list of arrays: two that differ only after
+    their 64th item make other values, and are named otherwise; the same items, alike."""
+    palette = [(level, level, level) for level in range(256)]
+    other = [*palette[:200], (1, 2, 3), *palette[201:]]
+    arrays = [np.full(3, level) for level in range(100)]
+    pairs = [
+        (palette, other),
+        (dict(enumerate(palette)), dict(enumerate(other))),
+        (set(palette), set(other)),
+        (arrays, [*arrays[:90], np.zeros(3), *arrays[91:]]),
+    ]
+    for one, another in pairs:
+        assert fingerprint([_Table(one)]) != fingerprint([_Table(another)])
+        assert fingerprint([_Table(one)]) == fingerprint([_Table(type(one)(one))])
+    # a glance before each batch does not hash what is not plain data
+    assert at_a_glance([_Table(palette)]) == at_a_glance([_Table(other)])
+
+
+class _Nested:
+    def __init__(self, depth, k):
+        self.inner = _Nested(depth - 1, k) if depth else k
+
+    def __call__(self, x):
+        return x
+
+
+def test_what_is_too_deep_or_too_long_to_name_whole_shares_nothing():
+    """A step nested in Composes, or holding a config of dicts and lists, is named 16 levels
+    deep (an object, and the dict of its attributes, a level each); deeper, or holding more
+    than 4,096 items that are not plain data, it cannot be named whole, and gets a name of its
+    own each time, never one another step shares."""
+    composed = [v2.Compose([v2.Compose([v2.Compose([_Shown(k)])])]) for k in (1, 2)]
+    assert fingerprint(composed[:1]) != fingerprint(composed[1:])
+    assert fingerprint(composed[:1]) == fingerprint(composed[:1])
+    assert fingerprint([_Nested(7, 1)]) == fingerprint([_Nested(7, 1)])
+    assert fingerprint([_Nested(7, 1)]) != fingerprint([_Nested(7, 2)])
+    deep = _Nested(8, 1)  # 18 levels: each object and its attributes one
+    assert fingerprint([deep]) != fingerprint([deep])
+    many = _Table([np.full(2, i % 7) for i in range(5000)])
+    assert fingerprint([many]) != fingerprint([many])
+    assert at_a_glance([deep]) == at_a_glance([deep]) and at_a_glance([many])
+
+
 class _Shown:
     """A user's step with a repr that does not show its parameter."""
 
