@@ -13,7 +13,9 @@ other images: other parameters, or other code.
   is on; a function whose source cannot be read), default arguments and the values they close
   over; a function of the user's (not of the standard library or an installed package) also by
   the module globals its code reads (a setting such as ``SIZE = int(sys.argv[1])``, a helper
-  function), as are the methods of a user's class: a sweep that changes one makes other values;
+  function; of a global object, the attributes the code names, or all of them where the
+  object's class may compute what it reads: a property, a method, ``__getattr__``), as are the
+  methods of a user's class: a sweep that changes one makes other values;
 * tensors and arrays by dtype, shape and a hash of their bytes; PIL images by mode, size, a
   hash of their pixels, palette and ``info``;
 * lists, dicts and sets by every item (a long one's first items, its length and a hash of
@@ -375,11 +377,15 @@ def _looked_up(code: types.CodeType) -> tuple[set[str], set[Any]]:
 
 
 def _as_read(value: Any, names: set[str], keys: set[Any], more: Any) -> str:
-    """A global ``value`` as code that names ``names`` and constants ``keys`` reads it."""
+    """A global ``value`` as code that names ``names`` and constants ``keys`` reads it: of an
+    object, the attributes it names (or names by a constant: ``getattr(cfg, "size")``); all of
+    them when the code may read them through the object's class (a property, a method, a
+    ``__getattr__``)."""
+    read = names | {k for k in keys if isinstance(k, str)}
     if isinstance(value, types.ModuleType):
         if not _users(getattr(value, "__file__", None)):
             return _module(value.__name__)
-        attrs = {n: getattr(value, n) for n in sorted(names) if n in vars(value)}
+        attrs = {n: getattr(value, n) for n in sorted(read) if n in vars(value)}
         return f"module {_module(value.__name__)}{more(attrs)}"
     if type(value) is dict and not (value and _table(value, 0)):  # a dict of other things,
         # or none yet (a memo of images, say): the entries read by a constant key
@@ -390,8 +396,37 @@ def _as_read(value: Any, names: set[str], keys: set[Any], more: Any) -> str:
     state = _state(value)
     if state is None:
         return more(value)
-    attrs = {n: state[n] for n in sorted(names) if n in state}
-    return f"{_name(type(value))}#{_source(type(value))}{more(attrs)}"
+    cls = type(value)
+    attrs = {n: state[n] for n in sorted(read) if n in state}
+    mine = _users_class(cls)
+    through = False  # whether the user's class's code may read any attribute
+    for n in sorted(read - attrs.keys()):
+        found = _class_attribute(cls, n)
+        getter = found is _MISSING and _class_attribute(cls, "__getattr__") is not _MISSING
+        if found is not _MISSING and not hasattr(type(found), "__get__"):
+            attrs[n] = found  # a class's setting (set at run time, say)
+        elif mine and (found is not _MISSING or getter):  # a property, a method, __getattr__
+            through = True
+        elif isinstance(found, property) or getter:  # a library's object that gives settings
+            with contextlib.suppress(Exception):  # as attributes (a config's)
+                attrs[n] = getattr(value, n)
+    if through:
+        whole = f"{more({**state, **attrs})}{_globals_read(_methods(cls), more)}"
+        return f"{_name(cls)}#{_source(cls)}{whole}"
+    return f"{_name(cls)}#{_source(cls)}{more(attrs)}"
+
+
+#: what :func:`_class_attribute` gives for a name no class defines
+_MISSING = object()
+
+
+def _class_attribute(cls: type, name: str) -> Any:
+    """What ``cls`` or a base of it other than ``object`` defines as ``name``, else
+    ``_MISSING``."""
+    for klass in cls.__mro__:
+        if klass is not object and name in vars(klass):
+            return vars(klass)[name]
+    return _MISSING
 
 
 def _table(value: Any, depth: int) -> bool:

@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import hashlib
 import importlib
+import logging
 import operator
 import sys
 import textwrap
@@ -443,6 +444,75 @@ def test_the_user_s_functions_are_named_by_the_settings_they_read(monkeypatch):
     assert fingerprint([_memoized]) == memo
     # a library's function is named by its source, not by the globals it reads
     assert "globals[" not in describe(np.asarray) + describe(textwrap.dedent)
+
+
+class _Settings:
+    """A script's settings object, read through its class's code."""
+
+    LEVELS = (0, 64, 128)  # a class attribute a sweep may set
+
+    def __init__(self, size):
+        self._size = size
+
+    @property
+    def size(self):
+        return self._size
+
+    def crop(self):
+        return self._size
+
+    def __getattr__(self, name):
+        if name == "height":
+            return self._size
+        raise AttributeError(name)
+
+
+SCRIPT = _Settings(32)
+_LOG = logging.getLogger("seneca.tests.fingerprint")
+
+
+def _by_property(x):
+    return x[: SCRIPT.size]
+
+
+def _by_method(x):
+    return x[: SCRIPT.crop()]
+
+
+def _by_getattr(x):
+    return x[: SCRIPT.height]
+
+
+def _by_name(x):
+    return x[: getattr(SCRIPT, "size")]  # noqa: B009 (a name given as a string)
+
+
+def _by_class_setting(x):
+    return x[: SCRIPT.LEVELS[-1]]
+
+
+def _logged(x):
+    _LOG.debug("cropping %s", x)
+    return x
+
+
+def test_settings_read_through_a_class_s_code_name_the_function(monkeypatch):
+    """A setting read through a property, a method, ``__getattr__``, ``getattr`` with its
+    name, or a class attribute set at run time: a sweep that changes it makes other values, and
+    another name. A library's object the code only calls (a logger) is named by what the code
+    reads of it, as before: its state changing as it is used keeps the name."""
+    steps = (_by_property, _by_method, _by_getattr, _by_name)
+    before = _names(*steps)
+    assert before == _names(*steps)
+    monkeypatch.setattr(SCRIPT, "_size", 16)
+    assert all(a != b for a, b in zip(before, _names(*steps), strict=True))
+    levels = fingerprint([_by_class_setting])
+    monkeypatch.setattr(_Settings, "LEVELS", (0, 64, 255))
+    assert fingerprint([_by_class_setting]) != levels
+    logged = fingerprint([_logged])
+    _LOG.setLevel(logging.INFO)
+    _LOG.isEnabledFor(logging.DEBUG)  # fills the logger's cache
+    assert fingerprint([_logged]) == logged
 
 
 def test_a_librarys_steps_are_named_by_its_release(monkeypatch):
