@@ -15,7 +15,8 @@ other images: other parameters, or other code.
   the module globals its code reads (a setting such as ``SIZE = int(sys.argv[1])``, a helper
   function; of a global object, the attributes the code names, or all of them where the
   object's class may compute what it reads: a property, a method, ``__getattr__``), as are the
-  methods of a user's class: a sweep that changes one makes other values;
+  methods of a user's class, also by the class attributes they read (set at run time, say): a
+  sweep that changes one makes other values;
 * tensors and arrays by dtype, shape and a hash of their bytes; PIL images by mode, size, a
   hash of their pixels, palette and ``info``;
 * lists, dicts and sets by every item (a long one's first items, its length and a hash of
@@ -215,7 +216,7 @@ def _describe(obj: Any, depth: int, path: frozenset[int]) -> str:
     state = _state(obj)
     if state is None:  # no attributes to describe (a C type): its type and what repr shows
         return f"{_name(type(obj))}({_ADDRESS.sub('', repr(obj))})"
-    read = _globals_read(_methods(type(obj)), more)
+    read = _globals_read(_methods(type(obj)), more, type(obj))
     return f"{_name(type(obj))}#{_source(type(obj))}{more(dict(state))}{read}"
 
 
@@ -342,11 +343,14 @@ def _users(filename: str | None) -> bool:
     return bool(filename) and not filename.startswith((*_LIBRARY, "<frozen"))
 
 
-def _globals_read(functions: list[Any], more: Any) -> str:
+def _globals_read(functions: list[Any], more: Any, cls: type | None = None) -> str:
     """What the user's ``functions`` read of their module's globals, described: each global
     their code (and the code inside it) names; of a global object or a module of the user's,
     only the attributes the code names; of a global dict of other things than plain data (a
-    memo), only the entries the code names by a constant key. "" when they read none."""
+    memo), only the entries the code names by a constant key. The methods of ``cls`` also by
+    the attributes of the user's classes (``cls`` and its bases) they name that are not code
+    (``SIZE = 32`` in the class, which a script may set: ``Crop.SIZE = 64``), read alike. ""
+    when they read none."""
     names: set[str] = set()
     keys: set[Any] = set()
     found: dict[str, Any] = {}
@@ -358,6 +362,13 @@ def _globals_read(functions: list[Any], more: Any) -> str:
         names |= named
         keys |= constants
         found.update((n, namespace[n]) for n in named if n in namespace)
+    for klass in reversed(cls.__mro__ if cls is not None else ()):  # (a subclass's own last)
+        if klass is not object and _users_class(klass):
+            found.update(
+                (f"{cls.__qualname__}.{n}", value)
+                for n, value in vars(klass).items()
+                if n in names and not n.startswith("__") and not hasattr(type(value), "__get__")
+            )
     read = [f"{n}={_as_read(found[n], names, keys, more)}" for n in sorted(found)]
     return f"globals[{', '.join(read)}]" if read else ""
 
@@ -411,7 +422,7 @@ def _as_read(value: Any, names: set[str], keys: set[Any], more: Any) -> str:
             with contextlib.suppress(Exception):  # as attributes (a config's)
                 attrs[n] = getattr(value, n)
     if through:
-        whole = f"{more({**state, **attrs})}{_globals_read(_methods(cls), more)}"
+        whole = f"{more({**state, **attrs})}{_globals_read(_methods(cls), more, cls)}"
         return f"{_name(cls)}#{_source(cls)}{whole}"
     return f"{_name(cls)}#{_source(cls)}{more(attrs)}"
 
@@ -447,7 +458,7 @@ def _class(cls: type, more: Any) -> str:
     methods = _methods(cls)
     if not any(_users(f.__code__.co_filename) for f in methods):
         return _name(cls)
-    return f"{_name(cls)}#{_source(cls)}{_globals_read(methods, more)}"
+    return f"{_name(cls)}#{_source(cls)}{_globals_read(methods, more, cls)}"
 
 
 def _methods(cls: type) -> list[Any]:

@@ -12,6 +12,7 @@ import operator
 import sys
 import textwrap
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import PIL
@@ -513,6 +514,32 @@ def test_settings_read_through_a_class_s_code_name_the_function(monkeypatch):
     _LOG.setLevel(logging.INFO)
     _LOG.isEnabledFor(logging.DEBUG)  # fills the logger's cache
     assert fingerprint([_logged]) == logged
+
+
+class _ClassSized:
+    SIZE = 32  # a setting of the class, which a script may set: _ClassSized.SIZE = 64
+    _MEMO: ClassVar[dict] = {}  # a memo of the class's, filled as it runs
+
+    def __call__(self, x):
+        self._MEMO[len(self._MEMO)] = np.asarray(x)
+        return x[: self.SIZE]
+
+
+class _SubclassSized(_ClassSized):
+    pass
+
+
+def test_a_class_setting_set_at_run_time_names_its_steps(monkeypatch):
+    """A class attribute the methods read, set by the script at run time (its source still
+    says the old value): the step, a step of a subclass and the class itself are named
+    otherwise. The class's memo filling as it runs keeps the name."""
+    made = [_ClassSized(), _SubclassSized(), _ClassSized, v2.Lambda(_ClassSized())]
+    before = _names(*made)
+    for step in made[:2]:
+        step([1, 2])
+    assert _names(*made) == before
+    monkeypatch.setattr(_ClassSized, "SIZE", 64)
+    assert all(a != b for a, b in zip(before, _names(*made), strict=True))
 
 
 def test_a_librarys_steps_are_named_by_its_release(monkeypatch):
