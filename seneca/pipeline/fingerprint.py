@@ -7,16 +7,16 @@ other images: other parameters, or other code.
 * torchvision's own steps are named by their ``repr`` and their attributes (a repr may leave
   some out: a v2 step's shows no dtype and no tensor);
 * any other step (a class of the user's, a ``Lambda``, a torchvision step holding one) by its
-  class, the source of that class (the code of its methods where the source cannot be read:
-  a notebook cell's class) and its attributes, described in turn;
-* functions by their module, name, source (and bytecode: a lambda's source is the whole lines it
-  is on; a function whose source cannot be read), default arguments and the values they close
-  over; a function of the user's (not of the standard library or an installed package) also by
-  the module globals its code reads (a setting such as ``SIZE = int(sys.argv[1])``, a helper
-  function; of a global object, the attributes the code names, or all of them where the
-  object's class may compute what it reads: a property, a method, ``__getattr__``), as are the
-  methods of a user's class, also by the class attributes they read (set at run time, say): a
-  sweep that changes one makes other values;
+  class, the source of that class, its bases and the compiled code of its methods (what runs,
+  which the source may not show: a notebook cell's class, a file edited since it was
+  imported, a method replaced at run time) and its attributes, described in turn;
+* functions by their module, name, source and compiled code, default arguments and the values
+  they close over; a function of the user's (not of the standard library or an installed
+  package) also by the module globals its code reads (a setting such as
+  ``SIZE = int(sys.argv[1])``, a helper function; of a global object, the attributes the code
+  names, or all of them where the object's class may compute what it reads: a property, a
+  method, ``__getattr__``), as are the methods of a user's class, also by the class
+  attributes they read (set at run time, say): a sweep that changes one makes other values;
 * tensors and arrays by dtype, shape and a hash of their bytes; PIL images by mode, size, a
   hash of their pixels, palette and ``info``;
 * lists, dicts and sets by every item (a long one's first items, its length and a hash of
@@ -217,7 +217,7 @@ def _describe(obj: Any, depth: int, path: frozenset[int]) -> str:
     if state is None:  # no attributes to describe (a C type): its type and what repr shows
         return f"{_name(type(obj))}({_ADDRESS.sub('', repr(obj))})"
     read = _globals_read(_methods(type(obj)), more, type(obj))
-    return f"{_name(type(obj))}#{_source(type(obj))}{more(dict(state))}{read}"
+    return f"{_name(type(obj))}#{_code_of(type(obj))}{more(dict(state))}{read}"
 
 
 def _collection(obj: Any, more: Any) -> str:
@@ -290,15 +290,13 @@ def _release(module: str) -> str:
 
 #: the hash of each class's or function's source, read once per object (a class's source is
 #: found by parsing its whole module, tens of milliseconds, and a transform is named again
-#: before each epoch); an object's code does not change while it lives
+#: before each epoch); the code that runs is named apart (:func:`_code_of`)
 _SOURCES: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
 def _source(obj: Any) -> str:
-    """A hash of ``obj``'s source. Of a class whose source cannot be read (a notebook cell's,
-    a class made at run time), a hash of its methods' code (those of the user's code: the
-    same class run again with other code is named otherwise); "" for a function whose source
-    cannot be read (:func:`_function` names its code)."""
+    """A hash of ``obj``'s source, as its file reads now; "" where it cannot be read (a
+    notebook cell's class, a class made at run time)."""
     try:
         return _SOURCES[obj]
     except (KeyError, TypeError):  # not read yet, or an object no weak reference can name
@@ -307,19 +305,39 @@ def _source(obj: Any) -> str:
         text = inspect.getsource(obj)
     except Exception:  # no file (a notebook's class, a class made at run time), or unreadable
         text = None
-    if text is None and isinstance(obj, type):
-        mine = [f for f in _methods(obj) if _users(f.__code__.co_filename)]
-        text = "code " + "".join(f"{f.__qualname__}{_code(f.__code__)}" for f in mine)
     named = "" if text is None else hashlib.sha1(text.encode()).hexdigest()[:10]
     with contextlib.suppress(TypeError):
         _SOURCES[obj] = named
     return named
 
 
+#: the hash of each code object's compiled code (:func:`_code`), made once per code object
+_COMPILED: weakref.WeakKeyDictionary[types.CodeType, str] = weakref.WeakKeyDictionary()
+
+
+def _compiled(code: types.CodeType) -> str:
+    try:
+        return _COMPILED[code]
+    except KeyError:
+        named = _COMPILED[code] = hashlib.sha1(_code(code).encode()).hexdigest()[:10]
+        return named
+
+
+def _code_of(obj: Any) -> str:
+    """What names the code of ``obj``, a function or a class: its source (:func:`_source`) and
+    the code that runs, which the source may not be (its file edited since it was imported, a
+    method replaced at run time): a function's compiled code; a class's bases and the compiled
+    code of its methods of the user's code."""
+    if isinstance(obj, type):
+        bases = ",".join(_name(k) for k in obj.__mro__)
+        mine = [f for f in _methods(obj) if _users(f.__code__.co_filename)]
+        ran = bases + "".join(f"{f.__qualname__}{_compiled(f.__code__)}" for f in mine)
+        return _source(obj) + hashlib.sha1(ran.encode()).hexdigest()[:10]
+    return _source(obj) + _compiled(obj.__code__)
+
+
 def _function(f: types.FunctionType, more: Any) -> str:
-    code = _source(f)
-    if not code or f.__name__ == "<lambda>":  # a lambda's source is the lines it is on
-        code += hashlib.sha1(_code(f.__code__).encode()).hexdigest()[:10]
+    code = _code_of(f)
     cells = []
     for cell in f.__closure__ or ():
         try:
@@ -423,8 +441,8 @@ def _as_read(value: Any, names: set[str], keys: set[Any], more: Any) -> str:
                 attrs[n] = getattr(value, n)
     if through:
         whole = f"{more({**state, **attrs})}{_globals_read(_methods(cls), more, cls)}"
-        return f"{_name(cls)}#{_source(cls)}{whole}"
-    return f"{_name(cls)}#{_source(cls)}{more(attrs)}"
+        return f"{_name(cls)}#{_code_of(cls)}{whole}"
+    return f"{_name(cls)}#{_code_of(cls)}{more(attrs)}"
 
 
 #: what :func:`_class_attribute` gives for a name no class defines
@@ -458,7 +476,7 @@ def _class(cls: type, more: Any) -> str:
     methods = _methods(cls)
     if not any(_users(f.__code__.co_filename) for f in methods):
         return _name(cls)
-    return f"{_name(cls)}#{_source(cls)}{_globals_read(methods, more, cls)}"
+    return f"{_name(cls)}#{_code_of(cls)}{_globals_read(methods, more, cls)}"
 
 
 def _methods(cls: type) -> list[Any]:

@@ -9,8 +9,10 @@ import hashlib
 import importlib
 import logging
 import operator
+import os
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -66,6 +68,28 @@ def test_a_users_step_has_one_name_in_every_process_and_another_for_other_code(
     assert _in_another_process(tmp_path) == here  # jobs with this head share its copies
     _module(tmp_path, monkeypatch, "* 2")  # the same class and parameters, another __call__
     assert _in_another_process(tmp_path) != here
+
+
+def test_code_edited_or_replaced_after_import_is_named_by_the_code_that_runs(tmp_path, monkeypatch):
+    """A script's augmentation file edited while a job runs, the job naming its step (old
+    code) after the edit, say for a validation loader made late: the job that imports the
+    edited file makes other values and gets another name, never the running job's. A method
+    replaced at run time names the class otherwise too."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    old = _module(tmp_path, monkeypatch, "* self.strength")
+    edited = tmp_path / "seneca_fp_aug.py"
+    edited.write_text(AUG.format(op="+ self.strength"))  # the same size: only the time differs
+    later = time.time() + 5
+    os.utime(edited, (later, later))
+    running = fingerprint([old.Jitter(0.5)])
+    assert old.Jitter(0.5)(2) == 1.0  # the old code runs
+    sys.modules.pop("seneca_fp_aug")
+    new = importlib.import_module("seneca_fp_aug")  # a new job's
+    assert new.Jitter(0.5)(2) == 2.5
+    assert fingerprint([new.Jitter(0.5)]) != running
+    before = fingerprint([new.Jitter(0.5)])
+    monkeypatch.setattr(new.Jitter, "__call__", lambda self, x: x - self.strength)
+    assert fingerprint([new.Jitter(0.5)]) != before
 
 
 def test_torchvisions_steps_are_named_by_their_repr_and_attributes():
