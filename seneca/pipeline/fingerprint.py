@@ -330,7 +330,8 @@ def _code_of(obj: Any) -> str:
     code of its methods of the user's code."""
     if isinstance(obj, type):
         bases = ",".join(_name(k) for k in obj.__mro__)
-        mine = [f for f in _methods(obj) if _users(f.__code__.co_filename)]
+        methods = _methods(obj) if _users_class(obj) else []  # (a library's: its release)
+        mine = [f for f in methods if _users(f.__code__.co_filename)]
         ran = bases + "".join(f"{f.__qualname__}{_compiled(f.__code__)}" for f in mine)
         return _source(obj) + hashlib.sha1(ran.encode()).hexdigest()[:10]
     return _source(obj) + _compiled(obj.__code__)
@@ -380,7 +381,7 @@ def _globals_read(functions: list[Any], more: Any, cls: type | None = None) -> s
         names |= named
         keys |= constants
         found.update((n, namespace[n]) for n in named if n in namespace)
-    for klass in reversed(cls.__mro__ if cls is not None else ()):  # (a subclass's own last)
+    for klass in reversed(cls.__mro__ if cls is not None and names else ()):  # (its own last)
         if klass is not object and _users_class(klass):
             found.update(
                 (f"{cls.__qualname__}.{n}", value)
