@@ -14,7 +14,8 @@ loader); any other function runs at every fetch, its output uncached. Other form
 
 The samples' id is made from the table's content as the dataset shows it (its row order too):
 each row's image by its bytes or, for an image kept as a file's path, by the file's path, size
-and modification time; the other columns by their values; and the image feature (its mode).
+and modification time; the other columns by their values; and the image feature (its mode)
+with the release of ``datasets`` that decodes it.
 Files regenerated in place, a ``shuffle``/``select`` or another ``mode`` give another id:
 never another table's values.
 """
@@ -140,8 +141,13 @@ class HFImageSource(Source):
         return cached
 
     def _digest(self) -> str:
+        import datasets
+
         self.__dict__["_decoded_by"] = made = runtime()
-        h = hashlib.sha1(f"{made}|{self.feature!r}".encode())  # what decodes, how
+        # what decodes, how: datasets' own release too (its Image feature decodes: a release
+        # that turns an image by its EXIF orientation makes another image of the same bytes)
+        version = datasets.__version__.split("+")[0]
+        h = hashlib.sha1(f"{made}|datasets {version}|{self.feature!r}".encode())
         files = hashlib.sha1()
         for name, column in self._columns(self.raw.column_names):
             if name == self.column:
