@@ -248,7 +248,10 @@ def _whole(obj: Any, more: Any) -> str:
     glancing = _GLANCING.get()
     if glancing and not all(isinstance(x, _PLAIN) for x in items):
         return ""
-    texts = [repr(x) if glancing or _table(x, 1) else None for x in items]
+    if glancing or all(map(_row, items)):  # (the common case, quickly: a dataset's samples)
+        texts = list(map(repr, items))
+    else:
+        texts = [repr(x) if _table(x, 1) else None for x in items]
     others = [i for i, text in enumerate(texts) if text is None]
     if len(others) > _WHOLE:
         raise _Unnamed(f"a {type(obj).__name__} of {len(others)} items that are not plain data")
@@ -257,6 +260,11 @@ def _whole(obj: Any, more: Any) -> str:
     if isinstance(obj, set | frozenset):
         texts.sort()
     return " " + hashlib.sha1("\0".join(texts).encode()).hexdigest()[:10]
+
+
+def _row(x: Any) -> bool:
+    """Whether ``x`` is a plain value or a tuple of them."""
+    return isinstance(x, _PLAIN) or (type(x) is tuple and all(isinstance(y, _PLAIN) for y in x))
 
 
 class _Unnamed(ValueError):
