@@ -11,12 +11,13 @@ other images: other parameters, or other code.
   which the source may not show: a notebook cell's class, a file edited since it was
   imported, a method replaced at run time) and its attributes, described in turn;
 * functions by their module, name, source and compiled code, default arguments and the values
-  they close over; a function of the user's (not of the standard library or an installed
-  package) also by the module globals its code reads (a setting such as
-  ``SIZE = int(sys.argv[1])``, a helper function; of a global object, the attributes the code
-  names, or all of them where the object's class may compute what it reads: a property, a
-  method, ``__getattr__``), as are the methods of a user's class, also by the class
-  attributes they read (set at run time, say): a sweep that changes one makes other values;
+  they close over; a method by its object too (a built-in one: ``mask.mul``); a function of
+  the user's (not of the standard library or an installed package) also by the module globals
+  its code reads (a setting such as ``SIZE = int(sys.argv[1])``, a helper function; of a
+  global object, the attributes the code names, or all of them where the object's class may
+  compute what it reads: a property, a method, ``__getattr__``), as are the methods of a
+  user's class, also by the class attributes they read (set at run time, say): a sweep that
+  changes one makes other values;
 * tensors and arrays by dtype, shape and a hash of their bytes; PIL images by mode, size, a
   hash of their pixels, palette and ``info``;
 * lists, dicts and sets by every item (a long one's first items, its length and a hash of
@@ -202,6 +203,10 @@ def _describe(obj: Any, depth: int, path: frozenset[int]) -> str:
         return f"{more(obj.__self__)}.{more(obj.__func__)}"
     if isinstance(obj, types.FunctionType):
         return _function(obj, more)
+    if isinstance(obj, types.BuiltinFunctionType | types.MethodWrapperType):
+        owner = getattr(obj, "__self__", None)
+        if owner is not None and not isinstance(owner, types.ModuleType):
+            return f"{more(owner)}.{obj.__name__}"  # a method of an object: ``mask.mul``
     if isinstance(obj, types.BuiltinFunctionType | types.ModuleType):
         return f"{_module(getattr(obj, '__module__', None))}.{_module(obj.__name__)}"
     if _is_array(obj):

@@ -566,6 +566,24 @@ def test_a_class_setting_set_at_run_time_names_its_steps(monkeypatch):
     assert all(a != b for a, b in zip(before, _names(*made), strict=True))
 
 
+def test_a_built_in_method_is_named_by_the_object_it_is_bound_to():
+    """``v2.Lambda(mask.mul)``: the mask's values make the images, and name the step; so do a
+    dict's for its ``get`` and a string's for its ``format``. A module's function is named as
+    before."""
+    pairs = [
+        (torch.ones(3).mul, torch.zeros(3).mul),
+        (np.ones(3).__mul__, np.zeros(3).__mul__),
+        ({"a": 1}.get, {"a": 2}.get),
+        ("{}x".format, "{}y".format),
+    ]
+    for one, another in pairs:
+        assert fingerprint([v2.Lambda(one)]) != fingerprint([v2.Lambda(another)])
+    assert fingerprint([v2.Lambda(torch.ones(3).mul)]) == fingerprint(
+        [v2.Lambda(torch.ones(3).mul)]
+    )
+    assert describe(len) == "builtins.len"
+
+
 def test_a_librarys_steps_are_named_by_its_release(monkeypatch):
     """A library's step calls code of the library that its source does not show (a helper, a
     kernel), which another release may change: a job with another release of it (timm,
