@@ -11,13 +11,15 @@ other images: other parameters, or other code.
   which the source may not show: a notebook cell's class, a file edited since it was
   imported, a method replaced at run time) and its attributes, described in turn;
 * functions by their module, name, source and compiled code, default arguments and the values
-  they close over; a method by its object too (a built-in one: ``mask.mul``); a function of
-  the user's (not of the standard library or an installed package) also by the module globals
-  its code reads (a setting such as ``SIZE = int(sys.argv[1])``, a helper function; of a
-  global object, the attributes the code names, or all of them where the object's class may
-  compute what it reads: a property, a method, ``__getattr__``), as are the methods of a
-  user's class, also by the class attributes they read (set at run time, say): a sweep that
-  changes one makes other values;
+  they close over; a method by its object (a built-in one: ``mask.mul``; one of the user's
+  class by what it reads of its object, as a global object below); a function of the user's
+  (not of the standard library or an installed package) also by the module globals its code
+  reads (a setting such as ``SIZE = int(sys.argv[1])``, a helper function; of a global object,
+  the attributes the code names and, of an object of the user's class, those its methods and
+  properties that the code calls read in turn, or all of them where that cannot be told: a
+  ``__getattr__``, a name the code computes), as are the methods of a user's class, also by
+  the class attributes they read (set at run time, say): a sweep that changes one makes other
+  values;
 * tensors and arrays by dtype, shape and a hash of their bytes; PIL images by mode, size, a
   hash of their pixels, palette and ``info``;
 * lists, dicts and sets by every item (a long one's first items, its length and a hash of
@@ -200,7 +202,11 @@ def _describe(obj: Any, depth: int, path: frozenset[int]) -> str:
     if isinstance(obj, functools.partial):
         return f"partial({more(obj.func)}, {more(obj.args)}, {more(obj.keywords)})"
     if isinstance(obj, types.MethodType):
-        return f"{more(obj.__self__)}.{more(obj.__func__)}"
+        owner, func = obj.__self__, obj.__func__
+        if _users_class(type(owner)) and isinstance(func, types.FunctionType):
+            # an object of the user's (a dataset's ``seneca_decode``): what the method reads
+            return f"{_as_read(owner, *_looked_up(func.__code__), more)}.{more(func)}"
+        return f"{more(owner)}.{more(func)}"
     if isinstance(obj, types.FunctionType):
         return _function(obj, more)
     if isinstance(obj, types.BuiltinFunctionType | types.MethodWrapperType):
@@ -440,23 +446,73 @@ def _as_read(value: Any, names: set[str], keys: set[Any], more: Any) -> str:
     if state is None:
         return more(value)
     cls = type(value)
-    attrs = {n: state[n] for n in sorted(read) if n in state}
     mine = _users_class(cls)
-    through = False  # whether the user's class's code may read any attribute
-    for n in sorted(read - attrs.keys()):
-        found = _class_attribute(cls, n)
+    through = _read_through(cls, read, state) if mine else (read, [])
+    if through is not None:
+        read, functions = through  # (functions: the user's class's code that the code runs)
+    attrs = {}
+    for n in sorted(read):
+        found = _MISSING if n in state else _class_attribute(cls, n)
         getter = found is _MISSING and _class_attribute(cls, "__getattr__") is not _MISSING
-        if found is not _MISSING and not hasattr(type(found), "__get__"):
+        if n in state:
+            attrs[n] = state[n]
+        elif found is not _MISSING and not hasattr(type(found), "__get__"):
             attrs[n] = found  # a class's setting (set at run time, say)
-        elif mine and (found is not _MISSING or getter):  # a property, a method, __getattr__
-            through = True
-        elif isinstance(found, property) or getter:  # a library's object that gives settings
-            with contextlib.suppress(Exception):  # as attributes (a config's)
+        elif not mine and (isinstance(found, property) or getter):  # a library's object that
+            with contextlib.suppress(Exception):  # gives settings as attributes (a config's)
                 attrs[n] = getattr(value, n)
-    if through:
+    if through is None:  # code that may read any attribute (a __getattr__): all of them
         whole = f"{more({**state, **attrs})}{_globals_read(_methods(cls), more, cls)}"
         return f"{_name(cls)}#{_code_of(cls)}{whole}"
-    return f"{_name(cls)}#{_code_of(cls)}{more(attrs)}"
+    return f"{_name(cls)}#{_code_of(cls)}{more(attrs)}{_globals_read(functions, more)}"
+
+
+#: the names of what reads an object's attribute by a name the code may compute
+_BY_NAME = frozenset({"getattr", "vars", "__dict__"})
+
+
+def _read_through(
+    cls: type, read: set[str], state: dict[str, Any]
+) -> tuple[set[str], list[Any]] | None:
+    """The names that code naming ``read`` reads of an object of the user's class ``cls``
+    whose attributes are ``state``: those, and those that the class's methods and properties
+    among them name in turn (``cfg.crop()`` reads what ``crop`` reads), with those functions.
+    None where that cannot be told: a ``__getattr__``, a library's method, another
+    descriptor, code that may read an attribute by a name it computes (``getattr``,
+    ``vars``, ``__dict__``)."""
+    if read & _BY_NAME or _class_attribute(cls, "__getattr__") is not _MISSING:
+        return None
+    read, functions, todo = set(read), [], sorted(read)
+    while todo:
+        name = todo.pop()
+        code = [] if name in state else _code_under(_class_attribute(cls, name))
+        if code is None or not all(_users(f.__code__.co_filename) for f in code):
+            return None
+        for f in code:
+            functions.append(f)
+            named, constants = _looked_up(f.__code__)
+            if named & _BY_NAME:
+                return None
+            new = (named | {k for k in constants if isinstance(k, str)}) - read
+            read |= new
+            todo += sorted(new)
+    return read, functions
+
+
+def _code_under(found: Any) -> list[Any] | None:
+    """The functions that a class attribute ``found`` runs when read through an object: a
+    method's, a property's; none for data (or nothing found); None for what cannot be told (a
+    descriptor of another kind, a property whose getter is built in)."""
+    if found is _MISSING or not hasattr(type(found), "__get__"):
+        return []
+    if isinstance(found, staticmethod | classmethod):
+        found = found.__func__
+    if isinstance(found, types.FunctionType):
+        return [found]
+    parts = (found.fget, found.fset, found.fdel) if isinstance(found, property) else ()
+    parts += (getattr(found, "func", None),)  # a functools.cached_property's
+    code = [f for f in parts if f is not None]
+    return code if code and all(isinstance(f, types.FunctionType) for f in code) else None
 
 
 #: what :func:`_class_attribute` gives for a name no class defines

@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import hashlib
 import importlib
+import io
 import logging
 import operator
 import os
@@ -582,6 +583,49 @@ def test_a_built_in_method_is_named_by_the_object_it_is_bound_to():
         [v2.Lambda(torch.ones(3).mul)]
     )
     assert describe(len) == "builtins.len"
+
+
+class _Records:
+    """A dataset of the user's: many records, and a decode that reads a setting through a
+    helper method."""
+
+    def __init__(self, mode, records):
+        self.mode, self.records, self.which = mode, records, "mode"
+
+    def _converted(self, image):
+        return image.convert(self.mode)
+
+    def seneca_decode(self, data, index):
+        return self._converted(Image.open(io.BytesIO(data)))
+
+    @functools.cached_property
+    def depth(self):
+        return len(self.mode)
+
+    def deep(self, x):
+        return x * self.depth
+
+    def by_name(self, x):
+        return x * len(getattr(self, self.which))  # an attribute by a name it computes
+
+    def by_helper(self, x):
+        return self.by_name(x)
+
+
+def test_a_method_is_named_by_what_it_reads_of_its_object():
+    """A bound method (a dataset's ``seneca_decode``) is named by the attributes its code
+    reads of its object, through the methods and properties it calls: a setting they read
+    names it; the dataset's 10,000 records of files, which it does not read, neither name it
+    nor leave it unnamed."""
+    records = [Path(f"/data/{i}.jpg") for i in range(10_000)]
+    rgb = fingerprint([_Records("RGB", records).seneca_decode])
+    assert fingerprint([_Records("RGB", records).seneca_decode]) == rgb
+    assert fingerprint([_Records("RGB", records[:5]).seneca_decode]) == rgb
+    assert fingerprint([_Records("L", records).seneca_decode]) != rgb
+    assert fingerprint([_Records("RGB", []).deep]) != fingerprint([_Records("L", []).deep])
+    for method in ("by_name", "by_helper"):
+        named = [fingerprint([getattr(_Records(mode, []), method)]) for mode in ("RGB", "L")]
+        assert named[0] != named[1]
 
 
 def test_a_librarys_steps_are_named_by_its_release(monkeypatch):
