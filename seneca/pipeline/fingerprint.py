@@ -426,10 +426,12 @@ def _looked_up(code: types.CodeType) -> tuple[set[str], set[Any]]:
 
 
 def _as_read(value: Any, names: set[str], keys: set[Any], more: Any) -> str:
-    """A global ``value`` as code that names ``names`` and constants ``keys`` reads it: of an
-    object, the attributes it names (or names by a constant: ``getattr(cfg, "size")``); all of
-    them when the code may read them through the object's class (a property, a method, a
-    ``__getattr__``)."""
+    """A global ``value`` (or a method's object) as code that names ``names`` and constants
+    ``keys`` reads it: of an object, the attributes it names (or names by a constant:
+    ``getattr(cfg, "size")``) and the class's settings among them; of an object of the user's
+    class, also what the methods and properties it calls read in turn, or all of it where
+    that cannot be told (:func:`_read_through`); of a library's object, what its properties
+    and ``__getattr__`` give (a config's settings)."""
     read = names | {k for k in keys if isinstance(k, str)}
     if isinstance(value, types.ModuleType):
         if not _users(getattr(value, "__file__", None)):
