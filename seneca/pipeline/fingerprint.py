@@ -384,8 +384,8 @@ def _users(filename: str | None) -> bool:
 def _globals_read(functions: list[Any], more: Any, cls: type | None = None) -> str:
     """What the user's ``functions`` read of their module's globals, described: each global
     their code (and the code inside it) names; of a global object or a module of the user's,
-    only the attributes the code names; of a global dict of other things than plain data (a
-    memo), only the entries the code names by a constant key. The methods of ``cls`` also by
+    only the attributes the code names (:func:`_as_read`); of a global dict of arrays or images
+    (a memo), only the entries the code names by a constant key. The methods of ``cls`` also by
     the attributes of the user's classes (``cls`` and its bases) they name that are not code
     (``SIZE = 32`` in the class, which a script may set: ``Crop.SIZE = 64``), read alike. ""
     when they read none."""
@@ -438,8 +438,8 @@ def _as_read(value: Any, names: set[str], keys: set[Any], more: Any) -> str:
             return _module(value.__name__)
         attrs = {n: getattr(value, n) for n in sorted(read) if n in vars(value)}
         return f"module {_module(value.__name__)}{more(attrs)}"
-    if type(value) is dict and not (value and _table(value, 0)):  # a dict of other things,
-        # or none yet (a memo of images, say): the entries read by a constant key
+    if type(value) is dict and all(_is_array(v) or _is_image(v) for v in value.values()):
+        # a memo of arrays or images (or none yet): the entries read by a constant key
         return f"dict{more({k: value[k] for k in sorted(keys, key=repr) if k in value})}"
     simple = isinstance(value, (*_PLAIN, enum.Enum, list, tuple, set, frozenset))
     if simple or callable(value) or _is_array(value):  # (a class is callable)

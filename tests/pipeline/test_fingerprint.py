@@ -628,6 +628,24 @@ def test_a_method_is_named_by_what_it_reads_of_its_object():
         assert named[0] != named[1]
 
 
+#: a config loaded from a file (nested deeper than a table), read by a key the code computes
+NESTED = {"train": {"aug": {"crop": {"size": 32}}}, "val": {"aug": {"crop": {"size": 32}}}}
+STAGE = "train"
+
+
+def _by_nested_config(x):
+    return x[: NESTED[STAGE]["aug"]["crop"]["size"]]
+
+
+def test_a_nested_config_read_by_a_computed_key_names_the_function(monkeypatch):
+    """A dict that is not a memo of arrays or images (a config of dicts, a registry of steps)
+    is named whole, however the code reads it: a sweep that changes what the code reads by a
+    key it computes makes other values."""
+    before = fingerprint([_by_nested_config])
+    monkeypatch.setitem(NESTED["train"]["aug"]["crop"], "size", 64)
+    assert fingerprint([_by_nested_config]) != before
+
+
 def test_a_librarys_steps_are_named_by_its_release(monkeypatch):
     """A library's step calls code of the library that its source does not show (a helper, a
     kernel), which another release may change: a job with another release of it (timm,
