@@ -11,15 +11,15 @@ other images: other parameters, or other code.
   which the source may not show: a notebook cell's class, a file edited since it was
   imported, a method replaced at run time) and its attributes, described in turn;
 * functions by their module, name, source and compiled code, default arguments and the values
-  they close over; a method by its object (a built-in one: ``mask.mul``; one of the user's
-  class by what it reads of its object, as a global object below); a function of the user's
-  (not of the standard library or an installed package) also by the module globals its code
-  reads (a setting such as ``SIZE = int(sys.argv[1])``, a helper function; of a global object,
-  the attributes the code names and, of an object of the user's class, those its methods and
-  properties that the code calls read in turn, or all of them where that cannot be told: a
-  ``__getattr__``, a name the code computes), as are the methods of a user's class, also by
-  the class attributes they read (set at run time, say): a sweep that changes one makes other
-  values;
+  they close over; a method by its object (a built-in one: ``mask.mul``; one of the user's class
+  by what it reads of its object, as a global object below); a function of the user's (not of
+  the standard library or an installed package) also by the module globals its code reads (a
+  setting such as ``SIZE = int(sys.argv[1])``, an environment variable it names, a helper
+  function; of a global object, the attributes the code names and, of an object of the user's
+  class, those its methods and properties that the code calls read in turn, or all of them where
+  that cannot be told: a ``__getattr__``, a name the code computes), as are the methods of a
+  user's class, also by the class attributes they read (set at run time, say): a sweep that
+  changes one makes other values;
 * tensors and arrays by dtype, shape and a hash of their bytes; PIL images by mode, size, a
   hash of their pixels, palette and ``info``;
 * lists, dicts and sets by every item (a long one's first items, its length and a hash of
@@ -381,14 +381,19 @@ def _users(filename: str | None) -> bool:
     return bool(filename) and not filename.startswith((*_LIBRARY, "<frozen"))
 
 
+#: the names of what reads an environment variable (``os.environ["SIZE"]``, ``os.getenv``)
+_ENVIRON = frozenset({"environ", "getenv"})
+
+
 def _globals_read(functions: list[Any], more: Any, cls: type | None = None) -> str:
     """What the user's ``functions`` read of their module's globals, described: each global
     their code (and the code inside it) names; of a global object or a module of the user's,
     only the attributes the code names (:func:`_as_read`); of a global dict of arrays or images
     (a memo), only the entries the code names by a constant key. The methods of ``cls`` also by
     the attributes of the user's classes (``cls`` and its bases) they name that are not code
-    (``SIZE = 32`` in the class, which a script may set: ``Crop.SIZE = 64``), read alike. ""
-    when they read none."""
+    (``SIZE = 32`` in the class, which a script may set: ``Crop.SIZE = 64``), read alike; and
+    code that reads the environment by the variables it names as constants. "" when they read
+    none."""
     names: set[str] = set()
     keys: set[Any] = set()
     found: dict[str, Any] = {}
@@ -408,6 +413,10 @@ def _globals_read(functions: list[Any], more: Any, cls: type | None = None) -> s
                 if n in names and not n.startswith("__") and not hasattr(type(value), "__get__")
             )
     read = [f"{n}={_as_read(found[n], names, keys, more)}" for n in sorted(found)]
+    if names & _ENVIRON:  # the environment, by the names the code gives as constants
+        named = sorted(k for k in keys if isinstance(k, str) and k in os.environ)
+        env = {k: os.environ[k] for k in named}
+        read.append(f"environ={more(env)}")
     return f"globals[{', '.join(read)}]" if read else ""
 
 

@@ -646,6 +646,26 @@ def test_a_nested_config_read_by_a_computed_key_names_the_function(monkeypatch):
     assert fingerprint([_by_nested_config]) != before
 
 
+def _by_environment(x):
+    return x[: int(os.environ.get("SENECA_TEST_CROP", "32"))]
+
+
+def _by_getenv(x):
+    return x[: int(os.getenv("SENECA_TEST_CROP", "32"))]
+
+
+def test_an_environment_variable_the_code_names_names_the_function(monkeypatch):
+    """A setting given as an environment variable (a launcher sets it per run), read by the
+    name the code gives: another value makes other values, and another name; another
+    variable keeps the name."""
+    monkeypatch.delenv("SENECA_TEST_CROP", raising=False)
+    before = _names(_by_environment, _by_getenv)
+    monkeypatch.setenv("SENECA_TEST_OTHER", "1")
+    assert _names(_by_environment, _by_getenv) == before
+    monkeypatch.setenv("SENECA_TEST_CROP", "64")
+    assert all(a != b for a, b in zip(before, _names(_by_environment, _by_getenv), strict=True))
+
+
 def test_a_librarys_steps_are_named_by_its_release(monkeypatch):
     """A library's step calls code of the library that its source does not show (a helper, a
     kernel), which another release may change: a job with another release of it (timm,
