@@ -447,8 +447,9 @@ def _as_read(value: Any, names: set[str], keys: set[Any], more: Any) -> str:
             return _module(value.__name__)
         attrs = {n: getattr(value, n) for n in sorted(read) if n in vars(value)}
         return f"module {_module(value.__name__)}{more(attrs)}"
-    if type(value) is dict and all(_is_array(v) or _is_image(v) for v in value.values()):
-        # a memo of arrays or images (or none yet): the entries read by a constant key
+    if type(value) is dict and all(_memoized(v) for v in itertools.islice(value.values(), _ITEMS)):
+        # a memo of arrays or images (or none yet): the entries read by a constant key (told by
+        # its first values: all of a memo of a dataset's images would cost every batch's look)
         return f"dict{more({k: value[k] for k in sorted(keys, key=repr) if k in value})}"
     simple = isinstance(value, (*_PLAIN, enum.Enum, list, tuple, set, frozenset))
     if simple or callable(value) or _is_array(value):  # (a class is callable)
@@ -524,6 +525,11 @@ def _code_under(found: Any) -> list[Any] | None:
     parts += (getattr(found, "func", None),)  # a functools.cached_property's
     code = [f for f in parts if f is not None]
     return code if code and all(isinstance(f, types.FunctionType) for f in code) else None
+
+
+def _memoized(value: Any) -> bool:
+    """Whether ``value`` is what a memo holds: an array or an image."""
+    return _is_array(value) or _is_image(value)
 
 
 #: what :func:`_class_attribute` gives for a name no class defines
