@@ -227,8 +227,10 @@ def _describe(obj: Any, depth: int, path: frozenset[int]) -> str:
     state = _state(obj)
     if state is None:  # no attributes to describe (a C type): its type and what repr shows
         return f"{_name(type(obj))}({_ADDRESS.sub('', repr(obj))})"
-    read = _globals_read(_methods(type(obj)), more, type(obj))
-    return f"{_name(type(obj))}#{_code_of(type(obj))}{more(dict(state))}{read}"
+    cls = type(obj)
+    methods = _methods(cls)
+    read = _globals_read(methods, more, cls)
+    return f"{_name(cls)}#{_code_of(cls, methods)}{more(dict(state))}{read}"
 
 
 def _collection(obj: Any, more: Any) -> str:
@@ -342,14 +344,17 @@ def _compiled(code: types.CodeType) -> str:
         return named
 
 
-def _code_of(obj: Any) -> str:
+def _code_of(obj: Any, methods: list[Any] | None = None) -> str:
     """What names the code of ``obj``, a function or a class: its source (:func:`_source`) and
     the code that runs, which the source may not be (its file edited since it was imported, a
     method replaced at run time): a function's compiled code; a class's bases and the compiled
-    code of its methods of the user's code."""
+    code of its methods of the user's code (``methods``: :func:`_methods` of it, where known)."""
     if isinstance(obj, type):
         bases = ",".join(_name(k) for k in obj.__mro__)
-        methods = _methods(obj) if _users_class(obj) else []  # (a library's: its release)
+        if not _users_class(obj):  # a library's: named by its release
+            methods = []
+        elif methods is None:
+            methods = _methods(obj)
         mine = [f for f in methods if _users(f.__code__.co_filename)]
         ran = bases + "".join(f"{f.__qualname__}{_compiled(f.__code__)}" for f in mine)
         return _source(obj) + hashlib.sha1(ran.encode()).hexdigest()[:10]
@@ -410,7 +415,7 @@ def _globals_read(functions: list[Any], more: Any, cls: type | None = None) -> s
             found.update(
                 (f"{cls.__qualname__}.{n}", value)
                 for n, value in vars(klass).items()
-                if n in names and not n.startswith("__") and not hasattr(type(value), "__get__")
+                if n in names and not n.startswith("__") and _is_data(value)
             )
     read = [f"{n}={_as_read(found[n], names, keys, more)}" for n in sorted(found)]
     if names & _ENVIRON:  # the environment, by the names the code gives as constants
@@ -462,20 +467,19 @@ def _as_read(value: Any, names: set[str], keys: set[Any], more: Any) -> str:
     through = _read_through(cls, read, state) if mine else (read, [])
     if through is not None:
         read, functions = through  # (functions: the user's class's code that the code runs)
+    getter = _class_attribute(cls, "__getattr__") is not _MISSING
     attrs = {}
     for n in sorted(read):
-        found = _MISSING if n in state else _class_attribute(cls, n)
-        getter = found is _MISSING and _class_attribute(cls, "__getattr__") is not _MISSING
-        if n in state:
-            attrs[n] = state[n]
-        elif found is not _MISSING and not hasattr(type(found), "__get__"):
-            attrs[n] = found  # a class's setting (set at run time, say)
-        elif not mine and (isinstance(found, property) or getter):  # a library's object that
-            with contextlib.suppress(Exception):  # gives settings as attributes (a config's)
-                attrs[n] = getattr(value, n)
+        found = state[n] if n in state else _class_attribute(cls, n)
+        if n in state or (found is not _MISSING and _is_data(found)):
+            attrs[n] = found  # an attribute, or a class's setting (set at run time, say)
+        elif not mine and (isinstance(found, property) or (found is _MISSING and getter)):
+            with contextlib.suppress(Exception):  # a library's object that gives settings as
+                attrs[n] = getattr(value, n)  # attributes (a config's)
     if through is None:  # code that may read any attribute (a __getattr__): all of them
-        whole = f"{more({**state, **attrs})}{_globals_read(_methods(cls), more, cls)}"
-        return f"{_name(cls)}#{_code_of(cls)}{whole}"
+        methods = _methods(cls)
+        whole = f"{more({**state, **attrs})}{_globals_read(methods, more, cls)}"
+        return f"{_name(cls)}#{_code_of(cls, methods)}{whole}"
     return f"{_name(cls)}#{_code_of(cls)}{more(attrs)}{_globals_read(functions, more)}"
 
 
@@ -515,16 +519,29 @@ def _code_under(found: Any) -> list[Any] | None:
     """The functions that a class attribute ``found`` runs when read through an object: a
     method's, a property's; none for data (or nothing found); None for what cannot be told (a
     descriptor of another kind, a property whose getter is built in)."""
-    if found is _MISSING or not hasattr(type(found), "__get__"):
+    if found is _MISSING or _is_data(found):
         return []
-    if isinstance(found, staticmethod | classmethod):
-        found = found.__func__
-    if isinstance(found, types.FunctionType):
-        return [found]
-    parts = (found.fget, found.fset, found.fdel) if isinstance(found, property) else ()
-    parts += (getattr(found, "func", None),)  # a functools.cached_property's
-    code = [f for f in parts if f is not None]
-    return code if code and all(isinstance(f, types.FunctionType) for f in code) else None
+    parts = _parts(found)
+    return list(parts) if parts and all(isinstance(f, types.FunctionType) for f in parts) else None
+
+
+def _parts(attr: Any) -> tuple[Any, ...]:
+    """What a class attribute ``attr`` runs when read through an object: a method's function,
+    a property's getter, setter and deleter (which may be built in), a ``cached_property``'s
+    function; () for anything else."""
+    if isinstance(attr, types.FunctionType):
+        return (attr,)
+    if isinstance(attr, staticmethod | classmethod):
+        return (attr.__func__,)
+    if isinstance(attr, property):
+        return tuple(f for f in (attr.fget, attr.fset, attr.fdel) if f is not None)
+    return (attr.func,) if isinstance(attr, functools.cached_property) else ()
+
+
+def _is_data(attr: Any) -> bool:
+    """Whether a class attribute ``attr`` is data (a setting, a table), not code read through
+    an object (a method, a property, another descriptor)."""
+    return not hasattr(type(attr), "__get__")
 
 
 def _memoized(value: Any) -> bool:
@@ -563,23 +580,19 @@ def _class(cls: type, more: Any) -> str:
     methods = _methods(cls)
     if not any(_users(f.__code__.co_filename) for f in methods):
         return _name(cls)
-    return f"{_name(cls)}#{_code_of(cls)}{_globals_read(methods, more, cls)}"
+    return f"{_name(cls)}#{_code_of(cls, methods)}{_globals_read(methods, more, cls)}"
 
 
 def _methods(cls: type) -> list[Any]:
     """The functions of ``cls`` and of its bases (their methods, static and class methods,
-    properties' functions)."""
-    out = []
-    for klass in cls.__mro__:
-        for attr in vars(klass).values():
-            if isinstance(attr, staticmethod | classmethod):
-                attr = attr.__func__
-            if isinstance(attr, property):  # (its functions may be built in: no code)
-                parts = (attr.fget, attr.fset, attr.fdel)
-                out.extend(f for f in parts if isinstance(f, types.FunctionType))
-            elif isinstance(attr, types.FunctionType):
-                out.append(attr)
-    return out
+    properties' and cached properties' functions, less those built in: :func:`_parts`)."""
+    return [
+        f
+        for klass in cls.__mro__
+        for attr in vars(klass).values()
+        for f in _parts(attr)
+        if isinstance(f, types.FunctionType)
+    ]
 
 
 def _code(code: types.CodeType) -> str:
