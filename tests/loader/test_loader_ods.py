@@ -6,11 +6,10 @@ import threading
 
 import PIL
 import pytest
+import redis
 from helpers.indexed import indexed
 from helpers.waiting import wait_for
 
-from ods.decision import Pick
-from ods.sampler import Decided
 from seneca import SenecaLoader
 from seneca.pipeline.fingerprint import libraries
 from seneca_base.errors import ConfigError
@@ -71,48 +70,66 @@ def test_workers_fetch_decided_batches(tiny_dataset, redis_url, context):
     assert loader.stats()["samples"] == 45
 
 
-def test_a_value_gone_after_the_decision_is_a_counted_miss(tiny_dataset, redis_proc):
-    ds = indexed(tiny_dataset)
-    loader = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB")
+def _cached_in(store, r, tier):
+    return [i for i in range(48) if r.getbit(store.tier_key(tier), i)]
+
+
+def test_values_gone_after_the_decision_are_counted_misses_and_cached_again(
+    tiny_dataset, redis_proc
+):
+    """Values deleted behind ODS's back (evicted by another process) are still decided as hits:
+    each is read from storage, counted, and its entry goes so that the miss caches it again."""
+    loader = SenecaLoader(
+        indexed(tiny_dataset), batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB"
+    )
     epoch_of(loader)  # fills the cache
-    wrapped = loader._cached
-    store = wrapped.store
-    cached = [i for i in range(48) if redis_proc.client.getbit(store.tier_key("decoded"), i)]
+    store, r = loader.store, redis_proc.client
+    cached = _cached_in(store, r, "decoded")
     assert cached
-    i = cached[0]
-    redis_proc.client.delete(store.value_key("decoded", i))  # evicted behind ODS's back
-    store.start_epoch(wrapped.job, 99)
-    out = wrapped.__getitems__(Decided([Pick(i, "decoded", 0)]))
-    assert out[0][1] == i
-    assert loader.stats()["ods_gone"] == 1
-    # the entry without a value went with the read, and the miss cached the sample again
-    assert store.cached("decoded", [i]) == [True]
-    assert redis_proc.client.exists(store.value_key("decoded", i)) == 1
+    for i in cached:
+        r.delete(store.value_key("decoded", i))
+    gone, reads = loader.stats()["ods_gone"], loader.stats()["storage_reads"]
+    assert epoch_of(loader) == dict.fromkeys(range(48), 1)
+    assert loader.stats()["ods_gone"] - gone == len(cached)
+    assert loader.stats()["storage_reads"] - reads >= len(cached)
+    assert store.cached("decoded", cached) == [True] * len(cached)
+    assert all(r.exists(store.value_key("decoded", i)) for i in cached)
 
 
 def test_a_value_put_in_place_just_after_the_decision_is_read_not_taken_for_gone(
     tiny_dataset, redis_proc, monkeypatch
 ):
     """An admission's entries are visible a round trip before its values are in place: a fetch
-    that finds a decided value missing looks again, briefly, before it reads from storage."""
-    # looking for up to 60 s, not 8 ms: on a busy machine the timer below may fire late
-    monkeypatch.setattr("seneca.defaults.MISSING_WAIT", 60.0)
-    ds = indexed(tiny_dataset)
-    loader = SenecaLoader(ds, batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB")
+    that finds a decided value missing looks again, briefly, before it reads from storage. The
+    value is put back only once the server has answered a read of it."""
+    monkeypatch.setattr("seneca.defaults.MISSING_WAIT", 60.0)  # looked for until it is back
+    loader = SenecaLoader(
+        indexed(tiny_dataset), batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB"
+    )
     epoch_of(loader)  # fills the cache
-    wrapped, r = loader._cached, redis_proc.client
-    store = wrapped.store
-    i = next(i for i in range(48) if r.getbit(store.tier_key("decoded"), i))
+    store, r = loader.store, redis_proc.client
+    i = _cached_in(store, r, "decoded")[0]
     key = store.value_key("decoded", i)
     value = r.get(key)
-    r.delete(key)  # not in place yet ...
-    late = threading.Timer(0.002, r.set, (key, value))  # ... until a moment after the decision
-    late.start()
-    store.start_epoch(wrapped.job, 99)
+    r.delete(key)
+    on, back = threading.Event(), threading.Event()
+
+    def put_back_after_a_read():
+        with redis.Redis.from_url(redis_proc.url).monitor() as feed:
+            on.set()
+            while True:
+                command = feed.next_command()["command"].split()
+                if command[0] == "MGET" and key in command[1:]:
+                    r.set(key, value)
+                    back.set()
+                    return
+
+    watcher = threading.Thread(target=put_back_after_a_read, daemon=True)
+    watcher.start()
+    assert on.wait(60)
     reads = loader.stats()["storage_reads"]
-    out = wrapped.__getitems__(Decided([Pick(i, "decoded", 0)]))
-    late.join()
-    assert out[0][1] == i
+    assert epoch_of(loader) == dict.fromkeys(range(48), 1)
+    assert back.is_set()
     assert loader.stats()["ods_gone"] == 0 and loader.stats()["storage_reads"] == reads
     assert store.cached("decoded", [i]) == [True] and r.get(key) == value
 
@@ -126,63 +143,42 @@ def test_an_entry_whose_value_went_missing_does_not_stay(tiny_dataset, redis_pro
     for _ in zip(a, b, strict=True):
         pass
     store, r = a.store, redis_proc.client
-    cached = [i for i in range(48) if r.getbit(store.tier_key("augmented"), i)]
+    cached = _cached_in(store, r, "augmented")
     assert cached
     for i in cached:
         r.delete(store.value_key("augmented", i))
-    gone = a.stats()["ods_gone"]
-    a._cached.__getitems__(Decided(Pick(i, "augmented", 0) for i in cached))
-    assert a.stats()["ods_gone"] == gone + len(cached)
+    gone = sum(job.stats()["ods_gone"] for job in (a, b))
+    seen = {job: collections.Counter() for job in "ab"}
+    for (_, ya), (_, yb) in zip(a, b, strict=True):
+        seen["a"].update(int(i) for i in ya)
+        seen["b"].update(int(i) for i in yb)
+    assert seen["a"] == seen["b"] == dict.fromkeys(range(48), 1)
+    assert sum(job.stats()["ods_gone"] for job in (a, b)) > gone
     for i, held in zip(cached, store.cached("augmented", cached), strict=True):
         assert not held or r.exists(store.value_key("augmented", i))  # dropped, or cached again
 
 
-def _warm(tiny_dataset, redis_proc):
-    """A loader's dataset after one epoch filled the cache, and a count of pinned samples."""
-    ds = indexed(tiny_dataset)
+def test_a_fetch_releases_its_pins_also_after_a_function_flush(tiny_dataset, redis_proc):
+    """The library flushed between two batches (a restarted or flushed server): the next
+    release fails for want of its function, and is made again once the library is loaded."""
     loader = SenecaLoader(
-        ds, batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB", job="warm"
-    )  # named: the job stays when the loader is collected
-    epoch_of(loader)
-    wrapped, r = loader._cached, redis_proc.client
+        indexed(tiny_dataset), batch_size=8, shuffle=True, cache=redis_proc.url, cache_size="20MB"
+    )
+    epoch_of(loader)  # fills the cache
+    store, r = loader.store, redis_proc.client
 
     def pinned():
-        return sum(r.bitcount(k) for k in r.keys(f"{wrapped.store.prefix}pin:*"))
+        return sum(r.bitcount(k) for k in r.keys(f"{store.prefix}pin:*"))
 
-    return wrapped, pinned
-
-
-def test_a_fetch_releases_its_pins_also_after_a_function_flush(tiny_dataset, redis_proc):
-    wrapped, pinned = _warm(tiny_dataset, redis_proc)
-    store, r = wrapped.store, redis_proc.client
-    for flush in (False, True):
-        store.start_epoch(wrapped.job, 10 + flush)
-        d = store.decide(wrapped.job, 8)
-        assert d.hits == 8
-        assert pinned() == 8  # the decided hits are pinned until fetched
-        if flush:
-            r.function_flush()  # the release sent after the read finds no function
-        picks = [Pick(i, t, d.pin_bucket) for i, t in zip(d.indices, d.tiers, strict=True)]
-        out = wrapped.__getitems__(Decided(picks))
-        assert [y for _, y in out] == list(d.indices)
-        store.outbox.settle()  # the release's reply is read at the next fetch, or here
-        assert pinned() == 0  # released
-
-
-def test_a_batch_decided_in_two_pin_buckets_releases_both(tiny_dataset, redis_proc):
-    wrapped, pinned = _warm(tiny_dataset, redis_proc)
-    store, r = wrapped.store, redis_proc.client
-    store.start_epoch(wrapped.job, 10)
-    d = store.decide(wrapped.job, 8)
-    assert d.hits == 8
-    b = d.pin_bucket
-    older = d.indices[4:]  # as if decided one pin lease earlier
-    for i in older:
-        r.setbit(f"{store.prefix}pin:{b}", i, 0)
-        r.setbit(f"{store.prefix}pin:{b - 1}", i, 1)
-    picks = [Pick(i, t, b - (i in older)) for i, t in zip(d.indices, d.tiers, strict=True)]
-    wrapped.__getitems__(Decided(picks))
-    store.outbox.settle()
+    seen: collections.Counter = collections.Counter()
+    hits = loader.stats()["decoded"]["hits"]
+    for n, (_, y) in enumerate(loader):
+        seen.update(int(i) for i in y)
+        if n % 2 == 0:
+            r.function_flush()
+    assert seen == dict.fromkeys(range(48), 1)
+    assert loader.stats()["decoded"]["hits"] - hits == 48  # every batch was pinned
+    store.outbox.settle()  # the last release's reply is read at the next fetch, or here
     assert pinned() == 0
 
 

@@ -10,6 +10,7 @@ from torchvision.transforms import v2
 
 from seneca import CacheBoundary, SenecaLoader
 from seneca._cache.resp import Placed, execute
+from seneca._torch_internals import view_base
 from seneca.loader._rows import BatchRows, RowBatch, collate_rows
 from seneca.pipeline import codec
 
@@ -104,7 +105,7 @@ def test_collate_rows_returns_the_rows_tensor():
     rows2 = BatchRows(2)
     rows2.place(0, torch.uint8, (2, 2))
     moved = rows2.settle(1, (torch.full((2, 2), 7, dtype=torch.uint8), "t"))
-    assert moved[1] == "t" and moved[0]._base is rows2.rows and int(rows2.rows[1, 0, 0]) == 7
+    assert moved[1] == "t" and view_base(moved[0]) is rows2.rows and int(rows2.rows[1, 0, 0]) == 7
     assert rows2.settle(1, (torch.zeros(3), "t"))[0].shape == (3,)  # does not fit: as it is
 
 
@@ -157,7 +158,7 @@ def test_hits_with_a_target_transform_or_a_sample_tail(tiny_dataset, redis_proc,
     c = SenecaLoader(ds, job="c", **opts)
     store = c.store
     for x, y in c:
-        assert x._base is None and x.shape[1:] == (3, 12, 12)
+        assert view_base(x) is None and x.shape[1:] == (3, 12, 12)
         for image, t in zip(x, y.tolist(), strict=True):
             i = -t if tail_step is None else t
             cached = codec.decode(redis_proc.client.get(store.value_key("augmented", i)))
@@ -176,7 +177,7 @@ def test_a_batch_of_hits_and_misses(tiny_dataset, redis_proc):
     x, y = next(iter(c))
     hits = c.stats()["augmented"]["hits"]
     assert 0 < hits < 48  # one batch, both kinds
-    assert x.shape == (48, 3, 12, 12) and x._base is None and x.is_contiguous()
+    assert x.shape == (48, 3, 12, 12) and view_base(x) is None and x.is_contiguous()
     store = c.store
     same = 0
     for image, i in zip(x, y.tolist(), strict=True):
