@@ -208,7 +208,17 @@ class FolderSource(Source):
         looked at under a ``version``, which vouches for the files."""
         if self.version is not None or "id" not in self.__dict__:
             return None
-        files = self.storage.changed()
+        return self._said(self.storage.changed())
+
+    def changed_among(self, indices: Sequence[int]) -> str | None:
+        """The files of samples ``indices`` made again or rewritten since the id was made (a
+        stat each); not looked at under a ``version``."""
+        if self.version is not None or "id" not in self.__dict__:
+            return None
+        return self._said(self.storage.changed_among(indices))
+
+    def _said(self, files: Sequence[int]) -> str | None:
+        """The samples ``files`` whose files changed, in words (None: none)."""
         if not files:
             return None
         return (

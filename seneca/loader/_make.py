@@ -4,7 +4,9 @@ Each value read is taken up at its tier (an augmented tensor read into its row n
 target), each miss read from storage, and the rest of each sample's work done by
 ``_samples.SampleWork``, which offers the new values to the cache as it goes. Nothing here
 talks to the cache: a value that cannot be taken up (corrupt, or another version's) is a miss,
-and the maker says which entries held such values.
+and the maker says which entries held such values. Before it uses a batch's values it has the
+source look at their files (``SampleWork.look_at_files``): files made again since their values
+were cached make every sample of the batch a miss, and the dataset's later batches too.
 """
 
 from __future__ import annotations
@@ -50,7 +52,13 @@ class Maker:
         # the transform's random head changed: the cached crops, read or claimed, are the
         # old head's, and are made anew
         old_crops = work.old_view is not None
-        whole = not skip and only is None and not old_crops
+        # files made again since the cache's values were named (while the epoch runs): none of
+        # the values read is used, each sample is read from storage (and nothing is offered)
+        making = [
+            p.index for k, p in enumerate(picks) if k not in skip and (only is None or k in only)
+        ]
+        old_files = work.look_at_files(making)
+        whole = not skip and only is None and not old_crops and not old_files
         if plain and len(views) == len(picks) > 0 and whole:
             whole = _all_placed(picks, values, rows.rows, views, label, count)
             if whole is not None:
@@ -61,7 +69,7 @@ class Maker:
             if k in skip or (only is not None and k not in only):
                 out.append(None)
                 continue
-            if old_crops and tier == "augmented":
+            if (old_crops and tier == "augmented") or old_files:
                 tier, value = None, None
             if isinstance(value, Placed):
                 if plain:

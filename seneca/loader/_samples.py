@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import torch
@@ -146,6 +146,15 @@ class SampleWork:
         file), seen now or before: their cached values are then the old samples'."""
         if self.changed is None:
             self.changed = self.base.changed()
+        return self.changed is not None
+
+    def look_at_files(self, indices: Sequence[int]) -> bool:
+        """Whether the files of samples ``indices`` changed since the ids were made (the source
+        looks: a stat each, before their cached values are used; files made again while an
+        epoch runs), seen now or before (as :meth:`look_at_samples` sees it, for every later
+        batch too)."""
+        if self.changed is None:
+            self.changed = self.base.changed_among(indices)
         return self.changed is not None
 
     def look_at_decoding(self) -> bool:

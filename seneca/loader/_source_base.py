@@ -4,6 +4,7 @@ table's: ``seneca.loader._hf``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["NotCacheable", "Source", "refuse_overrides"]
@@ -67,6 +68,12 @@ class Source:
     def changed(self) -> str | None:
         """What changed in the samples since :attr:`id` was made, in words for the user (the
         loader asks when each epoch starts); None when nothing did, or the source cannot tell."""
+        return None
+
+    def changed_among(self, indices: Sequence[int]) -> str | None:
+        """What changed in the files of samples ``indices`` since :attr:`id` was made, in words
+        for the user (the loader asks before it uses their cached values); None when nothing
+        did, or the source cannot tell for so few samples."""
         return None
 
     def decodes_otherwise(self) -> str | None:

@@ -62,12 +62,11 @@ class Storage:
         #: Optional :class:`seneca._bench.throttle.Throttle` every read waits on (benchmarks:
         #: :func:`throttled`)
         self.throttle: Any = _throttle
-        # each file's (size, modification time) when the fingerprint was made (None: not yet)
+        # each file's (size, modification time) when the fingerprint was made (None: not yet),
+        # handed to the workers with the rest, which look at the files they read from the cache
         self._stamps: np.ndarray | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        # a worker reads the files; only the process that made the fingerprint looks again
-        return {**self.__dict__, "_stamps": None}
+        # whether a stat took a round trip (a network file system) when the fingerprint was made
+        self._slow = False
 
     @classmethod
     def from_folder(cls, root: str | os.PathLike) -> Storage:
@@ -137,7 +136,7 @@ class Storage:
         cut = len(base)
         names = [path[cut:] for path in paths] if base else [Path(p).name for p in paths]
         labels = [label for _, label in self.samples]
-        stats = _stats(paths)
+        stats, self._slow = _stats(paths)
         self._stamps = np.array(stats, dtype=np.int64).reshape(len(stats), 2)
         # a version stands for the times: the rows leave them out, the version comes first
         rows = [] if version is None else [f"version\0{version}\n"]
@@ -157,9 +156,20 @@ class Storage:
         rewritten since. None were when no fingerprint was made in this process."""
         if self._stamps is None:
             return []
-        now = np.array(_stats([p for p, _ in self.samples]), dtype=np.int64)
-        differ = (now.reshape(self._stamps.shape) != self._stamps).any(axis=1)
+        now, _ = _stats([p for p, _ in self.samples])
+        differ = (np.array(now, dtype=np.int64).reshape(self._stamps.shape) != self._stamps).any(1)
         return np.flatnonzero(differ).tolist()
+
+    def changed_among(self, indices: Sequence[int]) -> list[int]:
+        """Those of the samples ``indices`` whose file's size or modification time is not what
+        it was when :meth:`fingerprint` was made (a stat each, in threads where a stat takes a
+        round trip): files made again or rewritten since. None when no fingerprint was made."""
+        if self._stamps is None or not indices:
+            return []
+        now, _ = _stats([self.samples[i][0] for i in indices], slow=self._slow)
+        before = self._stamps[np.asarray(indices, dtype=np.int64)]
+        differ = (np.array(now, dtype=np.int64).reshape(before.shape) != before).any(1)
+        return [indices[k] for k in np.flatnonzero(differ)]
 
 
 def _stat(path: str | os.PathLike) -> tuple[int, int]:
@@ -172,23 +182,24 @@ def _stat(path: str | os.PathLike) -> tuple[int, int]:
     return st.st_size, st.st_mtime_ns
 
 
-def _stats(paths: Sequence[str | os.PathLike]) -> list[tuple[int, int]]:
+def _stats(
+    paths: Sequence[str | os.PathLike], slow: bool | None = None
+) -> tuple[list[tuple[int, int]], bool]:
     """:func:`_stat` of every file in ``paths``: one at a time where that is quick (a local
     disk, about a microsecond each), in threads where each takes a round trip (a network file
-    system)."""
+    system); and whether it does. ``slow``: whether it does, known (else the first
+    ``defaults.STAT_PROBE`` files tell)."""
     start = time.perf_counter()
-    probe = min(len(paths), defaults.STAT_PROBE)
+    probe = 0 if slow is not None else min(len(paths), defaults.STAT_PROBE)
     stats = [_stat(p) for p in paths[:probe]]
-    each = (time.perf_counter() - start) / max(probe, 1)
+    if slow is None:
+        slow = (time.perf_counter() - start) / max(probe, 1) > defaults.STAT_SLOW_US * 1e-6
     rest = paths[probe:]
-    if each > defaults.STAT_SLOW_US * 1e-6 and rest:
-        log.debug(
-            "%.0f us a file: the other %d files looked at in %d threads",
-            each * 1e6,
-            len(rest),
-            defaults.STAT_THREADS,
-        )
-        step = defaults.STAT_PROBE
+    if slow and rest:
+        other = "the other " if probe else ""
+        log.debug("%s%d files looked at in %d threads", other, len(rest), defaults.STAT_THREADS)
+        # chunks of at most STAT_PROBE files, as many as there are threads where that is fewer
+        step = min(defaults.STAT_PROBE, -(-len(rest) // defaults.STAT_THREADS))
         chunks = [rest[i : i + step] for i in range(0, len(rest), step)]
         with ThreadPoolExecutor(defaults.STAT_THREADS, thread_name_prefix="seneca-stat") as pool:
             for part in pool.map(lambda chunk: [_stat(p) for p in chunk], chunks):
@@ -198,4 +209,4 @@ def _stats(paths: Sequence[str | os.PathLike]) -> list[tuple[int, int]]:
     took = time.perf_counter() - start
     if took > 1.0:
         log.info("looked at %d files in %.1f s (the dataset's id)", len(paths), took)
-    return stats
+    return stats, slow

@@ -2,11 +2,13 @@
 encoded again, other images), a changed loader function, a transform set before an epoch. The
 loader uses what DataLoader would, and never serves what was cached for something else."""
 
+import functools
 import io
 import logging
 import multiprocessing
 import os
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -502,6 +504,87 @@ def test_files_made_again_while_a_loader_lives_are_read_never_served_stale(
         stats = loader.stats()
         assert stats["storage_reads"] == 24
         assert sum(stats[t]["admitted"] for t in ("encoded", "decoded")) == 0
+    finally:
+        loader.close()
+
+
+def _held(folder, worker_id):
+    """A worker_init_fn: while ``folder`` holds ``hold``, say this worker started (``ready-N``)
+    and wait for ``go`` before making any batch."""
+    if (folder / "hold").exists():
+        (folder / f"ready-{worker_id}").touch()
+        wait_for(lambda: (folder / "go").exists(), "the files made again")
+
+
+def _make_again_at(root, tmp_path, paths):
+    """The files ``paths`` under ``root`` made again (other images of their size), each
+    replaced at once as a reader sees it."""
+    other = tmp_path / "other"
+    make_dataset(other, len(paths), 2, size=(32, 24), seed=7, progress=False, workers=1)
+    for path in paths:
+        os.replace(other / Path(path).relative_to(root), path)
+
+
+@pytest.mark.parametrize(
+    ("workers", "ods", "context"),
+    [
+        (0, True, None),
+        (0, False, None),
+        (2, True, None),
+        pytest.param(2, True, "spawn", marks=pytest.mark.slow),
+    ],
+    ids=["0", "0-own-order", "2", "2-spawn"],
+)
+def test_files_made_again_while_an_epoch_runs_are_never_served_stale(
+    tmp_path, redis_url, workers, ods, context
+):
+    """A script whose files are made again at the same paths while an epoch runs (by another
+    program), after the loader looked at them when the epoch started: every batch made after
+    that is DataLoader's (the new files), though the cache holds every sample's old values,
+    and nothing of the new files is cached under the old files' name. (Without workers the
+    files are made again after the epoch's first batch; with workers, once the workers have
+    started and before they make a batch.)"""
+    root, folder = tmp_path / "data", tmp_path / "held"
+    folder.mkdir()
+    make_dataset(root, 24, 2, size=(32, 24), progress=False, workers=1)
+    ds = _numbered(root, v2.Compose([v2.Resize(16), v2.PILToTensor()]))
+    loader = SenecaLoader(
+        ds, batch_size=2, shuffle=ods, cache=redis_url, split=(0.5, 0.5, 0.0),
+        num_workers=workers, multiprocessing_context=context,
+        worker_init_fn=functools.partial(_held, folder) if workers else None,
+    )  # fmt: skip
+    paths = [path for path, _ in ds.samples]
+    try:
+        _epochs(loader, 2)
+        assert loader.stats()["storage_reads"] == 24  # the second epoch from the cache
+        loader.reset_stats()
+        if workers:
+            (folder / "hold").touch()
+
+            def make_again_once_started():
+                ready = [folder / f"ready-{k}" for k in range(workers)]
+                wait_for(lambda: all(f.exists() for f in ready), "the workers started")
+                _make_again_at(root, tmp_path, paths)
+                (folder / "go").touch()
+
+            thread = threading.Thread(target=make_again_once_started)
+            thread.start()
+            batches = list(loader)
+            thread.join()
+            (folder / "hold").unlink()
+        else:
+            it = iter(loader)
+            next(it)
+            _make_again_at(root, tmp_path, paths)
+            batches = list(it)
+        new = _epochs(DataLoader(ds, batch_size=24), 1)[0]
+        for x, y in batches:
+            for image, i in zip(x, y, strict=True):
+                assert torch.equal(image, new[i]), int(i)
+        stats = loader.stats()
+        assert stats["storage_reads"] >= 2 * len(batches)
+        assert sum(stats[t]["admitted"] for t in ("encoded", "decoded")) == 0
+        assert all(torch.equal(x, new) for x in _epochs(loader, 1))
     finally:
         loader.close()
 

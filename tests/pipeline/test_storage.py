@@ -1,5 +1,6 @@
 import logging
 import os
+import pickle
 import shutil
 from pathlib import Path
 
@@ -86,6 +87,32 @@ def test_fingerprint_names_the_files_sizes_and_times(tmp_path, tiny_dataset, mon
     assert "the other 44 files looked at in 32 threads" in caplog.text
     monkeypatch.setattr(defaults, "STAT_SLOW_US", 1e9)
     assert copy.fingerprint() == threaded == before
+
+
+def test_the_files_of_some_samples_are_looked_at_again_as_the_id_named_them(
+    tmp_path, tiny_dataset, monkeypatch, caplog
+):
+    """``changed_among``: the samples among those asked whose files changed since the id was
+    made, also in a copy handed to another process (a spawned worker) and where a stat takes a
+    round trip (looked at in threads); nothing before an id was made."""
+    root = tmp_path / "d"
+    shutil.copytree(tiny_dataset, root)
+    storage = Storage.from_folder(root)
+    assert storage.changed_among([0, 5]) == []  # no id made
+    storage.fingerprint()
+    assert storage.changed_among(list(range(len(storage)))) == []
+    with open(storage.path(5), "ab") as f:
+        f.write(b"\0")
+    os.utime(storage.path(7), ns=(1, 1))
+    assert storage.changed_among([9, 7, 5, 0]) == [7, 5]
+    assert pickle.loads(pickle.dumps(storage)).changed_among([5, 6]) == [5]
+    monkeypatch.setattr(defaults, "STAT_SLOW_US", 0.0)  # a stat takes a round trip
+    slow = Storage.from_folder(root)
+    slow.fingerprint()
+    os.utime(slow.path(2), ns=(1, 1))
+    with caplog.at_level(logging.DEBUG, logger="seneca"):
+        assert slow.changed_among(list(range(len(slow)))) == [2]
+    assert f"{len(slow)} files looked at in 32 threads" in caplog.text
 
 
 def test_a_file_rewritten_in_place_at_its_size_is_another_dataset(tmp_path, tiny_dataset):
