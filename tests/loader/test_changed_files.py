@@ -589,6 +589,68 @@ def test_files_made_again_while_an_epoch_runs_are_never_served_stale(
         loader.close()
 
 
+def _solid(root, color, n=16):
+    """``n`` images of one ``color`` in two class folders under ``root``, each written to a
+    file beside its path and put in place at once, as a reader sees it."""
+    for k in range(n):
+        path = root / f"c{k % 2}" / f"{k:03}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (24, 20), color).save(path.with_suffix(".tmp.png"))
+        os.replace(path.with_suffix(".tmp.png"), path)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_crops_of_files_made_again_while_an_epoch_runs_are_never_served(
+    tmp_path, redis_url, workers
+):
+    """Two jobs share crops of the same files (the augmented tier); another program makes the
+    files again while their epoch runs: every sample made after that is a crop of a new file,
+    though the cache holds crops of every old one. (Without workers the files are made again
+    after each job's first batch; with workers, once the first job's have started and before
+    they make a batch: their crops are read into the batch's shared memory.)"""
+    root, folder = tmp_path / "data", tmp_path / "held"
+    folder.mkdir()
+    _solid(root, (0, 0, 255))
+    transform = v2.Compose([v2.RandomResizedCrop(8), v2.PILToTensor()])
+    common = dict(batch_size=4, shuffle=True, cache=redis_url, split=(0, 0, 1), cache_size="20MB")
+    a = SenecaLoader(
+        datasets.ImageFolder(str(root), transform), num_workers=workers,
+        worker_init_fn=functools.partial(_held, folder) if workers else None, **common,
+    )  # fmt: skip
+    b = SenecaLoader(datasets.ImageFolder(str(root), transform), **common)
+    try:
+        for _ in zip(a, b, strict=True):
+            pass
+        assert a.store.state()["augmented"]["entries"] > 0  # crops of the old files
+        if workers:
+            (folder / "hold").touch()
+
+            def make_again_once_started():
+                ready = [folder / f"ready-{k}" for k in range(workers)]
+                wait_for(lambda: all(f.exists() for f in ready), "the workers started")
+                _solid(root, (255, 0, 0))
+                (folder / "go").touch()
+
+            thread = threading.Thread(target=make_again_once_started)
+            thread.start()
+            batches = [x for pair in zip(a, b, strict=True) for x, _ in pair]
+            thread.join()
+            (folder / "hold").unlink()
+        else:
+            its = [iter(a), iter(b)]
+            for it in its:
+                next(it)
+            _solid(root, (255, 0, 0))
+            batches = [x for pair in zip(*its, strict=True) for x, _ in pair]
+        for x in batches:
+            assert (x[:, 0] == 255).all() and (x[:, 2] == 0).all()  # red: the new files
+        for job in (a, b):
+            assert all((x[:, 0] == 255).all() for x, _ in job)
+    finally:
+        a.close()
+        b.close()
+
+
 def _eight(tmp_path):
     """Eight small images, each sample's target its index."""
     make_dataset(tmp_path / "data", 8, 2, size=(16, 12), progress=False, workers=1)
