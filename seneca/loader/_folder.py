@@ -203,22 +203,13 @@ class FolderSource(Source):
             return label
         return now_label if now_path == path else label
 
-    def changed(self) -> str | None:
-        """The files made again or rewritten since the id was made (a stat per file); not
+    def changed_among(self, indices: Sequence[int]) -> str | None:
+        """The files of samples ``indices`` made again or rewritten since the id was made (a
+        stat each), looked at for each batch (so not all at once as each epoch starts); not
         looked at under a ``version``, which vouches for the files."""
         if self.version is not None or "id" not in self.__dict__:
             return None
-        return self._said(self.storage.changed())
-
-    def changed_among(self, indices: Sequence[int]) -> str | None:
-        """The files of samples ``indices`` made again or rewritten since the id was made (a
-        stat each); not looked at under a ``version``."""
-        if self.version is not None or "id" not in self.__dict__:
-            return None
-        return self._said(self.storage.changed_among(indices))
-
-    def _said(self, files: Sequence[int]) -> str | None:
-        """The samples ``files`` whose files changed, in words (None: none)."""
+        files = self.storage.changed_among(indices)
         if not files:
             return None
         return (

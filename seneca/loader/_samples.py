@@ -142,8 +142,9 @@ class SampleWork:
         self.source, self.transform = self._folded(transform)
 
     def look_at_samples(self) -> bool:
-        """Whether the samples changed since the ids were made (the source looks: a stat per
-        file), seen now or before: their cached values are then the old samples'."""
+        """Whether the samples changed since the ids were made (the source looks, where it
+        looks at all its samples at once: ``Source.changed``), seen now or before: their cached
+        values are then the old samples'."""
         if self.changed is None:
             self.changed = self.base.changed()
         return self.changed is not None

@@ -67,13 +67,14 @@ class Source:
 
     def changed(self) -> str | None:
         """What changed in the samples since :attr:`id` was made, in words for the user (the
-        loader asks when each epoch starts); None when nothing did, or the source cannot tell."""
+        loader asks when each epoch starts); None when nothing did, or the source cannot tell
+        (or tells for each batch: :meth:`changed_among`)."""
         return None
 
     def changed_among(self, indices: Sequence[int]) -> str | None:
         """What changed in the files of samples ``indices`` since :attr:`id` was made, in words
-        for the user (the loader asks before it uses their cached values); None when nothing
-        did, or the source cannot tell for so few samples."""
+        for the user (the loader asks before it uses a batch's cached values); None when
+        nothing did, or the source tells only for all its samples (:meth:`changed`)."""
         return None
 
     def decodes_otherwise(self) -> str | None:

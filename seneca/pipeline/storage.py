@@ -150,16 +150,6 @@ class Storage:
         h.update("".join(rows).encode("utf-8", "surrogateescape"))
         return h.hexdigest()[:12]
 
-    def changed(self) -> list[int]:
-        """The samples whose file's size or modification time is not what it was when
-        :meth:`fingerprint` was made (a stat per file; a file gone counts): files made again or
-        rewritten since. None were when no fingerprint was made in this process."""
-        if self._stamps is None:
-            return []
-        now, _ = _stats([p for p, _ in self.samples])
-        differ = (np.array(now, dtype=np.int64).reshape(self._stamps.shape) != self._stamps).any(1)
-        return np.flatnonzero(differ).tolist()
-
     def changed_among(self, indices: Sequence[int]) -> list[int]:
         """Those of the samples ``indices`` whose file's size or modification time is not what
         it was when :meth:`fingerprint` was made (a stat each, in threads where a stat takes a
