@@ -153,7 +153,7 @@ class Storage:
     def changed_among(self, indices: Sequence[int]) -> list[int]:
         """Those of the samples ``indices`` whose file's size or modification time is not what
         it was when :meth:`fingerprint` was made (a stat each, in threads where a stat takes a
-        round trip): files made again or rewritten since. None when no fingerprint was made."""
+        round trip): files made again or rewritten since. None are before a fingerprint is made."""
         if self._stamps is None or not indices:
             return []
         now, _ = _stats([self.samples[i][0] for i in indices], slow=self._slow)
@@ -198,5 +198,5 @@ def _stats(
         stats += [_stat(p) for p in rest]
     took = time.perf_counter() - start
     if took > 1.0:
-        log.info("looked at %d files in %.1f s (the dataset's id)", len(paths), took)
+        log.info("looked at %d files in %.1f s", len(paths), took)
     return stats, slow
