@@ -26,15 +26,21 @@ import dataclasses
 import hashlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
+
+import numpy as np
 
 from seneca.loader._source_base import NotCacheable, Source, refuse_overrides
 from seneca.pipeline.fingerprint import runtime
+from seneca.pipeline.storage import file_stamps
 from seneca.pipeline.transforms import ColumnTransform
 from seneca_base.errors import ConfigError
 
 __all__ = ["HFImageSource", "hf_dataset"]
+
+#: a row of ``HFImageSource``'s file stamps whose image the table holds (not a file)
+_NO_FILE = -2
 
 #: the formats whose rows are made here as ``datasets`` makes them
 FORMATS = (None, "python", "custom")
@@ -148,13 +154,23 @@ class HFImageSource(Source):
         # that turns an image by its EXIF orientation makes another image of the same bytes)
         version = datasets.__version__.split("+")[0]
         h = hashlib.sha1(f"{made}|datasets {version}|{self.feature!r}".encode())
-        files = hashlib.sha1()
+        # each row's image file's (size, modification time) where it is kept as a path, and the
+        # rows' paths (Arrow's strings, as the table keeps them)
+        stamps = np.full((len(self.raw), 2), _NO_FILE, dtype=np.int64)
+        paths = []
+        at = 0
         for name, column in self._columns(self.raw.column_names):
             if name == self.column:
-                _image_ids(column, h, files)
+                _image_ids(column, h, stamps[at : at + len(column)])
+                paths.append(_fields(column)["path"])
+                at += len(column)
             else:
                 h.update(name.encode() + repr(column.to_pylist()).encode())
-        self.__dict__["_files"] = files.digest()
+        # (none when the table holds every image: nothing to look at again)
+        if (stamps[:, 0] != _NO_FILE).any():
+            import pyarrow as pa
+
+            self.__dict__["_files"] = (stamps, pa.concat_arrays(paths))
         return h.hexdigest()[:16]
 
     def _columns(self, names: list[str]) -> Iterator[tuple[str, Any]]:
@@ -166,17 +182,19 @@ class HFImageSource(Source):
                 for column in chunk.column(name).chunks:
                     yield name, column
 
-    def changed(self) -> str | None:
-        """The files of the images kept as paths, made again or rewritten since the id was made
-        (a stat per file; the table's own bytes cannot change)."""
-        before = self.__dict__.get("_files")
-        if before is None:
+    def changed_among(self, indices: Sequence[int]) -> str | None:
+        """The image files of rows ``indices`` kept as paths, made again or rewritten since the
+        id was made (a stat each; the table's own bytes cannot change)."""
+        files = self.__dict__.get("_files")
+        if files is None:
             return None
-        files = hashlib.sha1()
-        for _, column in self._columns([self.column]):
-            for path in _kept_paths(column):
-                files.update(_path_id(path))
-        if files.digest() == before:
+        stamps, paths = files
+        rows = np.asarray(indices, dtype=np.int64)
+        rows = rows[stamps[rows, 0] != _NO_FILE]
+        if not len(rows):
+            return None
+        now, _ = file_stamps([path or "" for path in paths.take(rows).to_pylist()])
+        if (np.array(now, dtype=np.int64).reshape(-1, 2) == stamps[rows]).all():
             return None
         return (
             f"the files of the dataset's {self.column!r} column changed (size or modification "
@@ -265,12 +283,12 @@ def _with_the_rest(fmt: dict, formatted: dict, row: dict) -> dict:
     return formatted
 
 
-def _image_ids(column: Any, h: Any, files: Any) -> None:
+def _image_ids(column: Any, h: Any, stamps: Any) -> None:
     """Hash the stored images of ``column`` (an ``Image()`` column's Arrow struct of bytes and
     path) into ``h``: each row's bytes (their lengths, then all of them, read where Arrow keeps
     them), and for a row kept as a path, the file's path, size and modification time (a
-    missing file: its path alone; reading it fails later), those into ``files`` too."""
-    import numpy as np
+    missing file: its path alone; reading it fails later), those into its row of ``stamps``
+    too."""
     import pyarrow as pa
 
     data = _fields(column)["bytes"]
@@ -286,34 +304,20 @@ def _image_ids(column: Any, h: Any, files: Any) -> None:
     else:  # another layout: value by value
         for value in data.to_pylist():
             h.update(b"-" if value is None else b"%d:" % len(value) + value)
-    for path in _kept_paths(column):
-        stamp = _path_id(path)
-        h.update(stamp)
-        files.update(stamp)
+    kept = np.flatnonzero(nulls)
+    if not len(kept):
+        return
+    names = _fields(column)["path"].to_pylist()
+    paths = [names[i] for i in kept]
+    found, _ = file_stamps([path or "" for path in paths])
+    for path, (size, mtime) in zip(paths, found, strict=True):
+        if path is None:
+            h.update(b"-")
+        else:
+            h.update(f"p{path}".encode() + (f":{size}:{mtime}".encode() if size >= 0 else b""))
+    stamps[kept] = found
 
 
 def _fields(column: Any) -> dict[str, Any]:
     """An ``Image()`` column's Arrow struct as its fields (``bytes``, ``path``)."""
     return dict(zip((f.name for f in column.type), column.flatten(), strict=True))
-
-
-def _kept_paths(column: Any) -> list[str | None]:
-    """The paths of the rows of ``column`` whose image is kept as a file's path."""
-    import numpy as np
-
-    fields = _fields(column)
-    kept = np.flatnonzero(fields["bytes"].is_null().to_numpy(zero_copy_only=False))
-    if not len(kept):
-        return []
-    names = fields["path"].to_pylist()
-    return [names[i] for i in kept]
-
-
-def _path_id(path: str | None) -> bytes:
-    if path is None:
-        return b"-"
-    try:
-        st = os.stat(path)
-    except OSError:
-        return f"p{path}".encode()
-    return f"p{path}:{st.st_size}:{st.st_mtime_ns}".encode()

@@ -426,11 +426,11 @@ class SenecaLoader(ReadThroughLoader[_T_co]):
         them. Their labels are followed where DataLoader's would be (without workers, or with
         workers that start now). Samples added, removed or moved (a Subset's other indices)
         make the loader read the dataset as DataLoader does from then on. A source that looks
-        at its files only all at once (a Hugging Face table's image files, a CacheableDataset's
-        id) looks now: changed since the loader was made, they are read from storage from then
-        on, never served from the values the cache holds for the old ones (persistent workers
-        are made again to know it); a folder dataset's files are looked at for each batch
-        (``SampleWork.look_at_files``). So are all samples once they decode otherwise than
+        at its samples only all at once (a CacheableDataset's id) looks now: changed since the
+        loader was made, they are read from storage from then on, never served from the values
+        the cache holds for the old ones (persistent workers are made again to know it); the
+        files of a folder dataset or of a Hugging Face table's images are looked at for each
+        batch (``SampleWork.look_at_files``). So are all samples once they decode otherwise than
         when the loader was made (a library's setting changed), where DataLoader's would
         decode them anew."""
         assert self._cached is not None

@@ -23,7 +23,7 @@ import numpy as np
 from seneca import defaults
 from seneca_base.errors import DatasetError
 
-__all__ = ["IMAGE_EXTENSIONS", "Storage", "throttled"]
+__all__ = ["IMAGE_EXTENSIONS", "Storage", "file_stamps", "throttled"]
 
 #: Same list as torchvision.datasets.folder.IMG_EXTENSIONS.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -136,7 +136,7 @@ class Storage:
         cut = len(base)
         names = [path[cut:] for path in paths] if base else [Path(p).name for p in paths]
         labels = [label for _, label in self.samples]
-        stats, self._slow = _stats(paths)
+        stats, self._slow = file_stamps(paths)
         self._stamps = np.array(stats, dtype=np.int64).reshape(len(stats), 2)
         # a version stands for the times: the rows leave them out, the version comes first
         rows = [] if version is None else [f"version\0{version}\n"]
@@ -156,7 +156,7 @@ class Storage:
         round trip): files made again or rewritten since. None are before a fingerprint is made."""
         if self._stamps is None or not indices:
             return []
-        now, _ = _stats([self.samples[i][0] for i in indices], slow=self._slow)
+        now, _ = file_stamps([self.samples[i][0] for i in indices], slow=self._slow)
         before = self._stamps[np.asarray(indices, dtype=np.int64)]
         differ = (np.array(now, dtype=np.int64).reshape(before.shape) != before).any(1)
         return [indices[k] for k in np.flatnonzero(differ)]
@@ -172,10 +172,11 @@ def _stat(path: str | os.PathLike) -> tuple[int, int]:
     return st.st_size, st.st_mtime_ns
 
 
-def _stats(
+def file_stamps(
     paths: Sequence[str | os.PathLike], slow: bool | None = None
 ) -> tuple[list[tuple[int, int]], bool]:
-    """:func:`_stat` of every file in ``paths``: one at a time where that is quick (a local
+    """Each file's (size, modification time in ns) in ``paths`` (:func:`_stat`: -1s for a
+    file that cannot be read), looked at one at a time where that is quick (a local
     disk, about a microsecond each), in threads where each takes a round trip (a network file
     system); and whether it does. ``slow``: whether it does, known (else the first
     ``defaults.STAT_PROBE`` files tell)."""

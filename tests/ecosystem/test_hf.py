@@ -3,6 +3,7 @@ folder dataset is (encoded and decoded tiers, shared by jobs), its rows made as 
 makes them (with ``set_transform`` / ``with_transform``), bit-identical to DataLoader's."""
 
 import io
+import os
 import shutil
 
 import datasets
@@ -174,6 +175,42 @@ def test_a_file_rewritten_between_epochs_is_never_served_from_the_old_values(fol
     assert stats["storage_reads"] == 48
     assert sum(stats[t]["admitted"] for t in ("encoded", "decoded")) == 0
     loader.close()
+
+
+def test_files_rewritten_while_an_epoch_runs_are_never_served_from_the_old_values(
+    folder, redis_url
+):
+    """The images kept as files' paths, rewritten by another program after the epoch's first
+    batch (each replaced at once): the rest of the epoch is DataLoader's (the new files), though
+    the cache holds every row's old image, and nothing is cached under the old id."""
+    stored = folder.cast_column("image", datasets.Image(decode=False)).with_format(None)
+    paths = [row["path"] for row in stored["image"]]
+    folder.set_transform(pixels)
+    loader = SenecaLoader(folder, batch_size=8, cache=redis_url, cache_size="20MB")
+    try:
+        list(loader)
+        list(loader)
+        assert loader.stats()["storage_reads"] == 48  # the second epoch from the cache
+        loader.reset_stats()
+        it = iter(loader)
+        first = next(it)
+        for path in paths:
+            flipped = Image.open(path).transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+            flipped.save(path + ".new.jpg", "JPEG")
+            os.replace(path + ".new.jpg", path)
+        want = list(DataLoader(folder, batch_size=8))
+        rest = list(it)
+        assert_equal_batches(rest, want[1:])
+        assert not all(
+            torch.equal(a, b)
+            for a, b in zip(first["pixel_values"], want[0]["pixel_values"], strict=True)
+        )
+        stats = loader.stats()
+        assert stats["storage_reads"] == 48 - 8
+        assert sum(stats[t]["admitted"] for t in ("encoded", "decoded")) == 0
+        assert_equal_batches(list(loader), want)
+    finally:
+        loader.close()
 
 
 def test_a_pillow_setting_changed_between_epochs_decodes_as_dataloader_decodes(
