@@ -2,6 +2,7 @@
 encoded again, other images), a changed loader function, a transform set before an epoch. The
 loader uses what DataLoader would, and never serves what was cached for something else."""
 
+import contextlib
 import functools
 import io
 import logging
@@ -516,6 +517,27 @@ def _held(folder, worker_id):
         wait_for(lambda: (folder / "go").exists(), "the files made again")
 
 
+@contextlib.contextmanager
+def _made_again_once_held(folder, workers, make_again):
+    """Within: the ``workers`` of a loader whose worker_init_fn is :func:`_held` wait, once
+    started, until ``make_again`` has run (in a thread)."""
+
+    def once_started():
+        ready = [folder / f"ready-{k}" for k in range(workers)]
+        wait_for(lambda: all(f.exists() for f in ready), "the workers started")
+        make_again()
+        (folder / "go").touch()
+
+    (folder / "hold").touch()
+    thread = threading.Thread(target=once_started)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+        (folder / "hold").unlink()
+
+
 def _make_again_at(root, tmp_path, paths):
     """The files ``paths`` under ``root`` made again (other images of their size), each
     replaced at once as a reader sees it."""
@@ -559,19 +581,10 @@ def test_files_made_again_while_an_epoch_runs_are_never_served_stale(
         assert loader.stats()["storage_reads"] == 24  # the second epoch from the cache
         loader.reset_stats()
         if workers:
-            (folder / "hold").touch()
-
-            def make_again_once_started():
-                ready = [folder / f"ready-{k}" for k in range(workers)]
-                wait_for(lambda: all(f.exists() for f in ready), "the workers started")
-                _make_again_at(root, tmp_path, paths)
-                (folder / "go").touch()
-
-            thread = threading.Thread(target=make_again_once_started)
-            thread.start()
-            batches = list(loader)
-            thread.join()
-            (folder / "hold").unlink()
+            with _made_again_once_held(
+                folder, workers, lambda: _make_again_at(root, tmp_path, paths)
+            ):
+                batches = list(loader)
         else:
             it = iter(loader)
             next(it)
@@ -623,19 +636,8 @@ def test_crops_of_files_made_again_while_an_epoch_runs_are_never_served(
             pass
         assert a.store.state()["augmented"]["entries"] > 0  # crops of the old files
         if workers:
-            (folder / "hold").touch()
-
-            def make_again_once_started():
-                ready = [folder / f"ready-{k}" for k in range(workers)]
-                wait_for(lambda: all(f.exists() for f in ready), "the workers started")
-                _solid(root, (255, 0, 0))
-                (folder / "go").touch()
-
-            thread = threading.Thread(target=make_again_once_started)
-            thread.start()
-            batches = [x for pair in zip(a, b, strict=True) for x, _ in pair]
-            thread.join()
-            (folder / "hold").unlink()
+            with _made_again_once_held(folder, workers, lambda: _solid(root, (255, 0, 0))):
+                batches = [x for pair in zip(a, b, strict=True) for x, _ in pair]
         else:
             its = [iter(a), iter(b)]
             for it in its:

@@ -484,6 +484,10 @@ class _Settings:
     def size(self):
         return self._size
 
+    @size.setter
+    def size(self, size):  # what a sweep sets
+        self._size = size
+
     def crop(self):
         return self._size
 
@@ -530,7 +534,7 @@ def test_settings_read_through_a_class_s_code_name_the_function(monkeypatch):
     steps = (_by_property, _by_method, _by_getattr, _by_name)
     before = _names(*steps)
     assert before == _names(*steps)
-    monkeypatch.setattr(SCRIPT, "_size", 16)
+    monkeypatch.setattr(SCRIPT, "size", 16)
     assert all(a != b for a, b in zip(before, _names(*steps), strict=True))
     levels = fingerprint([_by_class_setting])
     monkeypatch.setattr(_Settings, "LEVELS", (0, 64, 255))
