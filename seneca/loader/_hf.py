@@ -33,7 +33,7 @@ import numpy as np
 
 from seneca.loader._source_base import NotCacheable, Source, refuse_overrides
 from seneca.pipeline.fingerprint import runtime
-from seneca.pipeline.storage import file_stamps
+from seneca.pipeline.storage import STAMP, file_stamps
 from seneca.pipeline.transforms import ColumnTransform
 from seneca_base.errors import ConfigError
 
@@ -154,9 +154,9 @@ class HFImageSource(Source):
         # that turns an image by its EXIF orientation makes another image of the same bytes)
         version = datasets.__version__.split("+")[0]
         h = hashlib.sha1(f"{made}|datasets {version}|{self.feature!r}".encode())
-        # each row's image file's (size, modification time) where it is kept as a path, and the
+        # each row's image file's stamp (``file_stamps``) where it is kept as a path, and the
         # rows' paths (Arrow's strings, as the table keeps them)
-        stamps = np.full((len(self.raw), 2), _NO_FILE, dtype=np.int64)
+        stamps = np.full((len(self.raw), STAMP), _NO_FILE, dtype=np.int64)
         paths = []
         at = 0
         for name, column in self._columns(self.raw.column_names):
@@ -183,8 +183,8 @@ class HFImageSource(Source):
                     yield name, column
 
     def changed_among(self, indices: Sequence[int]) -> str | None:
-        """The image files of rows ``indices`` kept as paths, made again or rewritten since the
-        id was made (a stat each; the table's own bytes cannot change)."""
+        """The image files of rows ``indices`` kept as paths, made again or changed since the id
+        was made (``file_stamps``: a stat each; the table's own bytes cannot change)."""
         files = self.__dict__.get("_files")
         if files is None:
             return None
@@ -194,11 +194,11 @@ class HFImageSource(Source):
         if not len(rows):
             return None
         now, _ = file_stamps([path or "" for path in paths.take(rows).to_pylist()])
-        if (np.array(now, dtype=np.int64).reshape(-1, 2) == stamps[rows]).all():
+        if (np.array(now, dtype=np.int64).reshape(-1, STAMP) == stamps[rows]).all():
             return None
         return (
-            f"the files of the dataset's {self.column!r} column changed (size or modification "
-            "time) since SenecaLoader was made"
+            f"the files of the dataset's {self.column!r} column were made again or changed "
+            "since SenecaLoader was made"
         )
 
     def decodes_otherwise(self) -> str | None:
@@ -310,7 +310,7 @@ def _image_ids(column: Any, h: Any, stamps: Any) -> None:
     names = _fields(column)["path"].to_pylist()
     paths = [names[i] for i in kept]
     found, _ = file_stamps([path or "" for path in paths])
-    for path, (size, mtime) in zip(paths, found, strict=True):
+    for path, (size, mtime, _) in zip(paths, found, strict=True):
         if path is None:
             h.update(b"-")
         else:

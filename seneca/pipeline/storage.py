@@ -23,11 +23,13 @@ import numpy as np
 from seneca import defaults
 from seneca_base.errors import DatasetError
 
-__all__ = ["IMAGE_EXTENSIONS", "Storage", "file_stamps", "throttled"]
+__all__ = ["IMAGE_EXTENSIONS", "STAMP", "Storage", "file_stamps", "throttled"]
 
 #: Same list as torchvision.datasets.folder.IMG_EXTENSIONS.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
+#: the numbers of a file's stamp (:func:`file_stamps`)
+STAMP = 3
 
 _throttle: Any = None
 log = logging.getLogger("seneca")
@@ -62,8 +64,8 @@ class Storage:
         #: Optional :class:`seneca._bench.throttle.Throttle` every read waits on (benchmarks:
         #: :func:`throttled`)
         self.throttle: Any = _throttle
-        # each file's (size, modification time) when the fingerprint was made (None: not yet),
-        # handed to the workers with the rest, which look at the files they read from the cache
+        # each file's stamp (``_stat``) when the fingerprint was made (None: not yet), handed
+        # to the workers with the rest, which look at the files they read from the cache
         self._stamps: np.ndarray | None = None
         # whether a stat took a round trip (a network file system) when the fingerprint was made
         self._slow = False
@@ -137,12 +139,12 @@ class Storage:
         names = [path[cut:] for path in paths] if base else [Path(p).name for p in paths]
         labels = [label for _, label in self.samples]
         stats, self._slow = file_stamps(paths)
-        self._stamps = np.array(stats, dtype=np.int64).reshape(len(stats), 2)
+        self._stamps = np.array(stats, dtype=np.int64).reshape(len(stats), STAMP)
         # a version stands for the times: the rows leave them out, the version comes first
         rows = [] if version is None else [f"version\0{version}\n"]
         rows += [
             f"{name}\0{label}\0{size}" + ("\n" if version is not None else f"\0{mtime}\n")
-            for name, label, (size, mtime) in zip(names, labels, stats, strict=True)
+            for name, label, (size, mtime, _) in zip(names, labels, stats, strict=True)
         ]
         # one string hashed at once (a third faster than an update per file); names that are
         # not UTF-8 (bytes the file system holds) hash as those bytes
@@ -151,9 +153,10 @@ class Storage:
         return h.hexdigest()[:12]
 
     def changed_among(self, indices: Sequence[int]) -> list[int]:
-        """Those of the samples ``indices`` whose file's size or modification time is not what
-        it was when :meth:`fingerprint` was made (a stat each, in threads where a stat takes a
-        round trip): files made again or rewritten since. None are before a fingerprint is made."""
+        """Those of the samples ``indices`` whose file is not as it was when :meth:`fingerprint`
+        was made (:func:`_stat`: a stat each, in threads where a stat takes a round trip):
+        files made again or rewritten since, also with their old size and modification time put
+        back, or whose metadata changed. None are before a fingerprint is made."""
         if self._stamps is None or not indices:
             return []
         now, _ = file_stamps([self.samples[i][0] for i in indices], slow=self._slow)
@@ -162,24 +165,27 @@ class Storage:
         return [indices[k] for k in np.flatnonzero(differ)]
 
 
-def _stat(path: str | os.PathLike) -> tuple[int, int]:
-    """``path``'s size in bytes and modification time (ns); -1s when it cannot be read (reading
+def _stat(path: str | os.PathLike) -> tuple[int, int, int]:
+    """``path``'s size in bytes, modification time (ns) and a number that names the file as it
+    is now (a hash of its change time, inode and device: a program can put a file's old size
+    and modification time back, as ``cp -p``, ``rsync -a`` and ``tar`` do, but not its change
+    time, which also moves when the file's metadata does); -1s when it cannot be read (reading
     the sample fails later and names the file, as DataLoader's would)."""
     try:
         st = os.stat(path)
     except OSError:
-        return -1, -1
-    return st.st_size, st.st_mtime_ns
+        return -1, -1, -1
+    return st.st_size, st.st_mtime_ns, hash((st.st_ctime_ns, st.st_ino, st.st_dev))
 
 
 def file_stamps(
     paths: Sequence[str | os.PathLike], slow: bool | None = None
-) -> tuple[list[tuple[int, int]], bool]:
-    """Each file's (size, modification time in ns) in ``paths`` (:func:`_stat`: -1s for a
-    file that cannot be read), looked at one at a time where that is quick (a local
-    disk, about a microsecond each), in threads where each takes a round trip (a network file
-    system); and whether it does. ``slow``: whether it does, known (else the first
-    ``defaults.STAT_PROBE`` files tell)."""
+) -> tuple[list[tuple[int, int, int]], bool]:
+    """Each file's stamp in ``paths`` (:func:`_stat`: its size, modification time in ns and
+    name as it is now; -1s for a file that cannot be read), looked at one at a time where that
+    is quick (a local disk, about a microsecond each), in threads where each takes a round trip
+    (a network file system); and whether it does. ``slow``: whether it does, known (else the
+    first ``defaults.STAT_PROBE`` files tell)."""
     start = time.perf_counter()
     probe = 0 if slow is not None else min(len(paths), defaults.STAT_PROBE)
     stats = [_stat(p) for p in paths[:probe]]

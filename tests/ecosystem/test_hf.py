@@ -10,6 +10,7 @@ import datasets
 import numpy as np
 import pytest
 import torch
+from helpers.rewrite import made_again_keeping_times
 from PIL import Image
 from torch.utils.data import DataLoader
 from torchvision.transforms import v2
@@ -181,6 +182,31 @@ def test_a_file_rewritten_between_epochs_is_never_served_from_the_old_values(fol
     assert stats["storage_reads"] == 48
     assert sum(stats[t]["admitted"] for t in ("encoded", "decoded")) == 0
     loader.close()
+
+
+def test_files_made_again_with_their_old_times_put_back_are_never_served_the_old_values(
+    folder, redis_url
+):
+    """The image files made again at their sizes, their old times put back (as ``rsync -a``
+    leaves them), while a loader lives: its next epoch is DataLoader's (the new files), every
+    row read from storage, nothing cached under the old id."""
+    stored = folder.cast_column("image", datasets.Image(decode=False)).with_format(None)
+    paths = [row["path"] for row in stored["image"]]
+    folder.set_transform(pixels)
+    loader = warmed(folder, redis_url)
+    try:
+        old = list(DataLoader(folder, batch_size=8))
+        for path in paths:
+            made_again_keeping_times(path)
+        want = list(DataLoader(folder, batch_size=8))
+        assert not torch.equal(old[0]["pixel_values"][0], want[0]["pixel_values"][0])
+        loader.reset_stats()
+        assert_equal_batches(list(loader), want)
+        stats = loader.stats()
+        assert stats["storage_reads"] == 48
+        assert sum(stats[t]["admitted"] for t in ("encoded", "decoded")) == 0
+    finally:
+        loader.close()
 
 
 def test_files_rewritten_while_an_epoch_runs_are_never_served_from_the_old_values(

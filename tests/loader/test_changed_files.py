@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 from helpers.dataloader import same_as_dataloader
+from helpers.rewrite import made_again_keeping_times
 from helpers.waiting import wait_for
 from PIL import Image
 from torch.utils.data import ConcatDataset, DataLoader, Subset, get_worker_info
@@ -504,6 +505,37 @@ def test_files_made_again_while_a_loader_lives_are_read_never_served_stale(
         assert all(torch.equal(x, theirs) for x in ours)
         stats = loader.stats()
         assert stats["storage_reads"] == 24
+        assert sum(stats[t]["admitted"] for t in ("encoded", "decoded")) == 0
+    finally:
+        loader.close()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_files_made_again_with_their_old_times_put_back_are_read_never_served_stale(
+    tmp_path, redis_url, workers
+):
+    """Another program makes the files again at the same paths and sizes, and puts their old
+    times back (as ``rsync -a``, ``cp -p`` and ``tar`` do), while a loader lives: its next epoch
+    is DataLoader's (the new files), read from storage, and nothing of them is cached under the
+    old files' name."""
+    root = tmp_path / "data"
+    make_dataset(root, 12, 2, size=(32, 24), progress=False, workers=1)
+    ds = _numbered(root, v2.PILToTensor())
+    loader = SenecaLoader(
+        ds, batch_size=4, shuffle=True, cache=redis_url, split=(0.5, 0.5, 0.0),
+        num_workers=workers,
+    )  # fmt: skip
+    try:
+        old = _epochs(loader, 2)[1]
+        assert loader.stats()["storage_reads"] == 12  # the second epoch from the cache
+        for path, _ in ds.samples:
+            made_again_keeping_times(path)
+        new = _epochs(DataLoader(ds, batch_size=4), 1)[0]
+        assert not any(torch.equal(a, b) for a, b in zip(new, old, strict=True))
+        loader.reset_stats()
+        assert torch.equal(_epochs(loader, 1)[0], new)
+        stats = loader.stats()
+        assert stats["storage_reads"] == 12
         assert sum(stats[t]["admitted"] for t in ("encoded", "decoded")) == 0
     finally:
         loader.close()

@@ -5,6 +5,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers.rewrite import made_again_keeping_times
 from torchvision.datasets import ImageFolder
 
 from seneca import defaults
@@ -113,6 +114,23 @@ def test_the_files_of_some_samples_are_looked_at_again_as_the_id_named_them(
     with caplog.at_level(logging.DEBUG, logger="seneca"):
         assert slow.changed_among(list(range(len(slow)))) == [2]
     assert f"{len(slow)} files looked at in 32 threads" in caplog.text
+
+
+def test_files_made_again_with_their_old_times_put_back_are_seen_by_the_look_not_the_id(
+    tmp_path, tiny_dataset
+):
+    """A file made again at its size with its old times put back (as ``rsync -a`` leaves it),
+    and one whose metadata alone changed: the look at a batch's files sees both (a file's change
+    time cannot be put back, and moves with its metadata). The id does not change: it is made of
+    what copies on other machines share (a copy's change times are its own)."""
+    root = tmp_path / "d"
+    shutil.copytree(tiny_dataset, root)
+    storage = Storage.from_folder(root)
+    before = storage.fingerprint()
+    made_again_keeping_times(storage.path(3))
+    os.chmod(storage.path(8), 0o600)
+    assert storage.changed_among([1, 3, 8]) == [3, 8]
+    assert Storage.from_folder(root).fingerprint() == before
 
 
 def test_a_file_rewritten_in_place_at_its_size_is_another_dataset(tmp_path, tiny_dataset):
