@@ -166,23 +166,25 @@ class Storage:
 
 
 def _stat(path: str | os.PathLike) -> tuple[int, int, int]:
-    """``path``'s size in bytes, modification time (ns) and a number that names the file as it
-    is now (a hash of its change time, inode and device: a program can put a file's old size
-    and modification time back, as ``cp -p``, ``rsync -a`` and ``tar`` do, but not its change
-    time, which also moves when the file's metadata does); -1s when it cannot be read (reading
-    the sample fails later and names the file, as DataLoader's would)."""
+    """``path``'s size in bytes, modification time and change time (ns); -1s when it cannot be
+    read (reading the sample fails later and names the file, as DataLoader's would). A program
+    can put a file's old size and modification time back (``cp -p``, ``rsync -a`` and ``tar``
+    keep a file's time; image optimizers keep it as they rewrite a file), but not its change
+    time, which the system sets whenever the file or its metadata changes, also when another
+    file is renamed over it. (Its inode number would say no more, and is not stable on some
+    network and FUSE file systems.)"""
     try:
         st = os.stat(path)
     except OSError:
         return -1, -1, -1
-    return st.st_size, st.st_mtime_ns, hash((st.st_ctime_ns, st.st_ino, st.st_dev))
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def file_stamps(
     paths: Sequence[str | os.PathLike], slow: bool | None = None
 ) -> tuple[list[tuple[int, int, int]], bool]:
-    """Each file's stamp in ``paths`` (:func:`_stat`: its size, modification time in ns and
-    name as it is now; -1s for a file that cannot be read), looked at one at a time where that
+    """Each file's stamp in ``paths`` (:func:`_stat`: its size, modification time and change
+    time in ns; -1s for a file that cannot be read), looked at one at a time where that
     is quick (a local disk, about a microsecond each), in threads where each takes a round trip
     (a network file system); and whether it does. ``slow``: whether it does, known (else the
     first ``defaults.STAT_PROBE`` files tell)."""
