@@ -153,24 +153,22 @@ class Fetcher:
             # epoch's end the jobs promise each other what they make, and each would wait for
             # copies the others offer only once done waiting themselves
             made = [b.picks[k].index for k in mine if k not in promised]
-            self.admitter.admit(self._offers(b), made, count, used)
+            self.admitter.admit(b.offers, made, count, used)
             b.offers = b.offers.rest()
             claimed = self.reader.claim(b.picks, promised, values, count)
             self._make(b, only=promised)
             mine = [k for k in promised if b.picks[k].index not in claimed]
         if used is not None:
-            self.admitter.admit(self._offers(b), [b.picks[k].index for k in mine], count, used)
+            self.admitter.admit(b.offers, [b.picks[k].index for k in mine], count, used)
+        old_files = self.work.old_files
+        if old_files is not None and self.counters.once("files made again"):
+            log.warning(
+                "%s: this loader reads them from storage and caches nothing of them (make a "
+                "new SenecaLoader to cache the new ones)",
+                old_files,
+            )
         self.counters.add(role.row, count)
         return b.out
-
-    def _offers(self, b: _Making) -> Offers:
-        """Batch ``b``'s offers to the cache; none once its making saw the dataset's files made
-        again (``SampleWork.look_at_files``): nothing is cached under the old files' name."""
-        why = self.work.stale
-        if why is None:
-            return b.offers
-        self.reader.say_stale(why)
-        return b.offers.rest()
 
     def _crowded(self, offers: Offers, live: int, size: int) -> bool:
         """Whether the cache is short of room for the copies the jobs make next: a tier this

@@ -203,19 +203,17 @@ class FolderSource(Source):
             return label
         return now_label if now_path == path else label
 
-    def changed_among(self, indices: Sequence[int]) -> str | None:
-        """The files of samples ``indices`` made again or changed since the id was made (a stat
-        each: ``Storage.changed_among``), looked at for each batch (so not all at once as each
-        epoch starts); not looked at under a ``version``, which vouches for the files."""
+    def changed_among(self, indices: Sequence[int]) -> list[int]:
+        """Those of samples ``indices`` whose files were made again or changed since the id
+        was made (a stat each: ``Storage.changed_among``), looked at for each batch (so not all
+        at once as each epoch starts); not looked at under a ``version``, which vouches for the
+        files."""
         if self.version is not None or "id" not in self.__dict__:
-            return None
-        files = self.storage.changed_among(indices)
-        if not files:
-            return None
-        return (
-            f"{len(files)} of the dataset's {len(self.storage)} files were made again or "
-            f"changed since SenecaLoader was made, {self.storage.path(files[0])} the first"
-        )
+            return []
+        return self.storage.changed_among(indices)
+
+    def file_of(self, index: int) -> str:
+        return os.fspath(self.storage.path(index))
 
     def size(self, index: int) -> int:
         try:

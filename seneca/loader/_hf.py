@@ -182,24 +182,26 @@ class HFImageSource(Source):
                 for column in chunk.column(name).chunks:
                     yield name, column
 
-    def changed_among(self, indices: Sequence[int]) -> str | None:
-        """The image files of rows ``indices`` kept as paths, made again or changed since the id
-        was made (``file_stamps``: a stat each; the table's own bytes cannot change)."""
+    def changed_among(self, indices: Sequence[int]) -> list[int]:
+        """Those of rows ``indices`` whose image files, kept as paths, were made again or
+        changed since the id was made (``file_stamps``: a stat each; the table's own bytes
+        cannot change)."""
         files = self.__dict__.get("_files")
         if files is None:
-            return None
+            return []
         stamps, paths = files
         rows = np.asarray(indices, dtype=np.int64)
         rows = rows[stamps[rows, 0] != _NO_FILE]
         if not len(rows):
-            return None
+            return []
         now, _ = file_stamps([path or "" for path in paths.take(rows).to_pylist()])
-        if (np.array(now, dtype=np.int64).reshape(-1, STAMP) == stamps[rows]).all():
-            return None
-        return (
-            f"the files of the dataset's {self.column!r} column were made again or changed "
-            "since SenecaLoader was made"
-        )
+        differ = (np.array(now, dtype=np.int64).reshape(-1, STAMP) != stamps[rows]).any(1)
+        return [int(i) for i in rows[differ]]
+
+    def file_of(self, index: int) -> str:
+        files = self.__dict__.get("_files")
+        path = files[1][index].as_py() if files is not None else None
+        return f"{path} (row {index}'s {self.column!r})" if path else super().file_of(index)
 
     def decodes_otherwise(self) -> str | None:
         before = self.__dict__.get("_decoded_by")

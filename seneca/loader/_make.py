@@ -5,8 +5,10 @@ target), each miss read from storage, and the rest of each sample's work done by
 ``_samples.SampleWork``, which offers the new values to the cache as it goes. Nothing here
 talks to the cache: a value that cannot be taken up (corrupt, or another version's) is a miss,
 and the maker says which entries held such values. Before it uses a batch's values it has the
-source look at their files (``SampleWork.look_at_files``): files made again since their values
-were cached make every sample of the batch a miss, and the dataset's later batches too.
+source look at their files (``SampleWork.look_at_files``): a sample whose files were made again
+since its values were cached is a miss, the entries of its values read are dropped (a loader
+made later, to which the new files look as the old ones did, is not served them), and none of
+what is made of it is offered.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ class Maker:
         only: Collection[int] | None = None,
     ) -> tuple[list[Any], list[tuple[str, int]]]:
         """The batch's samples from what was read: the remaining work per sample, and the
-        (tier, index) of the values that could not be taken up (made as misses). Positions
+        (tier, index) of the values that could not be taken up or were made of files made again
+        (made as misses; their entries go). Positions
         in ``skip``, or not in ``only``, are left None (made by another call)."""
         work = self.work
         # a hit read into its row needs nothing more than its target when no step follows
@@ -52,12 +55,14 @@ class Maker:
         # the transform's random head changed: the cached crops, read or claimed, are the
         # old head's, and are made anew
         old_crops = work.old_view is not None
-        # files made again since the cache's values were named (while the epoch runs): none of
-        # the values read is used, each sample is read from storage (and nothing is offered)
+        # samples whose files were made again since the cache's values were named (while the
+        # loader lives): their values read are not used and their entries go, each is read
+        # from storage, and nothing made of it is offered
         making = [
             p.index for k, p in enumerate(picks) if k not in skip and (only is None or k in only)
         ]
         old_files = work.look_at_files(making)
+        refused = offers.refused() if old_files else offers
         whole = not skip and only is None and not old_crops and not old_files
         if plain and len(views) == len(picks) > 0 and whole:
             whole = _all_placed(picks, values, rows.rows, views, label, count)
@@ -69,7 +74,10 @@ class Maker:
             if k in skip or (only is not None and k not in only):
                 out.append(None)
                 continue
-            if (old_crops and tier == "augmented") or old_files:
+            old_file = p.index in old_files
+            if old_file and value is not None:
+                bad.append((tier, p.index))  # the old file's: the entry goes
+            if (old_crops and tier == "augmented") or old_file:
                 tier, value = None, None
             if isinstance(value, Placed):
                 if plain:
@@ -87,7 +95,8 @@ class Maker:
                 tier = None
             count_lookup(tier, count)
             count["bytes_cache"] += size
-            sample = work.finish(p.index, tier, obj, count, offers, aug_ok)
+            took = refused if old_file else offers
+            sample = work.finish(p.index, tier, obj, count, took, aug_ok and not old_file)
             out.append(rows.settle(k, sample) if rows is not None else sample)
         count["hits_augmented"] += placed  # what count_lookup counts for an augmented hit
         count["bytes_cache"] += placed_bytes

@@ -99,6 +99,11 @@ class Offers:
         that is left."""
         return Offers(self.room, self.charge, self.always, self.reserve)
 
+    def refused(self) -> Offers:
+        """Offers that take nothing: for the values of a sample that are not what the cache
+        names (its files were made again)."""
+        return Offers({}, self.charge)
+
 
 class SampleWork:
     """How a dataset's samples are made: ``source`` (reads, decodes, targets), the user's
@@ -109,10 +114,11 @@ class SampleWork:
     A transform whose head is deterministic (``SplitTransform.fixed_head``) is folded into the
     source: the head's output is the sample's decoded form (``source.HeadedSource``), and the
     transform left is its tail. What the cache holds is named by :attr:`ids`, fixed when the
-    work is made: samples changed since (files made again, :meth:`look_at_samples`) or a
+    work is made: samples changed since as a whole (:meth:`look_at_samples`) or a
     deterministic head set later make the dataset read from storage only (``stale`` says why);
-    a random head set later makes its crops anew, never taking the cache's (``old_view``). No
-    value made by another transform or from other files is served."""
+    a sample whose files were made again is read from storage (:meth:`look_at_files`); a random
+    head set later makes its crops anew, never taking the cache's (``old_view``). No value made
+    by another transform or from other files is served."""
 
     def __init__(
         self,
@@ -130,6 +136,9 @@ class SampleWork:
         #: what changed in the samples, or in how this process decodes them, since the ids were
         #: made (None: nothing seen)
         self.changed: str | None = None
+        #: the files made again or changed since the ids were made, as first seen by
+        #: :meth:`look_at_files` in this process (None: none seen)
+        self.old_files: str | None = None
 
     def _folded(self, transform: SplitTransform) -> tuple[Source, SplitTransform]:
         if transform.fixed_head:
@@ -149,14 +158,22 @@ class SampleWork:
             self.changed = self.base.changed()
         return self.changed is not None
 
-    def look_at_files(self, indices: Sequence[int]) -> bool:
-        """Whether the files of samples ``indices`` changed since the ids were made (the source
-        looks: a stat each, before their cached values are used; files made again while an
-        epoch runs), seen now or before (as :meth:`look_at_samples` sees it, for every later
-        batch too)."""
-        if self.changed is None:
-            self.changed = self.base.changed_among(indices)
-        return self.changed is not None
+    def look_at_files(self, indices: Sequence[int]) -> set[int]:
+        """Those of samples ``indices`` whose files were made again or changed since the ids
+        were made (the source looks: a stat each, before their cached values are used; files
+        made again while the loader lives, also while an epoch runs): their cached values are
+        not theirs, and what is made of them is not the values the ids name. The first one seen
+        is said in :attr:`old_files`. (None are looked at once the samples changed as a whole:
+        :attr:`stale`, no value is read then.)"""
+        if self.changed is not None:
+            return set()
+        found = self.base.changed_among(indices)
+        if found and self.old_files is None:
+            self.old_files = (
+                "files of the dataset were made again or changed since SenecaLoader was made "
+                f"({self.base.file_of(found[0])} the first seen)"
+            )
+        return set(found)
 
     def look_at_decoding(self) -> bool:
         """Whether this process decodes a sample otherwise than the cached values were decoded

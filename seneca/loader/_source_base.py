@@ -71,11 +71,15 @@ class Source:
         (or tells for each batch: :meth:`changed_among`)."""
         return None
 
-    def changed_among(self, indices: Sequence[int]) -> str | None:
-        """What changed in the files of samples ``indices`` since :attr:`id` was made, in words
-        for the user (the loader asks before it uses a batch's cached values); None when
-        nothing did, or the source tells only for all its samples (:meth:`changed`)."""
-        return None
+    def changed_among(self, indices: Sequence[int]) -> list[int]:
+        """Those of samples ``indices`` whose files were made again or changed since :attr:`id`
+        was made (the loader asks before it uses a batch's cached values); none when none
+        were, or the source tells only for all its samples (:meth:`changed`)."""
+        return []
+
+    def file_of(self, index: int) -> str:
+        """Sample ``index``'s file, in words for the user (one :meth:`changed_among` found)."""
+        return f"sample {index}'s file"
 
     def decodes_otherwise(self) -> str | None:
         """Why this process would decode a sample otherwise than the values named by

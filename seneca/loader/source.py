@@ -124,6 +124,12 @@ class HeadedSource(Source):
     def changed(self) -> str | None:
         return self.inner.changed()
 
+    def changed_among(self, indices: Sequence[int]) -> list[int]:
+        return self.inner.changed_among(indices)
+
+    def file_of(self, index: int) -> str:
+        return self.inner.file_of(index)
+
     def decodes_otherwise(self) -> str | None:
         return self.inner.decodes_otherwise()
 

@@ -541,6 +541,49 @@ def test_files_made_again_with_their_old_times_put_back_are_read_never_served_st
         loader.close()
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_few_files_made_again_are_read_from_storage_and_the_rest_from_the_cache(
+    tmp_path, redis_url, workers, caplog
+):
+    """A quarter of the files made again while a loader lives (another program fixing some
+    images, their old times put back): every later epoch is DataLoader's, those files are read
+    from storage each epoch, never from the cache nor cached under the old files' name, and
+    every other sample is still read from the cache. The old files' entries are dropped, so a
+    loader made later (the files look to it as the old ones did) caches the new files."""
+    root = tmp_path / "data"
+    make_dataset(root, 24, 2, size=(32, 24), progress=False, workers=1)
+    ds = _numbered(root, v2.PILToTensor())
+    loader = SenecaLoader(
+        ds, batch_size=4, shuffle=True, cache=redis_url, split=(0.5, 0.5, 0.0),
+        num_workers=workers,
+    )  # fmt: skip
+    try:
+        _epochs(loader, 2)
+        assert loader.stats()["storage_reads"] == 24  # the second epoch from the cache
+        for path, _ in ds.samples[::4]:
+            made_again_keeping_times(path)
+        new = _epochs(DataLoader(ds, batch_size=4), 1)[0]
+        loader.reset_stats()
+        with caplog.at_level(logging.WARNING, logger="seneca"):
+            assert all(torch.equal(x, new) for x in _epochs(loader, 2))
+        stats = loader.stats()
+        assert stats["storage_reads"] == 2 * 6
+        assert sum(stats[t]["admitted"] for t in ("encoded", "decoded")) == 0
+        if not workers:  # (a worker's warning is logged in the worker)
+            said = [r.getMessage() for r in caplog.records if "made again" in r.getMessage()]
+            assert len(said) == 1 and "the first seen" in said[0], said
+        state = loader.store.state()
+        assert sum(state[t]["entries"] for t in ("encoded", "decoded")) == 24 - 6
+        later = SenecaLoader(ds, batch_size=4, shuffle=True, cache=redis_url)
+        try:
+            assert all(torch.equal(x, new) for x in _epochs(later, 2))
+            assert later.stats()["storage_reads"] == 6  # the new files, cached by this loader
+        finally:
+            later.close()
+    finally:
+        loader.close()
+
+
 def _held(folder, worker_id):
     """A worker_init_fn: while ``folder`` holds ``hold``, say this worker started (``ready-N``)
     and wait for ``go`` before making any batch."""
