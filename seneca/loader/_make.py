@@ -44,8 +44,8 @@ class Maker:
     ) -> tuple[list[Any], list[tuple[str, int]]]:
         """The batch's samples from what was read: the remaining work per sample, and the
         (tier, index) of the values that could not be taken up or were made of files made again
-        (made as misses; their entries go). Positions
-        in ``skip``, or not in ``only``, are left None (made by another call)."""
+        (made as misses; their entries go). Positions in ``skip``, or not in ``only``, are left
+        None (made by another call)."""
         work = self.work
         # a hit read into its row needs nothing more than its target when no step follows
         # PILToTensor: the common case, kept to a few operations per sample
