@@ -289,20 +289,16 @@ class Reader:
                 break
         return [(picks[k].tier, picks[k].index) for k in missing]
 
-    def say_stale(self, why: str) -> None:
-        """Warn, once per job, that the cache's values are not the dataset's now (``why``)."""
+    def _read_around(self, picks: Sequence[Pick], count: Counter, why: str) -> None:
+        """Unpin a batch's decided hits, to be read from storage: the cache's values are not
+        the dataset's now, ``why`` (said once per job)."""
+        link = self.link
         if self.counters.once(why):
             log.warning(
                 "%s, so this loader reads every sample from storage and caches nothing (make a "
                 "new SenecaLoader to cache the new ones)",
                 why,
             )
-
-    def _read_around(self, picks: Sequence[Pick], count: Counter, why: str) -> None:
-        """Unpin a batch's decided hits, to be read from storage: the cache's values are not
-        the dataset's now, ``why`` (said once per job)."""
-        link = self.link
-        self.say_stale(why)
         try:
             link.store.release(link.job, picks, via=link.store.outbox)
         except CACHE_FAILURES as err:
