@@ -510,46 +510,17 @@ def test_files_made_again_while_a_loader_lives_are_read_never_served_stale(
         loader.close()
 
 
+@pytest.mark.parametrize("every", [1, 4], ids=["all", "a-quarter"])
 @pytest.mark.parametrize("workers", [0, 2])
 def test_files_made_again_with_their_old_times_put_back_are_read_never_served_stale(
-    tmp_path, redis_url, workers
+    tmp_path, redis_url, workers, every, caplog
 ):
-    """Another program makes the files again at the same paths and sizes, and puts their old
-    times back (as ``rsync -a``, ``cp -p`` and ``tar`` do), while a loader lives: its next epoch
-    is DataLoader's (the new files), read from storage, and nothing of them is cached under the
-    old files' name."""
-    root = tmp_path / "data"
-    make_dataset(root, 12, 2, size=(32, 24), progress=False, workers=1)
-    ds = _numbered(root, v2.PILToTensor())
-    loader = SenecaLoader(
-        ds, batch_size=4, shuffle=True, cache=redis_url, split=(0.5, 0.5, 0.0),
-        num_workers=workers,
-    )  # fmt: skip
-    try:
-        old = _epochs(loader, 2)[1]
-        assert loader.stats()["storage_reads"] == 12  # the second epoch from the cache
-        for path, _ in ds.samples:
-            made_again_keeping_times(path)
-        new = _epochs(DataLoader(ds, batch_size=4), 1)[0]
-        assert not any(torch.equal(a, b) for a, b in zip(new, old, strict=True))
-        loader.reset_stats()
-        assert torch.equal(_epochs(loader, 1)[0], new)
-        stats = loader.stats()
-        assert stats["storage_reads"] == 12
-        assert sum(stats[t]["admitted"] for t in ("encoded", "decoded")) == 0
-    finally:
-        loader.close()
-
-
-@pytest.mark.parametrize("workers", [0, 2])
-def test_a_few_files_made_again_are_read_from_storage_and_the_rest_from_the_cache(
-    tmp_path, redis_url, workers, caplog
-):
-    """A quarter of the files made again while a loader lives (another program fixing some
-    images, their old times put back): every later epoch is DataLoader's, those files are read
-    from storage each epoch, never from the cache nor cached under the old files' name, and
-    every other sample is still read from the cache. The old files' entries are dropped, so a
-    loader made later (the files look to it as the old ones did) caches the new files."""
+    """Another program makes files again at the same paths and sizes, and puts their old times
+    back (as ``rsync -a``, ``cp -p`` and ``tar`` do), while a loader lives: all of them, or a
+    quarter (some images fixed). Every later epoch is DataLoader's; those files are read from
+    storage each epoch, never from the cache nor cached under the old files' name, and every
+    other sample is still read from the cache. The old files' entries are dropped, so a loader
+    made later (the files look to it as the old ones did) caches the new files."""
     root = tmp_path / "data"
     make_dataset(root, 24, 2, size=(32, 24), progress=False, workers=1)
     ds = _numbered(root, v2.PILToTensor())
@@ -558,26 +529,28 @@ def test_a_few_files_made_again_are_read_from_storage_and_the_rest_from_the_cach
         num_workers=workers,
     )  # fmt: skip
     try:
-        _epochs(loader, 2)
+        old = _epochs(loader, 2)[1]
         assert loader.stats()["storage_reads"] == 24  # the second epoch from the cache
-        for path, _ in ds.samples[::4]:
-            made_again_keeping_times(path)
+        made = range(0, 24, every)
+        for i in made:
+            made_again_keeping_times(ds.samples[i][0])
         new = _epochs(DataLoader(ds, batch_size=4), 1)[0]
+        assert not any(torch.equal(new[i], old[i]) for i in made)
         loader.reset_stats()
         with caplog.at_level(logging.WARNING, logger="seneca"):
             assert all(torch.equal(x, new) for x in _epochs(loader, 2))
         stats = loader.stats()
-        assert stats["storage_reads"] == 2 * 6
+        assert stats["storage_reads"] == 2 * len(made)
         assert sum(stats[t]["admitted"] for t in ("encoded", "decoded")) == 0
         if not workers:  # (a worker's warning is logged in the worker)
             said = [r.getMessage() for r in caplog.records if "made again" in r.getMessage()]
             assert len(said) == 1 and "the first seen" in said[0], said
         state = loader.store.state()
-        assert sum(state[t]["entries"] for t in ("encoded", "decoded")) == 24 - 6
+        assert sum(state[t]["entries"] for t in ("encoded", "decoded")) == 24 - len(made)
         later = SenecaLoader(ds, batch_size=4, shuffle=True, cache=redis_url)
         try:
             assert all(torch.equal(x, new) for x in _epochs(later, 2))
-            assert later.stats()["storage_reads"] == 6  # the new files, cached by this loader
+            assert later.stats()["storage_reads"] == len(made)  # cached by this loader
         finally:
             later.close()
     finally:
