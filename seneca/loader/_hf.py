@@ -33,7 +33,7 @@ import numpy as np
 
 from seneca.loader._source_base import NotCacheable, Source, refuse_overrides
 from seneca.pipeline.fingerprint import runtime
-from seneca.pipeline.storage import STAMP, file_stamps
+from seneca.pipeline.storage import STAMP, file_stamps, stamps_differ
 from seneca.pipeline.transforms import ColumnTransform
 from seneca_base.errors import ConfigError
 
@@ -135,21 +135,25 @@ class HFImageSource(Source):
         # other columns alone (read at every fetch, hits too, without the image's bytes)
         self.images = self.raw.select_columns([self.column])
         self.others = self.raw.remove_columns([self.column])
+        # made with the id (``_digest``): the id, what decoded the images it names, and the
+        # image files' stamps and paths (None: the table holds every image)
+        self._id: str | None = None
+        self._decoded_by: str | None = None
+        self._files: tuple[np.ndarray, Any] | None = None
 
     def __len__(self) -> int:
         return len(self.raw)
 
     @property
     def id(self) -> str:  # type: ignore[override]
-        cached = self.__dict__.get("_id")
-        if cached is None:
-            cached = self.__dict__["_id"] = "hf" + self._digest()
-        return cached
+        if self._id is None:
+            self._id = "hf" + self._digest()
+        return self._id
 
     def _digest(self) -> str:
         import datasets
 
-        self.__dict__["_decoded_by"] = made = runtime()
+        self._decoded_by = made = runtime()
         # what decodes, how: datasets' own release too (its Image feature decodes: a release
         # that turns an image by its EXIF orientation makes another image of the same bytes)
         version = datasets.__version__.split("+")[0]
@@ -170,7 +174,7 @@ class HFImageSource(Source):
         if (stamps[:, 0] != _NO_FILE).any():
             import pyarrow as pa
 
-            self.__dict__["_files"] = (stamps, pa.concat_arrays(paths))
+            self._files = (stamps, pa.concat_arrays(paths))
         return h.hexdigest()[:16]
 
     def _columns(self, names: list[str]) -> Iterator[tuple[str, Any]]:
@@ -186,25 +190,22 @@ class HFImageSource(Source):
         """Those of rows ``indices`` whose image files, kept as paths, were made again or
         changed since the id was made (``file_stamps``: a stat each; the table's own bytes
         cannot change)."""
-        files = self.__dict__.get("_files")
-        if files is None:
+        if self._files is None:
             return []
-        stamps, paths = files
+        stamps, paths = self._files
         rows = np.asarray(indices, dtype=np.int64)
         rows = rows[stamps[rows, 0] != _NO_FILE]
         if not len(rows):
             return []
-        now, _ = file_stamps([path or "" for path in paths.take(rows).to_pylist()])
-        differ = (np.array(now, dtype=np.int64).reshape(-1, STAMP) != stamps[rows]).any(1)
-        return [int(i) for i in rows[differ]]
+        names = [path or "" for path in paths.take(rows).to_pylist()]
+        return [int(i) for i in rows[stamps_differ(names, stamps[rows])]]
 
     def file_of(self, index: int) -> str:
-        files = self.__dict__.get("_files")
-        path = files[1][index].as_py() if files is not None else None
+        path = self._files[1][index].as_py() if self._files is not None else None
         return f"{path} (row {index}'s {self.column!r})" if path else super().file_of(index)
 
     def decodes_otherwise(self) -> str | None:
-        before = self.__dict__.get("_decoded_by")
+        before = self._decoded_by
         if before is None or runtime() == before:
             return None
         return "how the dataset's images decode changed (a setting of the libraries that decode)"

@@ -23,7 +23,7 @@ import numpy as np
 from seneca import defaults
 from seneca_base.errors import DatasetError
 
-__all__ = ["IMAGE_EXTENSIONS", "STAMP", "Storage", "file_stamps", "throttled"]
+__all__ = ["IMAGE_EXTENSIONS", "STAMP", "Storage", "file_stamps", "stamps_differ", "throttled"]
 
 #: Same list as torchvision.datasets.folder.IMG_EXTENSIONS.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -159,10 +159,9 @@ class Storage:
         back, or whose metadata changed. None are before a fingerprint is made."""
         if self._stamps is None or not indices:
             return []
-        now, _ = file_stamps([self.samples[i][0] for i in indices], slow=self._slow)
         before = self._stamps[np.asarray(indices, dtype=np.int64)]
-        differ = (np.array(now, dtype=np.int64).reshape(before.shape) != before).any(1)
-        return [indices[k] for k in np.flatnonzero(differ)]
+        paths = [self.samples[i][0] for i in indices]
+        return [indices[k] for k in np.flatnonzero(stamps_differ(paths, before, self._slow))]
 
 
 def _stat(path: str | os.PathLike) -> tuple[int, int, int]:
@@ -209,3 +208,13 @@ def file_stamps(
     if took > 1.0:
         log.info("looked at %d files in %.1f s", len(paths), took)
     return stats, slow
+
+
+def stamps_differ(
+    paths: Sequence[str | os.PathLike], before: np.ndarray, slow: bool | None = None
+) -> np.ndarray:
+    """Whether each file in ``paths`` is not as its row of ``before`` (its stamps as
+    :func:`file_stamps` took them) says: made again or changed since. ``slow``: as for
+    :func:`file_stamps`."""
+    now, _ = file_stamps(paths, slow=slow)
+    return (np.array(now, dtype=np.int64).reshape(before.shape) != before).any(1)
